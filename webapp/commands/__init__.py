@@ -1,0 +1,1 @@
+"""One module per ``streamscope`` subcommand (see webapp.cli)."""
