@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a fresh machine (Chromium, torch CPU, the [test] extra), checks
+# lint and types, then runs the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+if [ ! -x /usr/bin/chromium ]; then
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq chromium >/dev/null
+fi
+python3 -c "import torch" 2>/dev/null || python3 -m pip install -q "torch==2.13.0"
+python3 -m pip install -q -e ".[test]"
+ruff check .
+mypy
+python3 -m pytest "$@"

@@ -1,0 +1,81 @@
+"""The CLI in-process: exit codes, messages, convert round trip."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from collector import __version__
+from collector.model import Interval, IntervalKind, Lane, LaneKind, Marker, MarkerKind, MemoryKind, RunMeta, Trace
+from collector.tracefile import load_trace, write_trace
+from webapp.cli import main
+
+
+def small_trace() -> Trace:
+    lanes = [
+        Lane(0, LaneKind.CPU_THREAD, 11, "CPU thread"),
+        Lane(0, LaneKind.TRANSFER_STREAM, 13, "stream 13 (transfer)"),
+        Lane(0, LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)"),
+    ]
+    rows = [
+        Interval(0, IntervalKind.LAUNCH, "aten::copy_", 1_000, 2_000),
+        Interval(1, IntervalKind.MEMCPY_H2D, "aten::copy_", 2_500, 9_000, bytes=1 << 20,
+                 memory_kind=MemoryKind.PINNED, non_blocking=True, launch_id=0, step=0),
+        Interval(2, IntervalKind.KERNEL, "aten::mm", 3_000, 12_345, step=0),
+        Interval(0, IntervalKind.SYNC_WAIT, "item", 2_000, 12_400, cause="item", source="train.py:42", step=0),
+    ]
+    return Trace.build(RunMeta.new(workload="unit"), lanes, rows, [Marker(0, MarkerKind.STEP, "step 0", 0, 13_000, 0)])
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"streamscope {__version__}"
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: streamscope" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_convert_round_trip(tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in.json"
+    write_trace(small_trace(), str(src))
+    dst = tmp_path / f"out{suffix}"
+    assert main(["convert", str(src), str(dst)]) == 0
+    assert "4 intervals on 3 lanes" in capsys.readouterr().out
+    if suffix == ".json.gz":
+        assert gzip.open(dst).read(1) == b"{"
+    back = load_trace(str(dst))
+    original = small_trace()
+    cols = ["kind", "name", "start_ns", "end_ns", "bytes", "memory_kind", "source", "cause", "lane_kind"]
+    assert back.intervals[cols].astype(str).equals(original.intervals[cols].astype(str))
+
+
+def test_convert_missing_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["convert", str(tmp_path / "nope.json"), str(tmp_path / "out.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("nope.json: no such file")
+    assert len(err.splitlines()) == 1
+
+
+def test_convert_bad_output_suffix_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in.json"
+    write_trace(small_trace(), str(src))
+    assert main(["convert", str(src), str(tmp_path / "out.txt")]) == 2
+    assert "must end in .json or .json.gz" in capsys.readouterr().err
+
+
+def test_convert_invalid_file_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "broken.json"
+    src.write_text('{"traceEvents": [')
+    out = tmp_path / "out.json"
+    assert main(["convert", str(src), str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("streamscope convert: error:")
+    assert len(err.splitlines()) == 1
+    assert not out.exists()

@@ -1,0 +1,33 @@
+"""Browsing and analysis never need torch: importing our packages must not import it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+MODULES = [
+    "collector",
+    "collector.model",
+    "collector.chrome",
+    "collector.tracefile",
+    "webapp",
+    "webapp.cli",
+    "webapp.analysis",
+]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_import_does_not_import_torch(module: str) -> None:
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_cli_help_lists_working_subcommands_only() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "webapp.cli", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "convert" in out.stdout
+    assert "serve" in out.stdout

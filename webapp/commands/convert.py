@@ -1,0 +1,33 @@
+"""Convert a trace (ours or torch.profiler's Chrome JSON) into a Streamscope trace file (.json or .json.gz).
+
+The output opens in Perfetto (ui.perfetto.dev) and chrome://tracing unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+OUTPUT_SUFFIXES = (".json", ".json.gz")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="trace to read: .json or .json.gz (Streamscope or torch.profiler)")
+    parser.add_argument("output", help="file to write: .json or .json.gz (gzip)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from collector.tracefile import load_trace, write_trace
+    from webapp.cli import CliError
+
+    src, dst = Path(args.input), Path(args.output)
+    if not src.is_file():
+        raise CliError(f"{src}: no such file")
+    if not dst.name.endswith(OUTPUT_SUFFIXES):
+        raise CliError(f"{dst}: output must end in .json or .json.gz")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise CliError(f"{dst}: output would overwrite the input")
+    trace = load_trace(str(src))
+    write_trace(trace, str(dst))
+    print(f"wrote {dst}: {len(trace.intervals):,} intervals on {len(trace.lanes)} lanes, {len(trace.ranks)} rank(s)")
+    return 0
