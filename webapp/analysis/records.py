@@ -1,0 +1,131 @@
+"""Immutable records that cross the analysis boundary: Evidence, Finding, RunAnalysis.
+
+Everything here is plain data: the web pages and the CLI render it, ``to_dict`` makes it JSON-ready.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SEVERITIES = ("info", "warning", "critical")
+"""Finding severities, mildest first."""
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready version of a numpy/pandas scalar (NaN and inf become None)."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """DataFrame rows as JSON-ready dicts (categoricals as strings, NaN as None)."""
+    if frame.empty:
+        return []
+    out = frame.copy(deep=False)
+    for name in out.columns:
+        if isinstance(out[name].dtype, pd.CategoricalDtype):
+            out[name] = out[name].astype(str)
+    return [_plain(row) for row in out.to_dict(orient="records")]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a finding shows on the timeline: a time range on one rank and the intervals in it."""
+
+    rank: int
+    start_ns: int
+    end_ns: int
+    interval_ids: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": int(self.rank),
+            "start_ns": int(self.start_ns),
+            "end_ns": int(self.end_ns),
+            "interval_ids": [int(i) for i in self.interval_ids],
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A problem found in a run, what it costs per step and the fix in PyTorch terms."""
+
+    rule: str  # "pageable-copy", "blocking-copy", "no-copy-overlap", "sync-in-loop", "launch-bound", "idle-gaps"
+    title: str
+    severity: str  # "info" | "warning" | "critical"
+    cost_per_step_ns: int
+    fix: str
+    detail: str
+    sources: tuple[str, ...] = ()  # user file:line
+    evidence: tuple[Evidence, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "title": self.title,
+            "severity": self.severity,
+            "cost_per_step_ns": int(self.cost_per_step_ns),
+            "fix": self.fix,
+            "detail": self.detail,
+            "sources": list(self.sources),
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Everything :func:`webapp.analysis.analyze` computes for one run.
+
+    ``metrics`` keys carry their unit (``*_ns`` nanoseconds, ``*_frac`` 0..1, ``*_bytes``, ``*_gbps``
+    GB/s = 1e9 bytes/s, ``*_count``); see :data:`webapp.analysis.metrics.METRICS` for the full list.
+    The DataFrames' columns are documented where they are computed (webapp.analysis.metrics).
+    """
+
+    metrics: dict[str, float]
+    per_rank: pd.DataFrame
+    per_step: pd.DataFrame
+    kernels: pd.DataFrame
+    sync_sources: pd.DataFrame
+    findings: tuple[Finding, ...]
+    what_if: dict[str, float]
+    notes: tuple[str, ...] = field(default=())
+
+    def summary(self) -> dict[str, Any]:
+        """Small dict for the run catalog."""
+        m = self.metrics
+        return {
+            "steps": int(m.get("steps", 0)),
+            "step_time_median_ns": _plain(m.get("step_time_median_ns", 0.0)),
+            "gpu_busy_frac": _plain(m.get("gpu_busy_frac", 0.0)),
+            "copy_compute_overlap_frac": _plain(m.get("copy_compute_overlap_frac", 0.0)),
+            "findings": sum(1 for f in self.findings if f.severity in ("warning", "critical")),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: DataFrames as lists of records, NaN as None."""
+        return {
+            "metrics": _plain(dict(self.metrics)),
+            "per_rank": frame_records(self.per_rank),
+            "per_step": frame_records(self.per_step),
+            "kernels": frame_records(self.kernels),
+            "sync_sources": frame_records(self.sync_sources),
+            "findings": [f.to_dict() for f in self.findings],
+            "what_if": _plain(dict(self.what_if)),
+            "summary": self.summary(),
+            "notes": list(self.notes),
+        }
