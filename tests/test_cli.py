@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 
 from collector import __version__
-from collector.model import Interval, IntervalKind, Lane, LaneKind, Marker, MarkerKind, MemoryKind, RunMeta, Trace
+from collector.model import (
+    Interval,
+    IntervalKind,
+    Lane,
+    LaneKind,
+    Marker,
+    MarkerKind,
+    MemoryKind,
+    RunMeta,
+    Trace,
+)
 from collector.tracefile import load_trace, write_trace
 from webapp.cli import main
 
@@ -49,7 +59,8 @@ def test_convert_round_trip(tmp_path: Path, suffix: str, capsys: pytest.CaptureF
     assert main(["convert", str(src), str(dst)]) == 0
     assert "4 intervals on 3 lanes" in capsys.readouterr().out
     if suffix == ".json.gz":
-        assert gzip.open(dst).read(1) == b"{"
+        with gzip.open(dst) as fh:
+            assert fh.read(1) == b"{"
     back = load_trace(str(dst))
     original = small_trace()
     cols = ["kind", "name", "start_ns", "end_ns", "bytes", "memory_kind", "source", "cause", "lane_kind"]

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from collector import __version__
 
@@ -26,8 +27,8 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-def _available() -> dict[str, object]:
-    modules = {}
+def _available() -> dict[str, ModuleType]:
+    modules: dict[str, ModuleType] = {}
     for name in SUBCOMMANDS:
         try:
             modules[name] = importlib.import_module(f"webapp.commands.{name}")
@@ -47,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module in _available().items():
         doc = (module.__doc__ or "").strip()
         p = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
-        module.add_arguments(p)  # type: ignore[attr-defined]
-        p.set_defaults(_run=module.run)  # type: ignore[attr-defined]
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
     return parser
 
 
