@@ -1,0 +1,148 @@
+"""Every page and API route through the Flask test client, including the errors."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+from web_helpers import EVIL, evil_trace
+
+from collector.synthetic import synthetic_trace
+from webapp import create_app
+
+
+def trace_bytes(tmp_path: Path, n: int = 500, gz: bool = True) -> bytes:
+    from collector.tracefile import write_trace
+
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    write_trace(synthetic_trace(n, pattern="naive", steps=3), str(path))
+    return path.read_bytes()
+
+
+def test_runs_list_shows_runs(client, two_runs) -> None:
+    html = client.get("/").get_data(as_text=True)
+    assert "naive run" in html and "overlap run" in html
+    assert 'data-id="' + two_runs[0].id + '"' in html
+
+
+def test_empty_runs_list_says_what_to_do(client) -> None:
+    html = client.get("/").get_data(as_text=True)
+    assert "No runs yet" in html and "/upload" in html
+
+
+def test_names_are_escaped_everywhere(client, store) -> None:
+    info = store.add(evil_trace(), EVIL)
+    for url in ("/", f"/runs/{info.id}", f"/compare?a={info.id}&b={info.id}"):
+        html = client.get(url).get_data(as_text=True)
+        assert "<img src=x" not in html, url
+        assert "</script><img" not in html, url
+    body = client.get("/api/runs").get_json()
+    assert body["runs"][0]["name"] == EVIL
+
+
+def test_upload_raw_body_stores_a_run(client, tmp_path) -> None:
+    data = trace_bytes(tmp_path)
+    resp = client.post("/api/runs?name=my%20trace.json.gz", data=data, content_type="application/octet-stream")
+    assert resp.status_code == 201, resp.get_json()
+    run = resp.get_json()["run"]
+    assert run["name"] == "my trace" and run["intervals"] > 0
+    assert client.get(resp.get_json()["url"]).status_code == 200
+
+
+def test_upload_multipart_plain_json(client, tmp_path) -> None:
+    data = trace_bytes(tmp_path, gz=False)
+    resp = client.post("/api/runs", data={"file": (io.BytesIO(data), "plain.json")},
+                       content_type="multipart/form-data")
+    assert resp.status_code == 201
+    assert resp.get_json()["run"]["name"] == "plain"
+
+
+def test_bad_uploads_store_nothing(client, store) -> None:
+    cases = {
+        "broken.json": b'{"traceEvents": [',
+        "bomb.json.gz": gzip.compress(b"not json at all"),
+        "notes.txt": b"hello",
+        "empty.json": b"",
+    }
+    for name, body in cases.items():
+        resp = client.post(f"/api/runs?name={name}", data=body)
+        assert resp.status_code == 400, name
+        err = resp.get_json()["error"]
+        assert "\n" not in err and "Traceback" not in err and err, name
+    assert store.list_runs() == []
+    assert not list(store.uploads_dir.iterdir()) and not list(store.runs_dir.iterdir())
+    resp = client.post("/api/runs", data=b"{}")
+    assert resp.status_code == 400 and "file name" in resp.get_json()["error"]
+
+
+def test_upload_too_large(tmp_path) -> None:
+    app = create_app({"DATA_DIR": str(tmp_path / "d"), "IMPORT_SAMPLES": False, "MAX_CONTENT_LENGTH": 1000})
+    resp = app.test_client().post("/api/runs?name=x.json", data=b"x" * 5000)
+    assert resp.status_code == 413
+    assert "1,000 bytes" in resp.get_json()["error"]
+    assert app.extensions["streamscope.store"].list_runs() == []
+
+
+def test_rename_and_delete(client, two_runs) -> None:
+    a, _ = two_runs
+    resp = client.patch(f"/api/runs/{a.id}", json={"name": "renamed"})
+    assert resp.get_json()["run"]["name"] == "renamed"
+    assert client.patch(f"/api/runs/{a.id}", json={"name": "  "}).status_code == 400
+    assert client.patch(f"/api/runs/{a.id}", data="nope").status_code == 400
+    assert client.delete(f"/api/runs/{a.id}").status_code == 200
+    assert client.get(f"/api/runs/{a.id}").status_code == 404
+
+
+def test_unknown_run_is_a_clear_404(client) -> None:
+    resp = client.get("/api/runs/0000000000000000")
+    assert resp.status_code == 404 and "no run" in resp.get_json()["error"]
+    page = client.get("/runs/../../etc/passwd")
+    assert page.status_code == 404
+    html = client.get("/runs/ffffffffffffffff").get_data(as_text=True)
+    assert "Error 404" in html and "Traceback" not in html
+    assert client.get("/compare?a=x&b=y").status_code == 404
+    assert client.get("/nowhere").status_code == 404
+
+
+def test_run_api(client, two_runs) -> None:
+    a, _ = two_runs
+    body = client.get(f"/api/runs/{a.id}").get_json()
+    assert [ln["kind"] for ln in body["lanes"]] == ["cpu_thread", "compute_stream", "transfer_stream"]
+    assert body["meta"]["source"] == "synthetic"
+    analysis = client.get(f"/api/runs/{a.id}/analysis").get_json()
+    assert {"metrics", "findings", "what_if", "per_step", "kernels"} <= analysis.keys()
+
+
+def test_compare_pick_page(client, two_runs) -> None:
+    html = client.get("/compare").get_data(as_text=True)
+    assert "naive run" in html and "<select" in html
+
+
+def test_record_page_without_gpu_says_why(client) -> None:
+    html = client.get("/record").get_data(as_text=True)
+    assert "not available" in html and "streamscope record" in html and "/upload" in html
+    resp = client.post("/api/record", json={"demo": "naive"})
+    assert resp.status_code == 409
+
+
+def test_plotly_js_is_local_compressed_and_cached(client) -> None:
+    from webapp.static_assets import plotly_etag
+
+    url = f"/assets/plotly-{plotly_etag()}.min.js"
+    resp = client.get(url, headers={"Accept-Encoding": "gzip"})
+    assert resp.status_code == 200 and resp.headers["Content-Encoding"] == "gzip"
+    assert "max-age=31536000" in resp.headers["Cache-Control"]
+    assert b"plotly" in gzip.decompress(resp.data)[:2000].lower()
+    again = client.get(url, headers={"If-None-Match": resp.headers["ETag"]})
+    assert again.status_code == 304
+
+
+def test_token_is_required_when_set(tmp_path) -> None:
+    app = create_app({"DATA_DIR": str(tmp_path / "d"), "IMPORT_SAMPLES": False, "TOKEN": "s3cret"})
+    c = app.test_client()
+    assert c.get("/").status_code == 401
+    assert c.get("/api/runs").get_json()["error"].startswith("this server needs")
+    assert c.get("/api/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert c.get("/?token=s3cret").status_code == 200
+    assert c.get("/").status_code == 200  # the cookie set by ?token= carries on

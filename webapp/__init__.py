@@ -1,0 +1,104 @@
+"""Streamscope web app: everything that consumes traces (analysis, storage, pages, JSON API).
+
+:func:`create_app` is the Flask application factory. Importing this package imports neither Flask nor
+torch; ``create_app`` does the Flask work.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from webapp.store import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = "streamscope-data"
+DEFAULT_MAX_UPLOAD_BYTES = 2 * 1024**3
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+"""The repository (or install) root; sample traces live in ``PACKAGE_ROOT / "sample_traces"``."""
+
+TOKEN_COOKIE = "streamscope_token"
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app. Config keys (all optional):
+
+    DATA_DIR            data folder (SQLite catalog + run files); default ./streamscope-data
+    MAX_CONTENT_LENGTH  upload limit in bytes; default 2 GB
+    TOKEN               when set, every request must carry it (``?token=``, ``Authorization: Bearer``
+                        or the cookie set after the first ``?token=``)
+    IMPORT_SAMPLES      import every trace in SAMPLES_DIR on first start (default True)
+    SAMPLES_DIR         default $STREAMSCOPE_SAMPLES_DIR or PACKAGE_ROOT/sample_traces
+    RECORD_ENABLED      force recording on/off (default: detect CUDA in a subprocess)
+    """
+    from flask import Flask
+
+    app = Flask(__name__)
+    app.config.from_mapping(
+        DATA_DIR=os.path.abspath(DEFAULT_DATA_DIR),
+        MAX_CONTENT_LENGTH=DEFAULT_MAX_UPLOAD_BYTES,
+        TOKEN=None,
+        IMPORT_SAMPLES=True,
+        SAMPLES_DIR=os.environ.get("STREAMSCOPE_SAMPLES_DIR") or str(PACKAGE_ROOT / "sample_traces"),
+        RECORD_ENABLED=None,
+        JSON_SORT_KEYS=False,
+    )
+    if test_config:
+        app.config.update(test_config)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+
+    from webapp.store import Store
+
+    store = Store(app.config["DATA_DIR"])
+    app.extensions["streamscope.store"] = store
+    if app.config["IMPORT_SAMPLES"]:
+        from webapp.ingest import import_samples
+
+        import_samples(store, Path(app.config["SAMPLES_DIR"]))
+
+    _install_token_check(app)
+    from webapp import api, compare, errors, formatting, record, runs, static_assets, upload
+
+    errors.register(app)
+    formatting.register(app)
+    for module in (runs, upload, record, compare, api, static_assets):
+        app.register_blueprint(module.bp)
+    return app
+
+
+def get_store() -> Store:
+    """The Store of the current app (use inside a request)."""
+    from flask import current_app
+
+    store: Store = current_app.extensions["streamscope.store"]
+    return store
+
+
+def _install_token_check(app: Flask) -> None:
+    from flask import Response, abort, request
+
+    token = app.config.get("TOKEN")
+    if not token:
+        return
+
+    @app.before_request
+    def _check() -> None:
+        given = request.args.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer "):
+            given = auth[len("Bearer "):]
+        if not hmac.compare_digest(given.encode(), str(token).encode()):
+            abort(401, "this server needs its access token: open the URL printed by `streamscope serve`")
+
+    @app.after_request
+    def _remember(response: Response) -> Response:
+        if request.args.get("token"):
+            response.set_cookie(TOKEN_COOKIE, str(token), httponly=True, samesite="Strict")
+        return response

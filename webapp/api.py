@@ -1,0 +1,99 @@
+"""The JSON API behind the pages (documented in the README).
+
+GET    /api/runs                          the catalog, newest first
+POST   /api/runs?name=FILE.json.gz        upload one trace (raw body, or multipart field ``file``)
+GET    /api/runs/<id>                     one run: catalog row, metadata, lanes
+PATCH  /api/runs/<id>   {"name": ...}     rename
+DELETE /api/runs/<id>                     delete
+GET    /api/runs/<id>/analysis            metrics, findings, what-if, per-step and per-kernel tables
+GET    /api/runs/<id>/timeline            level-of-detail slice: ?start_ns&end_ns&width_px[&rank]
+GET    /api/runs/<id>/intervals?ids=1,2   full rows of a few intervals (at most 1,000)
+GET    /api/compare?a=<id>&b=<id>         metric deltas, op diff, findings fixed/new
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, abort, current_app, jsonify, request
+
+from webapp import get_store
+from webapp.ingest import IngestError, TooLarge, ingest_stream
+from webapp.store import RunInfo, RunNotFound
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+MAX_IDS = 1000
+
+
+def _info(run_id: str) -> RunInfo:
+    try:
+        return get_store().get(run_id)
+    except RunNotFound:
+        abort(404, f"no run with id {run_id!r}")
+
+
+@bp.get("/runs")
+def list_runs() -> Response:
+    return jsonify({"runs": [r.to_dict() for r in get_store().list_runs()]})
+
+
+@bp.post("/runs")
+def upload() -> tuple[Response, int]:
+    """Store one uploaded trace. 201 with the run; 400/413 with {"error"} and nothing stored."""
+    store = get_store()
+    limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
+    if request.mimetype == "multipart/form-data":
+        upload_file = request.files.get("file")
+        if upload_file is None:
+            abort(400, "no file in the upload (multipart field 'file')")
+        stream, filename = upload_file.stream, upload_file.filename or ""
+    else:
+        stream, filename = request.stream, request.args.get("name", "")
+    if not filename:
+        abort(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
+    try:
+        info = ingest_stream(store, stream, filename, limit)
+    except TooLarge as exc:
+        abort(413, str(exc))
+    except IngestError as exc:
+        abort(400, f"{_basename(filename)}: {exc}")
+    return jsonify({"run": info.to_dict(), "url": f"/runs/{info.id}"}), 201
+
+
+def _basename(filename: str) -> str:
+    return filename.replace("\\", "/").rsplit("/", 1)[-1][:200]
+
+
+@bp.get("/runs/<run_id>")
+def get_run(run_id: str) -> Response:
+    info = _info(run_id)
+    trace = get_store().load(run_id)
+    lanes = [{"index": i, "rank": ln.rank, "kind": ln.kind.value, "ident": ln.ident, "label": ln.label}
+             for i, ln in enumerate(trace.lanes)]
+    return jsonify({"run": info.to_dict(), "meta": trace.meta.to_dict(), "lanes": lanes})
+
+
+@bp.patch("/runs/<run_id>")
+def rename_run(run_id: str) -> Response:
+    _info(run_id)
+    body: Any = request.get_json(silent=True)
+    name = body.get("name") if isinstance(body, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        abort(400, 'send JSON {"name": "new name"} with a non-empty name')
+    if len(name) > 200:
+        abort(400, "a run name is at most 200 characters")
+    return jsonify({"run": get_store().rename(run_id, name.strip()).to_dict()})
+
+
+@bp.delete("/runs/<run_id>")
+def delete_run(run_id: str) -> Response:
+    _info(run_id)
+    get_store().delete(run_id)
+    return jsonify({"deleted": run_id})
+
+
+@bp.get("/runs/<run_id>/analysis")
+def run_analysis(run_id: str) -> Response:
+    _info(run_id)
+    return jsonify(get_store().analysis(run_id))

@@ -1,0 +1,51 @@
+"""Jinja filters: durations, percentages, byte counts, for display only (data stays in ns / bytes)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from flask import Flask
+
+
+def fmt_ns(value: Any) -> str:
+    """Nanoseconds as a short human duration ("12.3 ms"); "—" when missing."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    v = float(value)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} ns"
+
+
+def fmt_pct(value: Any) -> str:
+    """A 0..1 fraction as a percentage; "—" when missing."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{100 * float(value):.1f}%"
+
+
+def fmt_bytes(value: Any) -> str:
+    if value is None:
+        return "—"
+    v = float(value)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_num(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.3g}"
+    return f"{int(value):,}"
+
+
+def register(app: Flask) -> None:
+    app.add_template_filter(fmt_ns, "ns")
+    app.add_template_filter(fmt_pct, "pct")
+    app.add_template_filter(fmt_bytes, "bytes")
+    app.add_template_filter(fmt_num, "num")

@@ -1,0 +1,114 @@
+"""Turning trace files into stored runs: uploads (streamed to disk first) and the bundled sample traces."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+from webapp.store import RunInfo, Store
+
+log = logging.getLogger(__name__)
+
+TRACE_SUFFIXES = (".json.gz", ".json")
+CHUNK_BYTES = 1 << 20
+
+
+class IngestError(ValueError):
+    """A file that cannot become a run; the message is one line for the user."""
+
+
+class TooLarge(IngestError):
+    """The upload passed the configured size limit."""
+
+
+def suffix_of(filename: str) -> str:
+    """The trace suffix of a user's file name (``.json`` or ``.json.gz``); raises IngestError otherwise."""
+    lower = filename.lower()
+    for suffix in TRACE_SUFFIXES:
+        if lower.endswith(suffix):
+            return suffix
+    raise IngestError("not a trace file: the name must end in .json or .json.gz")
+
+
+def display_name(filename: str) -> str:
+    """A run name from a file name: the base name without directories or trace suffix."""
+    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    lower = base.lower()
+    for suffix in TRACE_SUFFIXES:
+        if lower.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return base.strip()[:200] or "run"
+
+
+def ingest_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: int) -> RunInfo:
+    """Stream ``stream`` to a server-named file in the uploads folder, then store it as a run.
+
+    The upload file is always removed; nothing is stored when any step fails.
+    """
+    suffix = suffix_of(filename)
+    part = store.uploads_dir / f"{secrets.token_hex(8)}{suffix}"
+    try:
+        written = 0
+        with open(part, "wb") as fh:
+            while True:
+                chunk = stream.read(CHUNK_BYTES)
+                if not chunk:
+                    break
+                written += len(chunk)
+                if written > limit_bytes:
+                    raise TooLarge(f"file is larger than the upload limit of {limit_bytes:,} bytes")
+                fh.write(chunk)
+        if written == 0:
+            raise IngestError("the file is empty")
+        return ingest_file(store, part, display_name(filename))
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def ingest_file(store: Store, path: Path, name: str, origin: str = "") -> RunInfo:
+    """Load a trace file (ours or torch.profiler's) and store it; raises IngestError with one line."""
+    from collector.tracefile import load_trace
+
+    try:
+        trace = load_trace(str(path))
+    except (ValueError, OSError, EOFError) as exc:
+        raise IngestError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    except MemoryError:
+        raise IngestError("the trace is too large to load on this server") from None
+    if trace.meta.workload and name == "run":
+        name = trace.meta.workload
+    return store.add(trace, name, origin=origin)
+
+
+def sample_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES))
+
+
+def import_samples(store: Store, folder: Path) -> list[RunInfo]:
+    """On the data folder's first start, import every trace in ``folder``; later starts do nothing."""
+    if store.setting("samples_imported"):
+        return []
+    try:
+        import collector.tracefile  # noqa: F401
+    except ImportError:  # the file reader is not installed: try again on the next start
+        return []
+    added = _import_all(store, sample_files(folder))
+    store.set_setting("samples_imported", "1")
+    return added
+
+
+def _import_all(store: Store, paths: Iterable[Path]) -> list[RunInfo]:
+    added = []
+    for path in paths:
+        try:
+            added.append(ingest_file(store, path, display_name(path.name), origin=f"sample:{path.name}"))
+        except IngestError as exc:
+            log.warning("sample %s not imported: %s", os.fspath(path), exc)
+    return added

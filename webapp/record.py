@@ -1,0 +1,144 @@
+"""Page and API: record a demo (or a script) on this server's GPU, watch progress, land on the new run.
+
+Recording runs ``python -m collector record TARGET --out FILE`` in a subprocess; when it exits 0 the file
+is stored as a run. Without a CUDA GPU (or without torch) the page says why and how to record elsewhere.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request
+
+from webapp import get_store
+from webapp.ingest import IngestError, ingest_file
+from webapp.store import Store
+
+bp = Blueprint("record", __name__)
+
+FALLBACK_DEMOS = ("naive", "pinned", "overlap")
+_jobs: dict[str, Job] = {}
+_jobs_lock = threading.Lock()
+
+
+@dataclass
+class Job:
+    """One recording subprocess. ``state``: running | done | failed."""
+
+    id: str
+    target: str
+    state: str = "running"
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+    run_id: str = ""
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "target": self.target, "state": self.state, "log": list(self.lines),
+                "run_id": self.run_id, "run_url": f"/runs/{self.run_id}" if self.run_id else "",
+                "error": self.error}
+
+
+@lru_cache(maxsize=1)
+def cuda_status() -> tuple[bool, str]:
+    """(available, reason): checked once, in a subprocess so the server never imports torch."""
+    code = "import torch, sys; ok = torch.cuda.is_available(); print(torch.cuda.get_device_name(0) if ok else '')"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"could not check for a GPU ({exc})"
+    if out.returncode != 0:
+        if "No module named 'torch'" in out.stderr:
+            return False, "PyTorch is not installed on this server (install it with pip install 'streamscope[gpu]')"
+        return False, "PyTorch could not start on this server"
+    name = out.stdout.strip()
+    if not name:
+        return False, "this server has no CUDA GPU that PyTorch can use"
+    return True, name
+
+
+def record_available() -> tuple[bool, str]:
+    forced = current_app.config.get("RECORD_ENABLED")
+    if forced is not None:
+        return bool(forced), "recording is switched off for this server" if not forced else "forced on"
+    return cuda_status()
+
+
+def list_demos() -> list[str]:
+    try:
+        from collector import demos as demo_module
+    except ImportError:
+        return list(FALLBACK_DEMOS)
+    names = getattr(demo_module, "DEMOS", None) or getattr(demo_module, "DEMO_NAMES", None)
+    return sorted(names) if names else list(FALLBACK_DEMOS)
+
+
+@bp.get("/record")
+def page() -> str:
+    ok, reason = record_available()
+    return render_template("record.html", available=ok, reason=reason, demos=list_demos())
+
+
+@bp.post("/api/record")
+def start() -> tuple[Response, int]:
+    ok, reason = record_available()
+    if not ok:
+        abort(409, f"recording is not available: {reason}")
+    body = request.get_json(silent=True) or {}
+    demo, script = str(body.get("demo") or ""), str(body.get("script") or "")
+    if demo:
+        if demo not in list_demos():
+            abort(400, f"unknown demo {demo!r}; choose one of {', '.join(list_demos())}")
+        target = [f"demo:{demo}"]
+    elif script:
+        try:
+            target = shlex.split(script)
+        except ValueError as exc:
+            abort(400, f"cannot parse the script command: {exc}")
+        if not target or not Path(target[0]).is_file():
+            abort(400, "the script path must name an existing file on the server")
+    else:
+        abort(400, 'send {"demo": NAME} or {"script": "path/to/train.py args"}')
+    store = get_store()
+    job = Job(id=secrets.token_hex(6), target=" ".join(target))
+    out = store.uploads_dir / f"rec-{job.id}.json.gz"
+    cmd = [sys.executable, "-m", "collector", "record", *target, "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    with _jobs_lock:
+        _jobs[job.id] = job
+    threading.Thread(target=_follow, args=(job, proc, out, store), daemon=True).start()
+    return jsonify(job.to_dict()), 202
+
+
+@bp.get("/api/record/<job_id>")
+def status(job_id: str) -> Response:
+    with _jobs_lock:
+        job = _jobs.get(job_id)
+    if job is None:
+        abort(404, f"no recording job {job_id!r}")
+    return jsonify(job.to_dict())
+
+
+def _follow(job: Job, proc: subprocess.Popen[str], out: Path, store: Store) -> None:
+    for line in proc.stdout or ():
+        job.lines.append(line.rstrip()[:300])
+    code = proc.wait()
+    try:
+        if code != 0:
+            job.error = (job.lines[-1] if job.lines else "") or f"the recorder exited with code {code}"
+            job.state = "failed"
+            return
+        info = ingest_file(store, out, job.target.replace("demo:", "") or "recording")
+        job.run_id, job.state = info.id, "done"
+    except IngestError as exc:
+        job.error, job.state = str(exc), "failed"
+    finally:
+        out.unlink(missing_ok=True)

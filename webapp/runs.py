@@ -1,0 +1,41 @@
+"""Pages: the runs list (``/``) and one run's page with the timeline (``/runs/<id>``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, abort, render_template
+
+from webapp import get_store
+from webapp.store import RunInfo, RunNotFound
+
+bp = Blueprint("runs", __name__)
+
+
+def run_row(info: RunInfo) -> dict[str, Any]:
+    """A run as the runs list shows it (plain values; the template formats them)."""
+    s = info.summary
+    return {
+        "id": info.id, "name": info.name, "source": info.source, "device": info.device or "—",
+        "created": info.created or "", "steps": s.get("steps"),
+        "step_time_median_ns": s.get("step_time_median_ns"), "gpu_busy_frac": s.get("gpu_busy_frac"),
+        "copy_compute_overlap_frac": s.get("copy_compute_overlap_frac"), "findings": s.get("findings"),
+        "intervals": info.intervals, "ranks": info.ranks,
+    }
+
+
+@bp.get("/")
+def index() -> str:
+    rows = [run_row(r) for r in get_store().list_runs()]
+    return render_template("runs.html", runs=rows)
+
+
+@bp.get("/runs/<run_id>")
+def run_page(run_id: str) -> str:
+    store = get_store()
+    try:
+        info = store.get(run_id)
+        analysis = store.analysis(run_id)
+    except RunNotFound:
+        abort(404, f"no run with id {run_id!r}")
+    return render_template("run.html", run=info.to_dict(), analysis=analysis)

@@ -1,0 +1,50 @@
+"use strict";
+// Shared helpers: JSON fetch with clear errors, formatting, sortable tables.
+const SS = {
+  async json(url, opts) {
+    const r = await fetch(url, Object.assign({ headers: { "Accept": "application/json" } }, opts || {}));
+    let body = null;
+    try { body = await r.json(); } catch (e) { body = null; }
+    if (!r.ok) throw new Error((body && body.error) || ("HTTP " + r.status));
+    return body;
+  },
+  ns(v) {
+    if (v === null || v === undefined || !isFinite(v)) return "—";
+    const a = Math.abs(v);
+    if (a >= 1e9) return (v / 1e9).toPrecision(3) + " s";
+    if (a >= 1e6) return (v / 1e6).toPrecision(3) + " ms";
+    if (a >= 1e3) return (v / 1e3).toPrecision(3) + " µs";
+    return Math.round(v) + " ns";
+  },
+  bytes(v) {
+    if (!v) return "0 B";
+    if (v >= 1e9) return (v / 1e9).toPrecision(3) + " GB";
+    if (v >= 1e6) return (v / 1e6).toPrecision(3) + " MB";
+    if (v >= 1e3) return (v / 1e3).toPrecision(3) + " kB";
+    return v + " B";
+  },
+  pct(v) { return (v === null || v === undefined || !isFinite(v)) ? "—" : (100 * v).toFixed(1) + "%"; },
+  el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  },
+  // Click a <th data-sort> to sort its table body; cells may carry data-v with the raw value.
+  sortable(table) {
+    table.querySelectorAll("th[data-sort]").forEach((th) => {
+      th.addEventListener("click", () => {
+        const idx = Array.from(th.parentNode.children).indexOf(th);
+        const num = th.dataset.sort === "num";
+        const asc = !th.classList.contains("asc");
+        table.querySelectorAll("th").forEach((h) => h.classList.remove("asc", "desc"));
+        th.classList.add(asc ? "asc" : "desc");
+        const body = table.tBodies[0];
+        const rows = Array.from(body.rows);
+        const key = (r) => { const c = r.cells[idx]; const v = c.dataset.v !== undefined ? c.dataset.v : c.textContent; return num ? parseFloat(v) || 0 : v.toLowerCase(); };
+        rows.sort((a, b) => { const x = key(a), y = key(b); return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
+        rows.forEach((r) => body.appendChild(r));
+      });
+    });
+  },
+};

@@ -1,0 +1,298 @@
+"""Run storage: a SQLite catalog (WAL mode) plus one Parquet file per run, in one data folder.
+
+Layout of the data folder::
+
+    catalog.sqlite          table ``runs`` (one row per stored run) and ``settings``
+    runs/<id>.parquet       the run DataFrame (INTERVAL_COLUMNS, sorted by lane then start_ns); the
+                            schema metadata holds ``streamscope.meta``, ``streamscope.lanes`` and
+                            ``streamscope.markers`` as JSON
+    runs/<id>.analysis.json the stored analysis (RunAnalysis.to_dict())
+    uploads/                partial uploads, streamed to disk; removed when done
+
+Run ids are made by the server (``secrets.token_hex``); no user-supplied name reaches the filesystem.
+Files are written under a temporary name and renamed into place; the catalog row is inserted last, in one
+transaction, so a server killed mid-way leaves no half run in the catalog (orphan files are swept on open).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, conform_markers
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    source TEXT NOT NULL,
+    device TEXT NOT NULL,
+    created TEXT NOT NULL,
+    added REAL NOT NULL,
+    workload TEXT NOT NULL,
+    intervals INTEGER NOT NULL,
+    lanes INTEGER NOT NULL,
+    ranks INTEGER NOT NULL,
+    start_ns INTEGER NOT NULL,
+    end_ns INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    origin TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+RUN_FIELDS = ("id", "name", "source", "device", "created", "added", "workload", "intervals", "lanes", "ranks",
+              "start_ns", "end_ns", "summary", "origin")
+
+
+class RunNotFound(KeyError):
+    """No run with that id in the catalog."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One catalog row. ``summary`` is RunAnalysis.summary() (steps, step_time_median_ns, ...)."""
+
+    id: str
+    name: str
+    source: str
+    device: str
+    created: str
+    added: float  # unix seconds
+    workload: str
+    intervals: int
+    lanes: int
+    ranks: int
+    start_ns: int
+    end_ns: int
+    summary: dict[str, Any]
+    origin: str  # e.g. "sample:naive.json.gz" for imported samples, "" otherwise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in RUN_FIELDS}
+
+
+def _row_to_info(row: sqlite3.Row) -> RunInfo:
+    values = dict(row)
+    values["summary"] = json.loads(values["summary"] or "{}")
+    return RunInfo(**values)
+
+
+def _is_valid_id(run_id: str) -> bool:
+    return len(run_id) == 16 and all(c in "0123456789abcdef" for c in run_id)
+
+
+class Store:
+    """The data folder. Thread-safe: each call opens its own SQLite connection."""
+
+    def __init__(self, root: str | os.PathLike[str], cache_runs: int = 3) -> None:
+        self.root = Path(root)
+        self.runs_dir = self.root / "runs"
+        self.uploads_dir = self.root / "uploads"
+        for d in (self.root, self.runs_dir, self.uploads_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.catalog_path = self.root / "catalog.sqlite"
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+        self._cache: OrderedDict[str, Trace] = OrderedDict()
+        self._cache_size = cache_runs
+        self._lock = threading.Lock()
+        self._sweep()
+
+    # -- catalog -------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.catalog_path, timeout=30)
+        db.row_factory = sqlite3.Row
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def _sweep(self) -> None:
+        """Remove files no catalog row refers to (left by a server killed mid-store) and stale uploads."""
+        known = {r.id for r in self.list_runs()}
+        for path in self.runs_dir.iterdir():
+            run_id = path.name.split(".", 1)[0]
+            if path.name.startswith(".tmp-") or run_id not in known:
+                path.unlink(missing_ok=True)
+        for path in self.uploads_dir.iterdir():
+            path.unlink(missing_ok=True)
+
+    def list_runs(self) -> list[RunInfo]:
+        """All runs, newest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM runs ORDER BY added DESC, id").fetchall()
+        return [_row_to_info(r) for r in rows]
+
+    def get(self, run_id: str) -> RunInfo:
+        if not _is_valid_id(run_id):
+            raise RunNotFound(run_id)
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        return _row_to_info(row)
+
+    def rename(self, run_id: str, name: str) -> RunInfo:
+        self.get(run_id)
+        with self._connect() as db:
+            db.execute("UPDATE runs SET name = ? WHERE id = ?", (name, run_id))
+        return self.get(run_id)
+
+    def delete(self, run_id: str) -> None:
+        self.get(run_id)
+        with self._connect() as db:
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        with self._lock:
+            self._cache.pop(run_id, None)
+        for path in self.runs_dir.glob(f"{run_id}.*"):
+            path.unlink(missing_ok=True)
+
+    def setting(self, key: str, default: str = "") -> str:
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return str(row["value"]) if row else default
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, value))
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    def run_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.parquet"
+
+    def analysis_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.analysis.json"
+
+    def add(self, trace: Trace, name: str, *, origin: str = "", analysis: dict[str, Any] | None = None) -> RunInfo:
+        """Store ``trace`` under a new id; ``analysis`` is RunAnalysis.to_dict() (computed if None)."""
+        if analysis is None:
+            analysis = analyze_dict(trace)
+        run_id = secrets.token_hex(8)
+        frame = trace.intervals.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
+        _write_atomic_parquet(self.run_path(run_id), trace, frame)
+        _write_atomic_text(self.analysis_path(run_id), json.dumps(analysis, allow_nan=False))
+        meta = trace.meta
+        starts = frame["start_ns"]
+        info = RunInfo(
+            id=run_id, name=name, source=meta.source or "recorded", device=meta.device_name or "",
+            created=meta.created or "", added=time.time(), workload=meta.workload or "",
+            intervals=len(frame), lanes=len(trace.lanes), ranks=len({lane.rank for lane in trace.lanes}),
+            start_ns=int(starts.min()) if len(frame) else 0,
+            end_ns=int(frame["end_ns"].max()) if len(frame) else 0,
+            summary=dict(analysis.get("summary") or {}), origin=origin,
+        )
+        row = info.to_dict()
+        row["summary"] = json.dumps(info.summary)
+        with self._connect() as db:
+            db.execute(
+                f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))})",
+                [row[f] for f in RUN_FIELDS],
+            )
+        with self._lock:
+            self._remember(run_id, Trace(trace.meta, trace.lanes, frame, trace.markers))
+        return info
+
+    def load(self, run_id: str) -> Trace:
+        """The stored run as a Trace (intervals sorted by lane then start_ns); cached in memory."""
+        self.get(run_id)
+        with self._lock:
+            if run_id in self._cache:
+                self._cache.move_to_end(run_id)
+                return self._cache[run_id]
+        trace = read_run_file(self.run_path(run_id))
+        with self._lock:
+            self._remember(run_id, trace)
+        return trace
+
+    def analysis(self, run_id: str) -> dict[str, Any]:
+        self.get(run_id)
+        return dict(json.loads(self.analysis_path(run_id).read_text()))
+
+    def _remember(self, run_id: str, trace: Trace) -> None:
+        self._cache[run_id] = trace
+        self._cache.move_to_end(run_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+
+def analyze_dict(trace: Trace) -> dict[str, Any]:
+    """RunAnalysis.to_dict() for ``trace``; a run whose analysis fails is still stored, with a note."""
+    from webapp.analysis import analyze
+
+    try:
+        return dict(analyze(trace).to_dict())
+    except Exception as exc:  # analysis bugs must not lose the user's run
+        log.exception("analysis failed")
+        return {"metrics": {}, "per_rank": [], "per_step": [], "kernels": [], "sync_sources": [],
+                "findings": [], "what_if": {}, "summary": {}, "notes": [f"analysis failed: {exc}"]}
+
+
+def _write_atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _lane_dict(lane: Lane) -> dict[str, Any]:
+    return {"rank": lane.rank, "kind": lane.kind.value, "ident": lane.ident, "label": lane.label}
+
+
+def _write_atomic_parquet(path: Path, trace: Trace, frame: pd.DataFrame) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    markers = trace.markers.copy()
+    markers["kind"] = markers["kind"].astype(str)
+    extra = {
+        b"streamscope.meta": json.dumps(trace.meta.to_dict(), default=str).encode(),
+        b"streamscope.lanes": json.dumps([_lane_dict(lane) for lane in trace.lanes]).encode(),
+        b"streamscope.markers": markers.to_json(orient="split", index=False).encode(),
+    }
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
+    tmp = path.with_name(f".tmp-{path.name}")
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_run_file(path: Path) -> Trace:
+    """Read a run file written by :meth:`Store.add` back into a Trace."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    md = table.schema.metadata or {}
+    meta = RunMeta.from_dict(json.loads(md[b"streamscope.meta"]))
+    lanes = tuple(
+        Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
+        for d in json.loads(md[b"streamscope.lanes"])
+    )
+    split = json.loads(md[b"streamscope.markers"])
+    markers = conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
+    intervals = conform_intervals(table.to_pandas())
+    return Trace(meta, lanes, intervals, markers)
