@@ -1,0 +1,331 @@
+"""Level of detail for the timeline: what the browser draws for one visible window and pixel width.
+
+For each lane, intervals at least ``px_ns`` long (one pixel, or coarser when needed to stay under the
+box budget) are sent as they are; narrower ones are merged into *busy* boxes: a run of narrow intervals
+whose gaps are under ``px_ns`` becomes one box carrying how many intervals it holds and how much of it is
+busy. A busy box's ``busy_ns`` is exactly the length of the union of its members (clipped to the window),
+so the merged boxes of a lane cover exactly the busy time of its narrow intervals. Zooming in refines.
+
+Everything is vectorized numpy over the visible slice of pre-sorted per-lane arrays (found with
+``searchsorted``); :class:`RunIndex` holds those arrays for one run and is built once per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Trace
+
+MAX_BOXES_PER_LANE = 2000
+MAX_BOXES_PER_VIEW = 10_000
+RAW_LIMIT = 200_000
+"""Windows with more intervals than this on a lane use the precomputed prefix arrays (_Coarse)."""
+KIND_NAMES: tuple[str, ...] = tuple(INTERVAL_KIND_DTYPE.categories)
+"""Interval kinds by code: the ``kind`` arrays below hold indices into this tuple."""
+_N_KINDS = len(KIND_NAMES)
+_COMPUTE_KINDS = (IntervalKind.KERNEL.value, IntervalKind.MEMSET.value, IntervalKind.COLLECTIVE.value)
+
+
+@dataclass(frozen=True)
+class LaneLod:
+    """The boxes of one lane in one view. Times are ns on the run clock.
+
+    ``rows``: positions (into the index's sorted run frame) of intervals sent one by one, with their
+    ``start_ns``/``end_ns``/``kind`` (codes into KIND_NAMES). ``busy_*``: merged boxes, each
+    ``[busy_start_ns, busy_end_ns)`` with ``busy_count`` members, ``busy_ns`` busy time (union of the
+    members) and ``busy_kind`` the kind that takes most of its time.
+    """
+
+    lane: int
+    rows: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    kind: np.ndarray
+    busy_start_ns: np.ndarray
+    busy_end_ns: np.ndarray
+    busy_count: np.ndarray
+    busy_ns: np.ndarray
+    busy_kind: np.ndarray
+    px_ns: float  # the merge threshold used (ns per pixel, or coarser)
+
+    @property
+    def n_boxes(self) -> int:
+        return int(len(self.rows) + len(self.busy_start_ns))
+
+
+def window_slice(start: np.ndarray, cummax_end: np.ndarray, t0: int, t1: int) -> tuple[int, int]:
+    """Index range [i0, i1) of intervals (sorted by start) that may overlap [t0, t1).
+
+    ``cummax_end`` is ``np.maximum.accumulate(end)``; intervals inside the range can still end before
+    ``t0`` (callers mask them out).
+    """
+    i0 = int(np.searchsorted(cummax_end, t0, side="right"))
+    i1 = int(np.searchsorted(start, t1, side="left"))
+    return i0, max(i0, i1)
+
+
+def merge_narrow(s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float) -> tuple[np.ndarray, ...]:
+    """Merge intervals (sorted by start, clipped) whose gaps are under ``px_ns`` into busy boxes.
+
+    Returns (first, box_start, box_end, count, busy_ns, dominant_kind); ``first`` is the index of each
+    box's first member. busy_ns is the exact length of the union of each box's members.
+    """
+    n = len(s)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, empty, empty, np.zeros(0, dtype=np.int8)
+    run_max = np.maximum.accumulate(e)
+    prev_max = np.empty(n, dtype=np.int64)
+    prev_max[0] = np.iinfo(np.int64).min
+    prev_max[1:] = run_max[:-1]
+    breaks = np.empty(n, dtype=bool)
+    breaks[0] = True
+    breaks[1:] = s[1:] - prev_max[1:] >= px_ns
+    first = np.flatnonzero(breaks)
+    contrib = np.maximum(0, e - np.maximum(s, prev_max))
+    busy = np.add.reduceat(contrib, first)
+    box_end = np.maximum.reduceat(e, first)
+    count = np.diff(np.append(first, n))
+    # the kind of each box's longest member: duration and kind packed into one int64, max per box
+    packed = (e - s) * 16 + kind.astype(np.int64)
+    dominant = (np.maximum.reduceat(packed, first) % 16).astype(np.int8)
+    return first, s[first], box_end, count, busy, dominant
+
+
+def lod_lane(lane: int, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cummax_end: np.ndarray,
+             t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE) -> LaneLod:
+    """Boxes of one lane (arrays sorted by start) for the window [t0, t1) drawn ``width_px`` wide."""
+    i0, i1 = window_slice(start, cummax_end, t0, t1)
+    s_all, e_all = start[i0:i1], end[i0:i1]
+    visible = (e_all > t0) | (s_all >= t0)
+    idx = np.flatnonzero(visible) + i0 if not visible.all() else np.arange(i0, i1)
+    s, e = np.maximum(start[idx], t0), np.minimum(end[idx], t1)
+    k = kind[idx]
+    dur = e - s
+    span = max(1, t1 - t0)
+    px = max(1.0, span / max(1, width_px), span / max(1, cap))
+    while True:
+        wide = dur >= px
+        narrow = ~wide
+        first, b_s, b_e, b_n, b_busy, b_k = merge_narrow(s[narrow], e[narrow], k[narrow], px)
+        n_boxes = int(wide.sum()) + len(first)
+        if n_boxes <= cap or px >= span:
+            break
+        px *= max(1.5, n_boxes / cap)
+    single = b_n == 1
+    narrow_idx = np.flatnonzero(narrow)
+    rows = np.concatenate([np.flatnonzero(wide), narrow_idx[first[single]]])
+    rows.sort()
+    multi = ~single
+    return LaneLod(
+        lane=lane, rows=idx[rows], start_ns=start[idx[rows]], end_ns=end[idx[rows]], kind=k[rows],
+        busy_start_ns=b_s[multi], busy_end_ns=b_e[multi], busy_count=b_n[multi], busy_ns=b_busy[multi],
+        busy_kind=b_k[multi], px_ns=px,
+    )
+
+
+def union(start: np.ndarray, end: np.ndarray, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as sorted disjoint [start, end) pairs (touching intervals join)."""
+    if len(start) == 0:
+        return start.astype(np.int64), end.astype(np.int64)
+    if presorted:
+        s, e = start, end
+    else:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], end[order]
+    run_max = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_max[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s)) - 1
+    return s[first], run_max[last]
+
+
+def intersect(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Intersection of two sorted disjoint interval sets (cost grows with the output, not with B)."""
+    j0 = np.searchsorted(b_end, a_start, side="right")
+    j1 = np.searchsorted(b_start, a_end, side="left")
+    n = np.maximum(0, j1 - j0)
+    if n.sum() == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ai = np.repeat(np.arange(len(a_start)), n)
+    offsets = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    bj = j0[ai] + offsets
+    s, e = np.maximum(a_start[ai], b_start[bj]), np.minimum(a_end[ai], b_end[bj])
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def subtract(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of the sorted disjoint set A not covered by the sorted disjoint set B."""
+    if len(b_start) == 0:
+        return a_start, a_end
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    gaps_s = np.concatenate([[lo], b_end])
+    gaps_e = np.concatenate([b_start, [hi]])
+    keep = gaps_e > gaps_s
+    return intersect(a_start, a_end, gaps_s[keep], gaps_e[keep])
+
+
+class RunIndex:
+    """Per-lane sorted arrays of one run, built once, for fast level-of-detail views.
+
+    ``frame`` is the run DataFrame sorted by lane then start_ns (rows of LaneLod index into it).
+    ``exposed[rank]`` holds the windows where copies run and no compute does (sorted, disjoint).
+    """
+
+    def __init__(self, trace: Trace) -> None:
+        frame = trace.intervals
+        lanes = frame["lane"].to_numpy()
+        starts = frame["start_ns"].to_numpy()
+        if len(frame) and not (np.all(np.diff(lanes) >= 0) and _sorted_within(lanes, starts)):
+            frame = frame.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
+        self.trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
+        self.frame = frame
+        self.start = frame["start_ns"].to_numpy(dtype=np.int64)
+        self.end = frame["end_ns"].to_numpy(dtype=np.int64)
+        self.kind = frame["kind"].cat.codes.to_numpy().astype(np.int8)
+        lane_col = frame["lane"].to_numpy()
+        bounds = np.searchsorted(lane_col, np.arange(len(trace.lanes) + 1), side="left")
+        self.lane_bounds = [(int(bounds[i]), int(bounds[i + 1])) for i in range(len(trace.lanes))]
+        self.cummax = np.empty_like(self.end)
+        self.prev_max = np.empty_like(self.end)
+        self.coarse: list[_Coarse | None] = []
+        for lo, hi in self.lane_bounds:
+            if hi > lo:
+                self.cummax[lo:hi] = np.maximum.accumulate(self.end[lo:hi])
+                self.prev_max[lo] = np.iinfo(np.int64).min
+                self.prev_max[lo + 1:hi] = self.cummax[lo:hi - 1]
+            self.coarse.append(_Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
+        self.origin_ns = int(self.start.min()) if len(frame) else 0
+        self.end_ns = int(self.end.max()) if len(frame) else 0
+        self.exposed = self._exposed_copies()
+
+    def _exposed_copies(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        copy_table = np.zeros(_N_KINDS, dtype=bool)
+        copy_table[[KIND_NAMES.index(k.value) for k in COPY_KINDS]] = True
+        compute_table = np.zeros(_N_KINDS, dtype=bool)
+        compute_table[[KIND_NAMES.index(k) for k in _COMPUTE_KINDS]] = True
+        per_rank: dict[int, list[list[np.ndarray]]] = {}
+        for lane, (lo, hi) in zip(self.trace.lanes, self.lane_bounds, strict=True):
+            if not lane.kind.is_gpu or hi == lo:
+                continue
+            s, e, k = self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi]
+            parts = per_rank.setdefault(lane.rank, [[], [], [], []])
+            for offset, table in ((0, copy_table), (2, compute_table)):
+                mask = table[k]
+                us, ue = union(s[mask], e[mask], presorted=True)
+                parts[offset].append(us)
+                parts[offset + 1].append(ue)
+        out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for rank, (cs, ce, ks, ke) in per_rank.items():
+            copies = union(np.concatenate(cs), np.concatenate(ce))
+            compute = union(np.concatenate(ks), np.concatenate(ke))
+            out[rank] = subtract(*copies, *compute)
+        return out
+
+    def lane(self, lane: int, t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE,
+             raw_limit: int = RAW_LIMIT) -> LaneLod:
+        """Boxes of one lane. Windows holding more than ``raw_limit`` intervals use the precomputed
+        prefix arrays (cost: one compare over the slice plus work per box); smaller ones the exact
+        wide/narrow split of :func:`lod_lane`."""
+        lo, hi = self.lane_bounds[lane]
+        cm = self.cummax[lo:hi]
+        i0, i1 = window_slice(self.start[lo:hi], cm, t0, t1)
+        coarse = self.coarse[lane] if lane < len(self.coarse) else None
+        if i1 - i0 > raw_limit:
+            coarse = coarse or _Coarse.build(self, lo, hi)
+            return coarse.view(lane, lo + i0, lo + i1, t0, t1, width_px, cap)
+        out = lod_lane(lane, self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi], cm, t0, t1, width_px, cap)
+        return LaneLod(out.lane, out.rows + lo, out.start_ns, out.end_ns, out.kind, out.busy_start_ns,
+                       out.busy_end_ns, out.busy_count, out.busy_ns, out.busy_kind, out.px_ns)
+
+    def view(self, t0: int, t1: int, width_px: int, lanes: list[int] | None = None,
+             max_per_lane: int = MAX_BOXES_PER_LANE, max_per_view: int = MAX_BOXES_PER_VIEW) -> list[LaneLod]:
+        """Boxes for every lane (or ``lanes``) in [t0, t1): at most ``max_per_lane`` per lane and
+        ``max_per_view`` in all."""
+        if t1 <= t0:
+            raise ValueError("the window is empty: end_ns must be greater than start_ns")
+        if width_px < 1:
+            raise ValueError("width_px must be at least 1")
+        chosen = list(range(len(self.trace.lanes))) if lanes is None else lanes
+        cap = max(1, min(max_per_lane, max_per_view // max(1, len(chosen))))
+        return [self.lane(i, t0, t1, width_px, cap) for i in chosen]
+
+    def exposed_view(self, rank: int, t0: int, t1: int, width_px: int, cap: int = 1000
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Exposed-copy windows of ``rank`` in [t0, t1), sub-pixel ones merged, at most ``cap``."""
+        s, e = self.exposed.get(rank, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        if len(s) == 0:
+            return s, e
+        cm = e  # disjoint and sorted: ends are increasing
+        lod = lod_lane(-1, s, e, np.zeros(len(s), np.int8), cm, t0, t1, width_px, cap)
+        bs = np.concatenate([lod.start_ns, lod.busy_start_ns])
+        be = np.concatenate([lod.end_ns, lod.busy_end_ns])
+        order = np.argsort(bs, kind="stable")
+        return np.maximum(bs[order], t0), np.minimum(be[order], t1)
+
+    def steps(self, rank: int | None = None) -> pd.DataFrame:
+        """Step markers (rank, step, start_ns, end_ns), optionally of one rank."""
+        steps = self.trace.steps()
+        return steps if rank is None else steps[steps["rank"] == rank].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class _Coarse:
+    """Prefix arrays of one long lane for windows with many intervals.
+
+    ``busy_cum[i]``: union length of the lane's first i intervals (sorted by start); ``kind_cum[k][i]``
+    the same split by kind (kinds present on the lane only). A window's boxes are the runs of intervals
+    separated by gaps of at least one pixel: each box's busy time is a difference of two prefix sums.
+    """
+
+    lo: int
+    index: RunIndex
+    busy_cum: np.ndarray
+    kinds: np.ndarray
+    kind_cum: np.ndarray  # shape (len(kinds), n + 1)
+
+    @classmethod
+    def build(cls, index: RunIndex, lo: int, hi: int) -> _Coarse:
+        s, e, pm = index.start[lo:hi], index.end[lo:hi], index.prev_max[lo:hi]
+        contrib = np.maximum(0, e - np.maximum(s, pm))
+        busy_cum = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(contrib, out=busy_cum[1:])
+        k = index.kind[lo:hi]
+        kinds = np.unique(k)
+        kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
+        for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
+            np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
+        return cls(lo, index, busy_cum, kinds, kind_cum)
+
+    def view(self, lane: int, a: int, b: int, t0: int, t1: int, width_px: int, cap: int) -> LaneLod:
+        ix = self.index
+        span = max(1, t1 - t0)
+        px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
+        gap = ix.start[a + 1:b] - ix.prev_max[a + 1:b]
+        first = np.concatenate([[a], np.flatnonzero(gap >= px) + a + 1])
+        last = np.append(first[1:], b) - 1
+        f, la = first - self.lo, last - self.lo + 1
+        busy = self.busy_cum[la] - self.busy_cum[f]
+        count = last - first + 1
+        dominant = self.kinds[(self.kind_cum[:, la] - self.kind_cum[:, f]).argmax(axis=0)].astype(np.int8)
+        single = count == 1
+        multi = ~single
+        rows = first[single]
+        return LaneLod(
+            lane=lane, rows=rows, start_ns=ix.start[rows], end_ns=ix.end[rows], kind=ix.kind[rows],
+            busy_start_ns=ix.start[first[multi]], busy_end_ns=ix.cummax[last[multi]],
+            busy_count=count[multi], busy_ns=busy[multi], busy_kind=dominant[multi], px_ns=px,
+        )
+
+
+def _sorted_within(lanes: np.ndarray, starts: np.ndarray) -> bool:
+    same = lanes[1:] == lanes[:-1]
+    return bool(np.all(starts[1:][same] >= starts[:-1][same]))
