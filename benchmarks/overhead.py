@@ -1,0 +1,154 @@
+"""Recording overhead on the GPU: wall time recorded / not recorded, same loop, same process.
+
+Loops:
+* ``overlap``: the built-in overlap demo (compute-bound training loop, two streams); target <= 1.03.
+* ``launch-bound``: steps of 200 tiny ops (``x.add_(1)`` on 1024 floats, ~10 us each from Python); compared
+  with torch.profiler (CPU + CUDA activities) on the same loop, and with recording every 10th step.
+
+Segments alternate (plain, recorded, plain, recorded, ...) and the median of each is used; the recorder's
+start (anchors) and stop (event resolution, trace building) are timed apart and not counted as loop time.
+Prints a Markdown section (``## overhead``) and writes it to ``--md`` if given.
+
+    PYTHONPATH=. python3 benchmarks/overhead.py --md /tmp/overhead.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _sync() -> None:
+    import torch
+
+    getattr(torch.cuda.synchronize, "__wrapped__", torch.cuda.synchronize)()
+
+
+def _segment(step: Callable[[], None], steps: int, mode: str, every: int = 1) -> tuple[float, float]:
+    """Run ``steps`` steps under ``mode`` (plain | record | profiler); (loop s, stop s)."""
+    import torch
+
+    from collector.recorder import Recorder
+
+    rec: Any = None
+    prof: Any = None
+    if mode == "record":
+        rec = Recorder("bench", None, probe=False, every=every)
+        rec.start()
+    elif mode == "profiler":
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        prof = torch.profiler.profile(activities=acts)
+        prof.__enter__()
+    _sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+        if rec is not None:
+            rec.step()
+    _sync()
+    loop = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    if rec is not None:
+        rec.stop()
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        prof.events()  # the profiler's own post-processing, for the stop column
+    return loop, time.perf_counter() - t1
+
+
+def _compare(step: Callable[[], None], steps: int, modes: list[tuple[str, str, int]], rounds: int) -> dict[str, Any]:
+    for _ in range(3):
+        step()
+    _sync()
+    times: dict[str, list[float]] = {label: [] for label, _, _ in modes}
+    stops: dict[str, list[float]] = {label: [] for label, _, _ in modes}
+    for _ in range(rounds):
+        for label, mode, every in modes:
+            loop, stop = _segment(step, steps, mode, every)
+            times[label].append(loop)
+            stops[label].append(stop)
+    base = statistics.median(times[modes[0][0]])
+    return {
+        label: {
+            "ms_per_step": statistics.median(times[label]) * 1e3 / steps,
+            "ratio": statistics.median(times[label]) / base,
+            "stop_s": statistics.median(stops[label]),
+        }
+        for label, _, _ in modes
+    }
+
+
+def overlap_step() -> Callable[[], None]:
+    import torch
+
+    from collector import demos
+
+    batch, width, depth = demos.sizes(torch.cuda.get_device_properties(0).total_memory)
+    loop: Iterator[None] = demos.overlap(demos.DemoContext(batch, width, depth))
+    return lambda: next(loop)
+
+
+def launch_bound_step(ops: int = 200) -> Callable[[], None]:
+    import torch
+
+    x = torch.zeros(1024, device="cuda")
+
+    def step() -> None:
+        for _ in range(ops):
+            x.add_(1)
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--md", help="write the Markdown section here")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    name = torch.cuda.get_device_name(0)
+    overlap = _compare(overlap_step(), 60, [("plain", "plain", 1), ("recorded", "record", 1)], args.rounds)
+    launch = _compare(
+        launch_bound_step(),
+        20,
+        [("plain", "plain", 1), ("recorded", "record", 1), ("recorded every 10th step", "record", 10),
+         ("torch.profiler CPU+CUDA", "profiler", 1)],
+        args.rounds,
+    )
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "## overhead",
+        "",
+        f"{when}, {name}, torch {torch.__version__}; `PYTHONPATH=. python3 benchmarks/overhead.py`. "
+        f"Wall time of the same loop recorded / not recorded in one process, median of {args.rounds} "
+        "alternating segments; `stop s` = the recorder's stop (event resolution + trace building) or the "
+        "profiler's post-processing, outside the loop time.",
+        "",
+        "| loop | mode | ms/step | ratio | stop s |",
+        "|---|---|---|---|---|",
+    ]
+    for loop_name, res in (("overlap demo (60 steps)", overlap), ("launch-bound, 200 x add_ (20 steps)", launch)):
+        for label, r in res.items():
+            lines.append(f"| {loop_name} | {label} | {r['ms_per_step']:.3f} | {r['ratio']:.3f} | {r['stop_s']:.2f} |")
+    target = overlap["recorded"]["ratio"] <= 1.03
+    beat = launch["recorded"]["ratio"] < launch["torch.profiler CPU+CUDA"]["ratio"]
+    lines += ["", f"overlap ratio <= 1.03: {'yes' if target else 'NO'}; launch-bound recorded below "
+              f"torch.profiler: {'yes' if beat else 'NO'}.", ""]
+    text = "\n".join(lines)
+    print(text)
+    if args.md:
+        Path(args.md).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

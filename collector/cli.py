@@ -1,0 +1,48 @@
+"""``python3 -m collector record|demos``: the collector's own command line (no web dependencies).
+
+The same functions back ``streamscope record`` and ``streamscope demos`` (webapp/commands/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def print_demos(verbose: bool = False) -> None:
+    from collector import demos
+
+    for line, demo in zip(demos.describe(), demos.DEMOS.values(), strict=False):
+        print(line)
+        if verbose:
+            print(f"    teaches: {demo.teaches}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from collector.runner import (
+        NoCudaError,
+        RecordUsageError,
+        add_record_arguments,
+        request_from_args,
+        run_record,
+    )
+
+    parser = argparse.ArgumentParser(prog="python3 -m collector", description="Record PyTorch GPU traces.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    rec = sub.add_parser("record", help="record a demo (demo:NAME) or a script")
+    add_record_arguments(rec)
+    dem = sub.add_parser("demos", help="list the built-in demos")
+    dem.add_argument("--verbose", "-v", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "demos":
+        print_demos(args.verbose)
+        return 0
+    if args.command != "record":
+        parser.print_help()
+        return 2
+    try:
+        return run_record(request_from_args(args))
+    except (NoCudaError, RecordUsageError) as exc:
+        print(f"streamscope record: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,55 @@
+"""Run metadata taken once at start: device name and properties, versions, H2D bandwidth probe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROBE_BYTES = 64 * 1024**2
+
+
+def device_info(device: int) -> dict[str, Any]:
+    """``device_name``, ``device_properties``, ``torch_version``, ``cuda_version`` for RunMeta."""
+    import torch
+
+    p = torch.cuda.get_device_properties(device)
+    props: dict[str, Any] = {"index": device}
+    for key in ("total_memory", "multi_processor_count", "major", "minor", "L2_cache_size", "uuid"):
+        value = getattr(p, key, None)
+        if value is not None:
+            props[key] = value if isinstance(value, (int, float)) else str(value)
+    return {
+        "device_name": str(p.name),
+        "device_properties": props,
+        "torch_version": str(torch.__version__),
+        "cuda_version": str(torch.version.cuda or ""),
+    }
+
+
+def probe_bandwidth(nbytes: int = PROBE_BYTES, reps: int = 3) -> dict[str, float]:
+    """H2D copy bandwidth in GB/s (1e9 bytes/s) from pinned and pageable host memory: the best of ``reps``.
+
+    Keys ``h2d_pinned_gbps`` and ``h2d_pageable_gbps``. Timed with CUDA events on a private stream.
+    """
+    import torch
+
+    n = nbytes // 4
+    dst = torch.empty(n, dtype=torch.float32, device="cuda")
+    out: dict[str, float] = {}
+    stream = torch.cuda.Stream()
+    for key, pinned in (("h2d_pinned_gbps", True), ("h2d_pageable_gbps", False)):
+        src = torch.ones(n, dtype=torch.float32, pin_memory=pinned)
+        best = 0.0
+        with torch.cuda.stream(stream):
+            for _ in range(reps + 1):  # the first is a warm-up
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                dst.copy_(src, non_blocking=pinned)
+                end.record(stream)
+                end.synchronize()
+                ms = start.elapsed_time(end)
+                if ms > 0:
+                    best = max(best, nbytes / (ms * 1e-3) / 1e9)
+        out[key] = round(best, 2)
+        del src
+    del dst
+    return out

@@ -1,0 +1,438 @@
+"""record(): intercept every PyTorch op at the dispatcher and time its GPU work with CUDA events.
+
+Usage::
+
+    from collector import record
+    with record("resnet-bs256", out="run.json.gz") as rec:
+        for batch in loader:
+            ...
+            rec.step()
+
+While recording, a ``TorchDispatchMode`` sees every op of the recording thread and of autograd's backward
+threads (the mode travels with autograd's thread-local state). Each op that launches GPU work gets two
+pooled CUDA events on the stream it runs on (``torch.cuda.current_stream``) and a host span; events are
+resolved lazily (in batches, or at stop) and placed on the host clock by anchors (collector.clock). Host
+waits are measured where they happen (collector.syncs). Views and metadata ops produce no interval.
+
+Known limits: work inside captured CUDA graphs is recorded as one graph launch; ops issued from threads
+that the user starts (other than autograd's) and ops on devices other than the one current at start are
+not timed on the GPU; ``torch.compile``'d regions run kernels the dispatcher does not see.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from collector import ranges, sourceline, syncs
+from collector.clock import ClockMap, take_anchor
+from collector.model import IntervalKind, MemoryKind, RunMeta, Trace
+from collector.ops import OpClass, classify_op
+from collector.tracebuild import build_trace
+
+NO_CUDA_MESSAGE = "no CUDA device: recording needs an NVIDIA GPU; browsing and analysis work without one"
+RESOLVE_BACKLOG_OPS = 16384
+"""Pending timed ops above which finished batches are resolved (and their events reused) at step ends."""
+
+_K = IntervalKind
+_EVENT_POOL: list[Any] = []
+"""Timing events free for reuse, shared by all recorders of the process (creating one costs ~1 us)."""
+_CAPTURE_LIMIT = "work inside captured CUDA graphs is recorded as one graph launch"
+
+
+class NoCudaError(RuntimeError):
+    """Recording was asked for on a machine without a usable CUDA device."""
+
+
+def require_cuda() -> None:
+    """Raise NoCudaError (with NO_CUDA_MESSAGE) unless torch is installed and sees a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        raise NoCudaError(NO_CUDA_MESSAGE) from None
+    if not torch.cuda.is_available():
+        raise NoCudaError(NO_CUDA_MESSAGE)
+
+
+class Recorder:
+    """A recording session; use :func:`record`. After :meth:`stop`, ``trace`` holds the Trace."""
+
+    def __init__(
+        self,
+        workload: str = "",
+        out: str | None = None,
+        *,
+        every: int = 1,
+        rank: int = 0,
+        probe: bool = True,
+        source: str = "recorded",
+        command: str | None = None,
+        auto_steps: bool = False,
+    ) -> None:
+        if int(every) < 1:
+            raise ValueError(f"every must be a positive number of steps, got {every!r}")
+        self.workload = workload
+        self.out = out
+        self.every = int(every)
+        self.rank = int(rank)
+        self.probe = probe
+        self.source = source
+        self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
+        self.auto_steps = auto_steps
+        self.trace: Trace | None = None
+        self.error = ""
+        self._started = False
+        self._on = False
+        self._step = 0
+        self._step_start = 0
+        self._ids = itertools.count()
+        self._host: list[tuple[Any, ...]] = []  # (tid, kind, name, t0, t1, bytes, mem, nb, step, source, cause, id)
+        self._open: list[tuple[Any, ...]] = []  # (ev_s, ev_e, key, kind, name, bytes, mem, nb, step, launch, id)
+        self._sealed: deque[list[tuple[Any, ...]]] = deque()
+        self._resolved: list[tuple[Any, ...]] = []  # (key, kind, name, s_ms, e_ms, bytes, mem, nb, step, launch, id)
+        self._pending_ops = 0
+        self._markers: list[tuple[str, str, int, int, int]] = []  # (kind, name, start, end, step)
+        self._threads: dict[int, str] = {}
+        self._stream_names: dict[tuple[int, int], str] = {}
+        self._streams: dict[tuple[int, int], Any] = {}
+        self._ops: dict[Any, tuple[str, OpClass]] = {}
+        self._pool = _EVENT_POOL
+        self._capturing = 0
+        self._undo: list[Any] = []
+        self._meta: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ public API
+    def __enter__(self) -> Recorder:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        error = ""
+        if exc_type is not None and not (issubclass(exc_type, SystemExit) and exc.code in (0, None)):
+            error = f"{exc_type.__name__}: {exc}"
+        self.stop(error=error)
+
+    def start(self) -> Recorder:
+        """Check CUDA, take metadata and the bandwidth probe, anchor the clock, start intercepting."""
+        require_cuda()
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from collector.probe import device_info, probe_bandwidth
+
+        if self._started:
+            raise RuntimeError("this recorder was already started; make a new one with record()")
+        self._started = True
+        self._torch = torch
+        sourceline.add_skipped_dir(os.path.dirname(torch.__file__))
+        self._device = torch.cuda.current_device()
+        self._meta = device_info(self._device)
+        self._meta["bandwidth_probe"] = probe_bandwidth() if self.probe else {}
+        torch.cuda.synchronize()
+        self._anchor: Any
+        self._anchor, self._host0 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
+        self._record_ev = torch._C._CudaEventBase.record
+        self._elapsed = torch._C._CudaEventBase.elapsed_time
+        self._get_stream = torch._C._cuda_getCurrentStream
+        self._Tensor = torch.Tensor
+        self._undo.append(syncs.install(self._on_host_wait))
+        self._undo.append(ranges.install(self._on_range, self._on_mark))
+        self._undo.append(self._patch_graphs(torch))
+        if self.auto_steps:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._undo.append(register_optimizer_step_post_hook(lambda *_: self.step()).remove)
+        recorder = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                return recorder._dispatch(func, args, kwargs or {})
+
+        self._mode = _Mode()
+        self._mode.__enter__()
+        self._step_start = time.monotonic_ns()
+        self._on = True
+        return self
+
+    def step(self) -> None:
+        """Mark a step boundary: the step in progress ends now and the next one begins."""
+        now = time.monotonic_ns()
+        if self._on:
+            self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
+            self._seal()
+        self._step += 1
+        self._step_start = now
+        self._on = self._started and self._step % self.every == 0 and self.trace is None
+        if self._pending_ops >= RESOLVE_BACKLOG_OPS:
+            self._try_resolve()
+
+    def mark(self, name: str) -> None:
+        """An instant mark on the timeline (shown as a marker)."""
+        now = time.monotonic_ns()
+        self._markers.append(("mark", str(name), now, now, self._step if self._on else -1))
+
+    def name_stream(self, stream: Any, label: str) -> None:
+        """Label a CUDA stream's lane, e.g. ``rec.name_stream(copy_stream, "prefetch")``."""
+        self._stream_names[(int(stream.device_index), int(stream.stream_id))] = str(label)
+
+    def stop(self, error: str = "") -> Trace:
+        """Stop intercepting, resolve all events, build the Trace and write it to ``out`` (if given)."""
+        if self.trace is not None:
+            return self.trace
+        if not self._started:
+            raise RuntimeError("recorder was never started")
+        torch = self._torch
+        self.error = error
+        step_open = self._on
+        self._on = False
+        try:
+            self._mode.__exit__(None, None, None)
+        finally:
+            while self._undo:
+                self._undo.pop()()
+        now = time.monotonic_ns()
+        has_work = any(r[8] == self._step for r in self._open)
+        if step_open and has_work:
+            self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
+        self._seal()
+        torch.cuda.synchronize()
+        last: Any
+        last, host1 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
+        self._try_resolve(force=True)
+        clock = ClockMap.from_anchors(self._host0, host1, self._elapsed(self._anchor, last))
+        meta = RunMeta.new(
+            workload=self.workload,
+            source=self.source,
+            command=self.command,
+            error=error,
+            notes={
+                "every": self.every,
+                "limits": _CAPTURE_LIMIT,
+                "clock_ns_per_gpu_ms": clock.ns_per_ms,
+                "recorder_threads": len(self._threads),
+            },
+            **self._meta,
+        )
+        self.trace = build_trace(
+            meta, self.rank, self._host, self._resolved, self._markers, self._threads, self._stream_names, clock
+        )
+        if self.out:
+            from collector.tracefile import write_trace
+
+            write_trace(self.trace, self.out)
+        return self.trace
+
+    # ------------------------------------------------------------------ hooks
+    def _thread(self) -> int:
+        tid = threading.get_native_id()
+        if tid not in self._threads:
+            t = threading.current_thread()
+            self._threads[tid] = "main thread" if t is threading.main_thread() else f"thread {t.name}"
+        return tid
+
+    def _on_host_wait(self, name: str, cause: str, t0: int, t1: int) -> None:
+        if self._on:
+            src = sourceline.user_source()
+            self._host.append((self._thread(), _K.SYNC_WAIT, name, t0, t1, 0, "", False, self._step, src, cause,
+                               next(self._ids)))
+
+    def _on_range(self, name: str, t0: int, t1: int) -> None:
+        if self._on:
+            self._host.append((self._thread(), _K.ANNOTATION, name, t0, t1, 0, "", False, self._step, "", "",
+                               next(self._ids)))
+
+    def _on_mark(self, name: str, t: int) -> None:
+        if self._on:
+            self._markers.append(("mark", name, t, t, self._step))
+
+    def _patch_graphs(self, torch: Any) -> Any:
+        """Graph replays become one ``cuda_graph_replay`` interval; nothing is timed while capturing."""
+        graph_cls = torch.cuda.CUDAGraph
+        patches = syncs._Patches()
+        begin, end, replay = graph_cls.capture_begin, graph_cls.capture_end, graph_cls.replay
+
+        def capture_begin(g: Any, *a: Any, **k: Any) -> Any:
+            self._capturing += 1
+            return begin(g, *a, **k)
+
+        def capture_end(g: Any, *a: Any, **k: Any) -> Any:
+            try:
+                return end(g, *a, **k)
+            finally:
+                self._capturing -= 1
+
+        def graph_replay(g: Any, *a: Any, **k: Any) -> Any:
+            return self._timed(lambda: replay(g, *a, **k), "cuda_graph_replay", OpClass.KERNEL, self._device)
+
+        patches.set(graph_cls, "capture_begin", capture_begin)
+        patches.set(graph_cls, "capture_end", capture_end)
+        patches.set(graph_cls, "replay", graph_replay)
+        return patches.undo
+
+    # ------------------------------------------------------------------ hot path
+    def _dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        if not self._on or self._capturing:
+            return func(*args, **kwargs)
+        info = self._ops.get(func)
+        if info is None:
+            name = func._schema.name
+            info = self._ops[func] = (name, classify_op(name, bool(getattr(func, "is_view", False))))
+        name, cls = info
+        if cls is OpClass.SKIP:
+            return func(*args, **kwargs)
+        dev = -1
+        tensor = self._Tensor
+        for a in args:
+            if isinstance(a, tensor):
+                if a.is_cuda:
+                    dev = a.get_device()
+                    break
+            elif type(a) in (list, tuple):
+                for b in a:
+                    if isinstance(b, tensor) and b.is_cuda:
+                        dev = b.get_device()
+                        break
+                if dev >= 0:
+                    break
+        if dev < 0:
+            d = kwargs.get("device")
+            if d is None or getattr(d, "type", None) != "cuda":
+                return func(*args, **kwargs)
+            dev = d.index if d.index is not None else self._torch.cuda.current_device()
+        if dev != self._device:
+            return func(*args, **kwargs)
+        return self._timed(lambda: func(*args, **kwargs), name, cls, dev, args, kwargs)
+
+    def _timed(
+        self, call: Any, name: str, cls: OpClass, dev: int, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        kind, nbytes, mem, nb, cause, src = _K.KERNEL, 0, "", False, "", ""
+        if cls is OpClass.COPY:
+            kind, nbytes, mem, nb, blocks = _copy_facts(name, args, kwargs or {}, self._Tensor)
+            if blocks:
+                cause = syncs.current_cause() or "blocking_copy"
+            if kind is not _K.KERNEL:
+                src = sourceline.user_source()
+        elif cls is OpClass.SYNC:
+            cause = syncs.current_cause() or syncs.implicit_sync_cause(name)
+            if name == "aten::_local_scalar_dense":
+                kind, nbytes, mem = _K.MEMCPY_D2H, args[0].element_size(), MemoryKind.PAGEABLE.value
+        elif cls is OpClass.MASKABLE:
+            if _has_bool_index(args):
+                cause = syncs.current_cause() or "masked_index"
+        elif cls is OpClass.MEMSET:
+            kind = _K.MEMSET
+            if args and isinstance(args[0], self._Tensor):
+                nbytes = args[0].numel() * args[0].element_size()
+        elif syncs.current_cause():
+            pass  # ops run inside item()/print()/...: plain kernels
+        if cause and not src:
+            src = sourceline.user_source()
+        sid, di, dt = self._get_stream(dev)
+        key = (di, sid)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = self._torch.cuda.Stream(stream_id=sid, device_index=di, device_type=dt)
+        pool = self._pool
+        ev_s = pool.pop() if pool else self._torch.cuda.Event(enable_timing=True)
+        ev_e = pool.pop() if pool else self._torch.cuda.Event(enable_timing=True)
+        record = self._record_ev
+        record(ev_s, stream)
+        t0 = time.monotonic_ns()
+        try:
+            return call()
+        finally:
+            t1 = time.monotonic_ns()
+            record(ev_e, stream)
+            hid = next(self._ids)
+            step = self._step
+            self._host.append((self._thread(), _K.SYNC_WAIT if cause else _K.CPU_OP, name, t0, t1, nbytes, mem, nb,
+                               step, src, cause, hid))
+            self._open.append((ev_s, ev_e, key, kind, name, nbytes, mem, nb, step, hid, next(self._ids)))
+            self._pending_ops += 1
+
+    # ------------------------------------------------------------------ resolution
+    def _seal(self) -> None:
+        if self._open:
+            self._sealed.append(self._open)
+            self._open = []
+
+    def _try_resolve(self, force: bool = False) -> None:
+        elapsed = self._elapsed
+        while self._sealed:
+            recs = self._sealed[0]
+            if not force:
+                lasts = {r[2]: r[1] for r in recs}
+                if not all(ev.query() for ev in lasts.values()):
+                    return
+            self._sealed.popleft()
+            self._pending_ops -= len(recs)
+            fence = recs[0][0]
+            base = elapsed(self._anchor, fence)
+            out = self._resolved
+            pool = self._pool
+            for ev_s, ev_e, key, kind, name, nbytes, mem, nb, step, launch, gid in recs:
+                s = base + elapsed(fence, ev_s)
+                e = base + elapsed(fence, ev_e)
+                out.append((key, kind, name, s, e, nbytes, mem, nb, step, launch, gid))
+                pool.append(ev_s)
+                pool.append(ev_e)
+
+
+def _has_bool_index(args: Any) -> bool:
+    """Whether an index/index_put_ call uses a boolean (or uint8) mask among its indices."""
+    import torch
+
+    indices = args[1] if len(args) > 1 else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
+
+
+def _copy_facts(name: str, args: Any, kwargs: dict[str, Any], tensor: Any) -> tuple[Any, int, str, bool, bool]:
+    """``(kind, bytes, memory_kind, non_blocking, blocks)`` of a copy op call (kind KERNEL for a cast)."""
+    src: Any
+    dst: Any
+    if name == "aten::_to_copy":
+        src = args[0]
+        device = kwargs.get("device")
+        dst_cuda = bool(src.is_cuda if device is None else device.type == "cuda")
+        dtype = kwargs.get("dtype")
+        same_dtype = dtype is None or dtype == src.dtype
+        nb = bool(kwargs.get("non_blocking", False))
+        dst_pinned = bool(kwargs.get("pin_memory") or False)
+        dst = None
+    else:
+        if name == "aten::_copy_from":
+            src, dst = args[0], args[1]
+        else:
+            dst, src = args[0], args[1]
+        if not isinstance(src, tensor) or not isinstance(dst, tensor):
+            return _K.KERNEL, 0, "", False, False
+        nb = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+        dst_cuda = bool(dst.is_cuda)
+        same_dtype = dst.dtype == src.dtype
+        dst_pinned = False
+    src_cuda = bool(src.is_cuda)
+    kind = syncs.copy_kind(src_cuda, dst_cuda)
+    nbytes = src.numel() * src.element_size()
+    if kind is _K.MEMCPY_D2D:
+        return (kind if same_dtype else _K.KERNEL), nbytes, MemoryKind.DEVICE.value, nb, False
+    if kind is _K.MEMCPY_H2D:
+        pinned = bool(src.is_pinned())
+    else:
+        pinned = dst_pinned if dst is None else bool(dst.is_pinned())
+    mem = MemoryKind.PINNED.value if pinned else MemoryKind.PAGEABLE.value
+    return kind, nbytes, mem, nb, syncs.copy_blocks(kind, bool(pinned), nb)
+
+
+def record(workload: str = "", out: str | None = None, **options: Any) -> Recorder:
+    """A :class:`Recorder`; use as a context manager (``with record(...) as rec``) or call start()/stop().
+
+    Options: ``every`` (record every Nth step, default 1), ``rank``, ``probe`` (H2D bandwidth probe at start,
+    default True), ``source``, ``command``, ``auto_steps`` (a step boundary after each optimizer step).
+    """
+    return Recorder(workload, out, **options)

@@ -1,0 +1,285 @@
+"""GPU tests of the collector (run on a CUDA machine; skipped elsewhere by tests/conftest.py)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _record(fn, **options):  # type: ignore[no-untyped-def]
+    from collector.recorder import Recorder
+
+    rec = Recorder("test", None, probe=False, **options)
+    rec.start()
+    try:
+        fn(rec)
+    finally:
+        rec.stop()
+    assert rec.trace is not None
+    return rec.trace
+
+
+def _demo_trace(name: str, steps: int):  # type: ignore[no-untyped-def]
+    from collector import demos
+    from collector.recorder import Recorder
+
+    rec = Recorder(f"demo:{name}", None, probe=False, source="demo")
+    demos.run_demo(name, rec, steps=steps, quiet=True)
+    assert rec.trace is not None
+    return rec.trace
+
+
+def _overlap_ns(a: pd.DataFrame, b: pd.DataFrame) -> int:
+    """Total time during which some interval of ``a`` and some interval of ``b`` both run."""
+    total = 0
+    bs, be = b["start_ns"].to_numpy(), b["end_ns"].to_numpy()
+    for s, e in zip(a["start_ns"].to_numpy(), a["end_ns"].to_numpy(), strict=False):
+        total += int(np.clip(np.minimum(be, e) - np.maximum(bs, s), 0, None).sum())
+    return total
+
+
+def test_overlap_copies_run_under_compute_on_two_streams() -> None:
+    iv = _demo_trace("overlap", 12).intervals
+    gpu = iv[iv["lane_kind"] != "cpu_thread"]
+    copies = gpu[(gpu["kind"] == "memcpy_h2d") & (gpu["bytes"] > 1 << 20)]
+    kernels = gpu[gpu["kind"] == "kernel"]
+    assert len(copies) >= 10
+    assert set(copies["lane_kind"]) == {"transfer_stream"}
+    assert set(kernels["lane_kind"]) == {"compute_stream"}
+    assert "prefetch" in str(copies["lane_label"].iloc[0])
+    shared = _overlap_ns(copies, kernels)
+    assert shared > 0.5 * int(copies["dur_ns"].sum())
+
+
+def test_naive_copies_do_not_overlap_compute() -> None:
+    iv = _demo_trace("naive", 8).intervals
+    gpu = iv[iv["lane_kind"] != "cpu_thread"]
+    assert gpu["lane"].nunique() == 1
+    copies = gpu[gpu["kind"] == "memcpy_h2d"]
+    kernels = gpu[gpu["kind"] == "kernel"]
+    assert len(copies) >= 8
+    assert set(copies["memory_kind"]) == {"pageable"}
+    assert _overlap_ns(copies, kernels) <= 0.01 * int(copies["dur_ns"].sum())
+    waits = iv[iv["kind"] == "sync_wait"]
+    assert {"blocking_copy", "item"} <= set(waits["cause"])
+
+
+def test_sync_trap_waits_point_at_the_lines() -> None:
+    from collector import demos
+
+    lines, first = inspect.getsourcelines(demos.sync_trap)
+    print_line = first + next(i for i, s in enumerate(lines) if "print(" in s)
+    item_line = first + next(i for i, s in enumerate(lines) if "if loss.item()" in s)
+    iv = _demo_trace("sync-trap", 12).intervals
+    waits = iv[iv["kind"] == "sync_wait"]
+    by_cause = waits.groupby("cause", observed=True)["source"].agg(lambda s: set(map(str, s)))
+    assert any(s.endswith(f"demos.py:{print_line}") for s in by_cause["print"])
+    assert any(s.endswith(f"demos.py:{item_line}") for s in by_cause["item"])
+    # the item wait really waits for the step's GPU work
+    item_waits = waits[(waits["cause"] == "item") & waits["source"].astype(str).str.endswith(f":{item_line}")]
+    assert item_waits["dur_ns"].median() > 100_000
+
+
+def test_copy_kinds_bytes_and_memory_kinds() -> None:
+    import torch
+
+    n = 1 << 20
+    pageable = torch.ones(n)
+    pinned = torch.ones(n).pin_memory()
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        a = pageable.to("cuda")
+        b = pinned.to("cuda", non_blocking=True)
+        c = torch.empty(n, device="cuda")
+        c.copy_(a)
+        _ = b.cpu()
+        host = torch.empty(n, pin_memory=True)
+        host.copy_(c, non_blocking=True)
+        c.zero_()
+        torch.cuda.synchronize()
+
+    iv = _record(work).intervals
+    gpu = iv[iv["lane_kind"] != "cpu_thread"]
+    rows = gpu[gpu["kind"].isin(["memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset"])]
+    got = [(str(r.kind), int(r.bytes), str(r.memory_kind), bool(r.non_blocking)) for r in rows.itertuples()]
+    nbytes = 4 * n
+    assert got == [
+        ("memcpy_h2d", nbytes, "pageable", False),
+        ("memcpy_h2d", nbytes, "pinned", True),
+        ("memcpy_d2d", nbytes, "device", False),
+        ("memcpy_d2h", nbytes, "pageable", False),
+        ("memcpy_d2h", nbytes, "pinned", True),
+        ("memset", nbytes, "", False),
+    ]
+    waits = iv[iv["kind"] == "sync_wait"]
+    assert list(waits["cause"]) == ["blocking_copy", "cpu", "synchronize"]
+    assert all(str(s).startswith("tests/gpu/test_recorder_gpu.py:") or "test_recorder_gpu.py:" in str(s)
+               for s in waits["source"])
+    launches = iv.set_index("id")
+    assert set(gpu["launch_id"]) <= set(launches.index)
+
+
+def test_implicit_and_explicit_syncs_are_classified() -> None:
+    import torch
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        x = torch.randn(1000, device="cuda")
+        _ = x.nonzero()
+        _ = x[x > 0]
+        if x.sum():
+            pass
+        _ = x.tolist()
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            y = x * 2
+        s.synchronize()
+        ev = torch.cuda.Event()
+        ev.record()
+        ev.synchronize()
+        _ = f"{y.sum()}"
+        _ = y.sum().item()
+
+    waits = _record(work).intervals.query("kind == 'sync_wait'")
+    causes = list(waits["cause"])
+    for cause in ("nonzero", "masked_index", "bool", "tolist", "stream_synchronize", "event_synchronize",
+                  "print", "item"):
+        assert cause in causes, (cause, causes)
+
+
+def test_clock_alignment_within_50us() -> None:
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda")
+    for _ in range(3):
+        a @ a
+    torch.cuda.synchronize()
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        for _ in range(5):
+            for _ in range(10):
+                a @ a
+            torch.cuda.synchronize()
+            rec.step()
+
+    iv = _record(work).intervals
+    waits = iv[(iv["kind"] == "sync_wait") & (iv["cause"] == "synchronize")].sort_values("start_ns")
+    kernels = iv[iv["kind"] == "kernel"]
+    assert len(waits) == 5
+    for step, w in zip(range(5), waits.itertuples(), strict=False):
+        last_end = kernels[kernels["step"] == step]["end_ns"].max()
+        assert abs(int(w.end_ns) - int(last_end)) < 50_000, (step, int(w.end_ns) - int(last_end))
+
+
+def test_backward_thread_ops_are_recorded() -> None:
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
+    x = torch.randn(256, 1024, device="cuda")
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        model(x).sum().backward()
+
+    iv = _record(work).intervals
+    kernels = iv[iv["kind"] == "kernel"]
+    # forward: 2 addmm; backward: mm for grads of both layers
+    assert (kernels["name"].astype(str) == "aten::mm").sum() >= 3
+    assert (kernels["name"].astype(str) == "aten::threshold_backward").sum() == 1
+    assert iv[iv["kind"] == "cpu_op"]["lane"].nunique() == 2  # autograd's device thread has its own lane
+
+
+def test_every_nth_step_and_annotations() -> None:
+    import torch
+
+    x = torch.randn(1000, device="cuda")
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        for _ in range(9):
+            with torch.profiler.record_function("my-range"):
+                x.mul_(1.0)
+            rec.step()
+
+    trace = _record(work, every=4)
+    assert list(trace.steps()["step"]) == [0, 4, 8]
+    iv = trace.intervals
+    assert sorted(set(iv["step"])) == [0, 4, 8]
+    ann = iv[iv["kind"] == "annotation"]
+    assert list(ann["name"].astype(str)) == ["my-range"] * 3
+
+
+def test_gpu_durations_match_matmul_time() -> None:
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda")
+    for _ in range(3):
+        a @ a
+    torch.cuda.synchronize()
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        for _ in range(10):
+            a @ a
+
+    iv = _record(work).intervals
+    mm = iv[(iv["kind"] == "kernel") & (iv["name"].astype(str) == "aten::mm")]
+    assert len(mm) == 10
+    assert mm["dur_ns"].min() > 50_000
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import torch
+    print("argv", sys.argv[1:], __name__)
+    x = torch.randn(1024, 1024, device="cuda")
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1, device="cuda"))], lr=0.1)
+    for _ in range(3):
+        y = x @ x
+        opt.step()
+    if "--fail" in sys.argv:
+        raise RuntimeError("boom")
+    sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
+    """
+)
+
+
+def _run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "collector", "record", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_script_runs_as_with_python(tmp_path: Path) -> None:
+    from collector.tracefile import read_trace
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    done = _run_cli(tmp_path, "--no-probe", "train.py", "--lr", "3e-4", "--out", "run.json.gz")
+    assert done.returncode == 0, done.stderr
+    assert "argv ['--lr', '3e-4'] __main__" in done.stdout
+    trace = read_trace(str(tmp_path / "run.json.gz"))
+    assert trace.meta.error == ""
+    assert len(trace.steps()) == 3
+    assert (trace.intervals["name"].astype(str) == "aten::mm").sum() == 3
+
+    done = _run_cli(tmp_path, "--out", "x.json.gz", "train.py", "--out", "7")
+    assert done.returncode == 7
+    assert "argv ['--out', '7'] __main__" in done.stdout
+
+    done = _run_cli(tmp_path, "--no-probe", "train.py", "--fail", "--out", "fail.json.gz")
+    assert done.returncode == 1
+    assert "RuntimeError: boom" in done.stderr
+    assert "train.py" in done.stderr
+    trace = read_trace(str(tmp_path / "fail.json.gz"))
+    assert trace.meta.error == "RuntimeError: boom"
+    assert (trace.intervals["name"].astype(str) == "aten::mm").sum() == 3

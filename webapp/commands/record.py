@@ -1,0 +1,29 @@
+"""Record a PyTorch job on the GPU: a built-in demo (demo:NAME) or your script, run unchanged as python would.
+
+  streamscope record demo:naive --out naive.json.gz
+  streamscope record train.py --lr 3e-4 --out run.json.gz
+
+streamscope's options go before TARGET; everything after TARGET is passed to the script unchanged, except
+a final `--out FILE` when --out was not given before TARGET. Exits with the script's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from collector.runner import add_record_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_record_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from collector.runner import NoCudaError, RecordUsageError, request_from_args, run_record
+    from webapp.cli import CliError
+
+    try:
+        return run_record(request_from_args(args))
+    except (NoCudaError, RecordUsageError) as exc:
+        raise CliError(str(exc)) from None
