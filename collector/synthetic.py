@@ -239,8 +239,9 @@ def synthetic_trace(n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: 
                     if len(part):
                         t, gpu_free = _launch_kernels(cols, rng, tm, len(part), t, gpu_free, cpu, comp, s)
                     t = _sync(cols, t, gpu_free, cpu, s, "aten::nonzero", "nonzero", "model.py:112")
-                    cols.add(cpu, "cpu_op", "python", t, t + 400_000, s)
-                    t += 400_000
+                    host_ns = int(compute_ns * 0.03)  # Python work after each sync while the GPU idles
+                    cols.add(cpu, "cpu_op", "python", t, t + host_ns, s)
+                    t += host_ns
             else:
                 t, gpu_free = _launch_kernels(cols, rng, tm, k, t, gpu_free, cpu, comp, s)
             if pattern == "naive":

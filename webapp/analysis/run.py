@@ -2,20 +2,69 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from collector.model import Trace
+from webapp.analysis import gaps as gp
+from webapp.analysis.context import RunData, prepare
+from webapp.analysis.findings import RULES, find_all
+from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.records import RunAnalysis
+from webapp.analysis.whatif import fixed_per_step, what_if
+
+
+def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
+    """Sync waits per (cause, source) over the whole run, most costly first. Columns: ``cause``,
+    ``source`` (user file:line, '' if unknown), ``count``, ``steps`` (step windows holding one), ``total_ns``,
+    ``mean_ns``, ``max_ns`` (wait durations, ns), ``gpu_idle_ns`` (GPU idle gaps blamed on these syncs, ns)."""
+    df = rd.trace.intervals
+    rows = np.flatnonzero(rd.sync_mask)
+    cols = ["cause", "source", "count", "steps", "total_ns", "mean_ns", "max_ns", "gpu_idle_ns"]
+    if not len(rows):
+        return pd.DataFrame({c: pd.Series(dtype="object" if c in ("cause", "source") else "int64") for c in cols})
+    hit = gaps.sync_row >= 0
+    blamed = pd.Series(gaps.length[hit]).groupby(gaps.sync_row[hit]).sum()
+    frame = pd.DataFrame({
+        "cause": df["cause"].iloc[rows].astype(str).to_numpy(dtype=object),
+        "source": df["source"].iloc[rows].astype(str).to_numpy(dtype=object),
+        "dur": rd.e[rows] - rd.s[rows],
+        "win": rd.win_row[rows],
+        "idle": blamed.reindex(rows, fill_value=0).to_numpy(),
+    })
+    g = frame.groupby(["cause", "source"], sort=False)
+    out = g.agg(count=("dur", "size"), steps=("win", lambda w: int(np.unique(w[w >= 0]).size)),
+                total_ns=("dur", "sum"), max_ns=("dur", "max"), gpu_idle_ns=("idle", "sum")).reset_index()
+    out["mean_ns"] = out["total_ns"] / out["count"]
+    out = out.sort_values(["gpu_idle_ns", "total_ns"], ascending=False, kind="stable").reset_index(drop=True)
+    return out[cols]
 
 
 def analyze(trace: Trace) -> RunAnalysis:
-    """Analyze one run (stub: empty results until the metrics land)."""
+    """Analyze one run. Raises ValueError (one line) for a run that cannot be analysed."""
+    rd = prepare(trace)
+    blocked = gp.blocked_copies(rd)
+    gaps = gp.find_gaps(rd, blocked)
+    per_step = per_step_frame(rd, gaps)
+    metrics = run_metrics(rd, per_step)
+    findings, costs = find_all(rd, per_step, metrics, gaps, blocked)
+    order = np.lexsort((rd.win_step, rd.win_rank))  # per_step rows are sorted by (rank, step)
+    pinned = metrics.get("h2d_pinned_probe_gbps", math.nan)
+    if pinned != pinned:
+        pinned = metrics.get("h2d_pinned_achieved_gbps", math.nan)
+    ordered = {rule: costs[rule][order] for rule in RULES}
+    for rule in RULES:
+        per_step[f"cost_{rule.replace('-', '_')}_ns"] = ordered[rule]
+    per_step["step_time_fixed_ns"] = fixed_per_step(per_step, ordered, pinned).round().astype(np.int64)
+    metrics = run_metrics(rd, per_step)
     return RunAnalysis(
-        metrics={"steps": 0.0, "step_time_median_ns": 0.0, "gpu_busy_frac": 0.0, "copy_compute_overlap_frac": 0.0},
-        per_rank=pd.DataFrame(),
-        per_step=pd.DataFrame(),
-        kernels=pd.DataFrame(),
-        sync_sources=pd.DataFrame(),
-        findings=(),
-        what_if={"step_time_now_ns": 0.0, "step_time_fixed_ns": 0.0},
+        metrics=metrics,
+        per_rank=per_rank_frame(per_step),
+        per_step=per_step,
+        kernels=kernel_table(rd),
+        sync_sources=sync_table(rd, gaps),
+        findings=findings,
+        what_if=what_if(per_step, ordered, pinned),
     )

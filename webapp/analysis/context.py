@@ -1,0 +1,154 @@
+"""One pass over the run DataFrame: interval classes, step windows and the unions every metric needs.
+
+:func:`prepare` turns a Trace into :class:`RunData`: numpy arrays on one time axis for all ranks
+(webapp.analysis.intervals.Timebase), the step windows (from ``step`` markers; the whole rank's span
+as step 0 where a rank has none) and the unions of GPU, compute, copy, host and sync time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, IntervalKind, Trace
+from webapp.analysis import intervals as iv
+
+COPY_SYNC_CAUSES = frozenset({"memcpy", "copy", "cudaMemcpy", "cudaMemcpyAsync"})
+"""Sync causes that are a blocking copy's own wait (judged by the copy rules, not sync-in-loop)."""
+
+_KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
+_MEM_CODE = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
+
+
+def _codes(col: pd.Series, dtype: pd.CategoricalDtype) -> np.ndarray:
+    if not isinstance(col.dtype, pd.CategoricalDtype) or list(col.dtype.categories) != list(dtype.categories):
+        col = col.astype(str).astype(dtype)
+    return np.asarray(col.cat.codes, dtype=np.int16)
+
+
+def kind_mask(codes: np.ndarray, *kinds: IntervalKind) -> np.ndarray:
+    return np.isin(codes, [_KIND_CODE[k.value] for k in kinds])
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Arrays for the analysis. ``s``/``e`` are interval start/end on the shared axis, row-aligned with
+    ``trace.intervals``; ``win*`` describe the step windows (sorted along the axis)."""
+
+    trace: Trace
+    tb: iv.Timebase
+    kind: np.ndarray  # IntervalKind codes
+    mem: np.ndarray  # MemoryKind codes
+    rank: np.ndarray
+    s: np.ndarray
+    e: np.ndarray
+    win: iv.Segments
+    win_rank: np.ndarray
+    win_step: np.ndarray
+    win_start_ns: np.ndarray  # run clock
+    win_end_ns: np.ndarray
+    gpu: iv.Segments
+    gpu_first: np.ndarray  # row of the interval that opens each GPU busy segment
+    compute: iv.Segments
+    copy: iv.Segments
+    host: iv.Segments  # cpu_op, launch and sync_wait
+    sync: iv.Segments  # every sync_wait
+    ids: np.ndarray  # interval ids (the "id" column)
+    ids_are_rows: bool  # ids == 0..n-1, so an id is its row
+    win_row: np.ndarray  # step window of each row (by its start), -1 outside every window
+    gpu_mask: np.ndarray
+    copy_mask: np.ndarray
+    sync_mask: np.ndarray
+    has_steps: bool
+
+    def code(self, kind: IntervalKind) -> int:
+        return _KIND_CODE[kind.value]
+
+    def mem_code(self, memory: str) -> int:
+        return _MEM_CODE[memory]
+
+    def win_of(self, t_axis: np.ndarray) -> np.ndarray:
+        return iv.window_index(self.win, t_axis)
+
+    def rows_of_ids(self, wanted: np.ndarray) -> np.ndarray:
+        """Row of each interval id in ``wanted`` (-1 where there is none)."""
+        wanted = np.asarray(wanted, dtype=np.int64)
+        n = len(self.ids)
+        if self.ids_are_rows:
+            return np.where((wanted >= 0) & (wanted < n), wanted, -1)
+        if not n:
+            return np.full(len(wanted), -1, dtype=np.int64)
+        order = np.argsort(self.ids, kind="stable")
+        pos = np.minimum(np.searchsorted(self.ids[order], wanted), n - 1)
+        return np.where(self.ids[order][pos] == wanted, order[pos], -1)
+
+    def codes_of(self, column: str) -> tuple[np.ndarray, list[str]]:
+        """Category codes and categories (as str) of a categorical column of the run DataFrame."""
+        col = self.trace.intervals[column]
+        if not isinstance(col.dtype, pd.CategoricalDtype):
+            col = col.astype(str).astype("category")
+        return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]
+
+
+def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[pd.DataFrame, bool]:
+    """Step windows per rank: step markers, or the rank's whole span as step 0 where it has none."""
+    steps = trace.steps()
+    steps = steps[steps["end_ns"] > steps["start_ns"]]
+    ranks_with = set(steps["rank"].tolist())
+    spans = pd.DataFrame({"rank": rank, "start_ns": start, "end_ns": end}).groupby("rank").agg(
+        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
+    ).reset_index()
+    spans = spans[~spans["rank"].isin(ranks_with)]
+    spans.insert(1, "step", 0)
+    frame = pd.concat([steps, spans], ignore_index=True) if len(spans) else steps
+    frame = frame.astype({"rank": "int64", "step": "int64", "start_ns": "int64", "end_ns": "int64"})
+    return frame.sort_values(["rank", "start_ns"]).reset_index(drop=True), bool(len(steps))
+
+
+def prepare(trace: Trace) -> RunData:
+    """Build RunData. Raises ValueError for a run that cannot be placed on one axis."""
+    df = trace.intervals
+    kind = _codes(df["kind"], INTERVAL_KIND_DTYPE)
+    mem = _codes(df["memory_kind"], MEMORY_KIND_DTYPE)
+    rank = np.asarray(df["rank"], dtype=np.int64)
+    start = np.asarray(df["start_ns"], dtype=np.int64)
+    end = np.maximum(np.asarray(df["end_ns"], dtype=np.int64), start)
+    steps, has_steps = _windows(trace, rank, start, end)
+    lo = int(start.min()) if len(start) else 0
+    hi = int(end.max()) if len(end) else 0
+    if len(steps):
+        lo, hi = min(lo, int(steps["start_ns"].min())), max(hi, int(steps["end_ns"].max()))
+    max_rank = int(max(rank.max() if len(rank) else 0, steps["rank"].max() if len(steps) else 0))
+    if len(rank) and rank.min() < 0:
+        raise ValueError("intervals with a negative rank cannot be analysed")
+    tb = iv.Timebase.fit(lo, hi, max_rank)
+    ids = np.asarray(df["id"], dtype=np.int64)
+    s, e = tb.to_axis(rank, start), tb.to_axis(rank, end)
+    wr = steps["rank"].to_numpy(np.int64)
+    ws = tb.to_axis(wr, steps["start_ns"].to_numpy(np.int64))
+    we = tb.to_axis(wr, steps["end_ns"].to_numpy(np.int64))
+    if len(ws) > 1:  # overlapping step markers: trim each window at the next one's start
+        we = np.minimum(we, np.concatenate((ws[1:], [we[-1]])))
+    win = iv.Segments.from_sorted(ws, np.maximum(we, ws))
+
+    gpu_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET, IntervalKind.COLLECTIVE,
+                         IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
+    compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
+    copy_mask = kind_mask(kind, IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
+    host_mask = kind_mask(kind, IntervalKind.CPU_OP, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT)
+    sync_mask = kind == _KIND_CODE[IntervalKind.SYNC_WAIT.value]
+    compute = iv.union(s[compute_mask], e[compute_mask])
+    copy = iv.union(s[copy_mask], e[copy_mask])
+    gpu_rows = np.flatnonzero(gpu_mask)
+    gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
+    return RunData(
+        trace=trace, tb=tb, kind=kind, mem=mem, rank=rank, s=s, e=e, win=win, win_rank=wr,
+        win_step=steps["step"].to_numpy(np.int64), win_start_ns=steps["start_ns"].to_numpy(np.int64),
+        win_end_ns=steps["end_ns"].to_numpy(np.int64), gpu=gpu, gpu_first=gpu_rows[first], compute=compute, copy=copy,
+        host=iv.union(s[host_mask], e[host_mask]), sync=iv.union(s[sync_mask], e[sync_mask]),
+        ids=ids, ids_are_rows=bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1
+                                                  and (ids[1:] > ids[:-1]).all())),
+        win_row=iv.window_index(win, s), gpu_mask=gpu_mask, copy_mask=copy_mask, sync_mask=sync_mask, has_steps=has_steps,
+    )

@@ -1,0 +1,226 @@
+"""Metrics per step, per rank and per run, and the per-op table.
+
+Definitions (all over the step windows; a rank without ``step`` markers is one step, its whole span):
+
+- GPU busy: union of every GPU interval (kernels, memsets, copies, collectives) over all streams.
+- compute busy: union of kernels and memsets; transfer busy: union of copies (``copy`` for short).
+- copy/compute overlap: time a copy and a compute interval run at once; ``copy_compute_overlap_frac`` is
+  that over transfer busy time. Exposed copy: transfer busy time with no compute running.
+- GPU idle = step time - GPU busy, split by the cause of each idle gap (webapp.analysis.gaps; host =
+  all CPU lanes of the rank): ``idle_sync_stall`` the gap overlaps a host ``sync_wait`` or follows a
+  blocking copy; ``idle_launch_bound`` the host was busy issuing (``launch``/``cpu_op``) the work that
+  ends the gap; ``idle_other`` the rest: device-side bubbles (the next work was already queued) and
+  gaps while the host did other things.
+- Interval counts and sums (sync waits, copy bytes) go to the step whose window holds their start.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from collector.model import GPU_KINDS, INTERVAL_KIND_DTYPE, IntervalKind
+from webapp.analysis import gaps as gp
+from webapp.analysis import intervals as iv
+from webapp.analysis.context import RunData
+
+MIN_BANDWIDTH_BYTES = 1 << 20
+"""Copies smaller than 1 MiB are latency-bound; they are left out of achieved-bandwidth figures."""
+
+PER_STEP_COLUMNS: dict[str, str] = {
+    "rank": "distributed rank",
+    "step": "step index (0 for a rank without step markers)",
+    "start_ns": "step start, ns on the run clock",
+    "end_ns": "step end, ns on the run clock",
+    "step_time_ns": "end_ns - start_ns, ns",
+    "gpu_busy_ns": "union of GPU intervals over all streams, ns",
+    "compute_busy_ns": "union of kernels and memsets, ns",
+    "transfer_busy_ns": "union of copies, ns",
+    "copy_compute_overlap_ns": "time a copy and a kernel run at once, ns",
+    "exposed_copy_ns": "copy time with no kernel running, ns",
+    "copy_compute_overlap_frac": "copy_compute_overlap_ns / transfer_busy_ns (NaN without copies)",
+    "gpu_busy_frac": "gpu_busy_ns / step_time_ns",
+    "gpu_idle_ns": "step_time_ns - gpu_busy_ns, ns",
+    "idle_sync_stall_ns": "GPU idle while the host waits in (or returns from) a sync or blocking copy, ns",
+    "idle_launch_bound_ns": "GPU idle while the host is busy issuing the next work (launch, cpu_op), ns",
+    "idle_other_ns": "other GPU idle: device bubbles, host busy elsewhere, ns",
+    "host_issue_ns": "host busy in launch/cpu_op and not waiting in a sync, ns",
+    "sync_wait_count": "sync_wait intervals starting in the step",
+    "sync_wait_ns": "their total duration, ns",
+    "copy_count": "copies starting in the step",
+    "copy_ns": "their summed duration (parallel copies count twice), ns",
+    "copy_bytes": "their bytes",
+    "pageable_copy_count": "copies from/to pageable host memory",
+    "pageable_copy_bytes": "their bytes",
+    "pageable_copy_ns": "their summed duration, ns",
+}
+
+STAT_COLUMNS = (
+    "step_time", "gpu_busy", "compute_busy", "transfer_busy", "exposed_copy", "gpu_idle", "idle_sync_stall",
+    "idle_launch_bound", "idle_other", "sync_wait",
+)
+"""Per-step ``<name>_ns`` columns that get run-level median and p90 (``<name>_step_median_ns`` etc.)."""
+
+
+def _by_window(rd: RunData, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Sum of ``weights`` (or count) of the masked intervals per window, by window of their start."""
+    w = rd.win_row[mask]
+    ok = w >= 0
+    vals = None if weights is None else weights[ok].astype(np.float64)
+    return np.bincount(w[ok], weights=vals, minlength=len(rd.win)).astype(np.int64)
+
+
+def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
+    """One row per (rank, step) with the columns of :data:`PER_STEP_COLUMNS` (times int64 ns)."""
+    a, b = rd.win.starts, rd.win.ends
+    step_time = b - a
+    gpu = rd.gpu.measure_in(a, b)
+    comp = rd.compute.measure_in(a, b)
+    xfer = rd.copy.measure_in(a, b)
+    overlap = iv.intersect(rd.copy, rd.compute).measure_in(a, b)
+    sync_t = rd.sync.measure_in(a, b)
+    n = len(rd.win)
+    idle_sync = gaps.per_window(n, (gaps.cause == gp.SYNC) | (gaps.cause == gp.BLOCKING))
+    idle_launch = gaps.per_window(n, gaps.cause == gp.STARVED)
+    idle = step_time - gpu
+    dur = rd.e - rd.s
+    page = rd.copy_mask & (rd.mem == rd.mem_code("pageable"))
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = pd.DataFrame({
+            "rank": rd.win_rank,
+            "step": rd.win_step,
+            "start_ns": rd.win_start_ns,
+            "end_ns": rd.win_start_ns + step_time,
+            "step_time_ns": step_time,
+            "gpu_busy_ns": gpu,
+            "compute_busy_ns": comp,
+            "transfer_busy_ns": xfer,
+            "copy_compute_overlap_ns": overlap,
+            "exposed_copy_ns": xfer - overlap,
+            "copy_compute_overlap_frac": np.where(xfer > 0, overlap / np.maximum(xfer, 1), np.nan),
+            "gpu_busy_frac": np.where(step_time > 0, gpu / np.maximum(step_time, 1), np.nan),
+            "gpu_idle_ns": idle,
+            "idle_sync_stall_ns": idle_sync,
+            "idle_launch_bound_ns": idle_launch,
+            "idle_other_ns": idle - idle_sync - idle_launch,
+            "host_issue_ns": rd.host.measure_in(a, b) - sync_t,
+            "sync_wait_count": _by_window(rd, rd.sync_mask),
+            "sync_wait_ns": _by_window(rd, rd.sync_mask, dur[rd.sync_mask]),
+            "copy_count": _by_window(rd, rd.copy_mask),
+            "copy_ns": _by_window(rd, rd.copy_mask, dur[rd.copy_mask]),
+            "copy_bytes": _by_window(rd, rd.copy_mask, nbytes[rd.copy_mask]),
+            "pageable_copy_count": _by_window(rd, page),
+            "pageable_copy_bytes": _by_window(rd, page, nbytes[page]),
+            "pageable_copy_ns": _by_window(rd, page, dur[page]),
+        })
+    return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
+
+
+_SUMMED = [c for c in PER_STEP_COLUMNS if c.endswith(("_ns", "_count", "_bytes")) and c not in ("start_ns", "end_ns")]
+
+
+def _fracs(frame: pd.DataFrame) -> pd.DataFrame:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["copy_compute_overlap_frac"] = np.where(
+            frame["transfer_busy_ns"] > 0, frame["copy_compute_overlap_ns"] / frame["transfer_busy_ns"], np.nan
+        )
+        frame["gpu_busy_frac"] = np.where(frame["step_time_ns"] > 0, frame["gpu_busy_ns"] / frame["step_time_ns"],
+                                          np.nan)
+    return frame
+
+
+def per_rank_frame(per_step: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank: ``steps``, ``step_time_median_ns``, ``step_time_p90_ns`` and the per-step sums
+    (same names and units as :data:`PER_STEP_COLUMNS`, summed over the rank's steps), fractions recomputed."""
+    g = per_step.groupby("rank", sort=True)
+    out = g[_SUMMED].sum()
+    out.insert(0, "steps", g.size())
+    out.insert(1, "step_time_median_ns", g["step_time_ns"].median())
+    out.insert(2, "step_time_p90_ns", g["step_time_ns"].quantile(0.9))
+    return _fracs(out.reset_index())
+
+
+def _bandwidth(rd: RunData, memory: str) -> tuple[float, float]:
+    """Achieved H2D bandwidth (GB/s) and bytes over copies >= MIN_BANDWIDTH_BYTES of that memory kind."""
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    m = (rd.kind == rd.code(IntervalKind.MEMCPY_H2D)) & (rd.mem == rd.mem_code(memory))
+    m &= nbytes >= MIN_BANDWIDTH_BYTES
+    total_b, total_t = float(nbytes[m].sum()), float((rd.e - rd.s)[m].sum())
+    return (total_b / total_t if total_t > 0 else math.nan), total_b
+
+
+def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
+    """Run-level metrics: per-step sums over all ranks and steps, fractions of those sums, median and p90
+    of the STAT_COLUMNS over all (rank, step) rows, counts, and copy bandwidths in GB/s (1e9 bytes/s):
+    ``h2d_<memory>_achieved_gbps``, ``h2d_<memory>_probe_gbps`` (from meta.bandwidth_probe, NaN if absent)
+    and ``h2d_pinned_vs_probe_frac``."""
+    m: dict[str, float] = {
+        "ranks": float(len(rd.trace.ranks) or per_step["rank"].nunique()),
+        "steps": float(per_step.groupby("rank").size().max()) if len(per_step) else 0.0,
+        "intervals": float(len(rd.trace.intervals)),
+    }
+    for name in _SUMMED:
+        m[name] = float(per_step[name].sum())
+    for name in STAT_COLUMNS:
+        values = per_step[f"{name}_ns"]
+        prefix = name if name == "step_time" else f"{name}_step"
+        m[f"{prefix}_median_ns"] = float(values.median()) if len(values) else math.nan
+        m[f"{prefix}_p90_ns"] = float(values.quantile(0.9)) if len(values) else math.nan
+    span = m["step_time_ns"]
+    m["gpu_busy_frac"] = m["gpu_busy_ns"] / span if span > 0 else math.nan
+    m["copy_compute_overlap_frac"] = (
+        m["copy_compute_overlap_ns"] / m["transfer_busy_ns"] if m["transfer_busy_ns"] > 0 else math.nan)
+    probe = rd.trace.meta.bandwidth_probe or {}
+    for memory in ("pinned", "pageable"):
+        gbps, _ = _bandwidth(rd, memory)
+        m[f"h2d_{memory}_achieved_gbps"] = gbps
+        value = probe.get(f"h2d_{memory}_gbps")
+        m[f"h2d_{memory}_probe_gbps"] = float(value) if isinstance(value, (int, float)) and value > 0 else math.nan
+    m["h2d_pinned_vs_probe_frac"] = m["h2d_pinned_achieved_gbps"] / m["h2d_pinned_probe_gbps"]
+    return m
+
+
+def kernel_table(rd: RunData) -> pd.DataFrame:
+    """Per (kind, name) over the whole run, biggest total first. Columns: ``kind``, ``name``, ``count``,
+    ``total_ns``, ``mean_ns``, ``max_ns`` (ns), ``bytes`` (summed), ``gpu_frac`` (total_ns over the run's
+    GPU busy time; NaN for host kinds). Annotations are left out."""
+    names, name_cats = rd.codes_of("name")
+    keep = rd.kind != rd.code(IntervalKind.ANNOTATION)
+    n_names = max(len(name_cats), 1)
+    key = rd.kind.astype(np.int64) * (n_names + 1) + (names.astype(np.int64) + 1)
+    key = key[keep]
+    dur = (rd.e - rd.s)[keep]
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)[keep]
+    span = len(INTERVAL_KIND_DTYPE.categories) * (n_names + 1)
+    if span <= 2 * len(key) + 4096:  # dense keys: bincount directly
+        count_all = np.bincount(key, minlength=span)
+        uniq = np.flatnonzero(count_all)
+        dense = np.full(span, -1, dtype=np.int64)
+        dense[uniq] = np.arange(len(uniq))
+        inv, count = dense[key], count_all[uniq]
+    else:
+        codes, uniq = pd.factorize(key, sort=True)
+        inv, count = codes.astype(np.int64), np.bincount(codes, minlength=len(uniq))
+    total = np.bincount(inv, weights=dur.astype(np.float64), minlength=len(uniq)).astype(np.int64)
+    bsum = np.bincount(inv, weights=nbytes.astype(np.float64), minlength=len(uniq)).astype(np.int64)
+    mx = np.zeros(len(uniq), dtype=np.int64)
+    np.maximum.at(mx, inv, dur)
+    kind_code, name_code = uniq // (n_names + 1), uniq % (n_names + 1) - 1
+    kinds = np.asarray(INTERVAL_KIND_DTYPE.categories, dtype=object)
+    name_arr = np.asarray([*name_cats, ""], dtype=object)
+    gpu_kinds = np.isin(kind_code, [rd.code(k) for k in GPU_KINDS])
+    busy = rd.gpu.total
+    out = pd.DataFrame({
+        "kind": kinds[kind_code].astype(str),
+        "name": name_arr[name_code].astype(str),
+        "count": count.astype(np.int64),
+        "total_ns": total,
+        "mean_ns": total / np.maximum(count, 1),
+        "max_ns": mx,
+        "bytes": bsum,
+        "gpu_frac": np.where(gpu_kinds & (busy > 0), total / max(busy, 1), np.nan),
+    })
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
