@@ -1,0 +1,65 @@
+"""Record the small torch.profiler GPU traces the Kineto importer is checked against (needs CUDA).
+
+    python3 tests/kineto/make_gpu_trace.py OUTDIR
+
+Writes OUTDIR/gpu_step.pt.trace.json.gz: two profiled steps of a loop with a pageable and a pinned
+host-to-device copy, a copy on a side stream, ``loss.item()``, ``nonzero``, a boolean mask,
+``torch.cuda.synchronize()`` and ``.cpu()``, recorded with ``with_stack=True`` and cuda_sync events.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+
+def train_step(model: torch.nn.Module, pageable: torch.Tensor, pinned: torch.Tensor,
+               side: torch.cuda.Stream) -> torch.Tensor:
+    a = pageable.to("cuda")
+    b = pinned.to("cuda", non_blocking=True)
+    with torch.cuda.stream(side):
+        c = pinned.to("cuda", non_blocking=True)
+    torch.cuda.current_stream().wait_stream(side)
+    y = model(a) + model(b) + c.sum()
+    loss = y.square().mean()
+    if loss.item() > 1e30:
+        print("diverged")
+    hits = (y > 0).nonzero()
+    picked = y[y > 0]
+    torch.cuda.synchronize()
+    back = y.cpu()
+    return loss + hits.numel() + picked.numel() + back.numel()
+
+
+def main(out_dir: str) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)).cuda()
+    pageable = torch.randn(256, 1024)
+    pinned = torch.randn(256, 1024).pin_memory()
+    side = torch.cuda.Stream()
+    path = os.path.join(out_dir, "gpu_step.pt.trace.json")
+    config = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(path),
+        with_stack=True,
+        experimental_config=config,
+    ) as prof:
+        for _ in range(5):
+            with record_function("train_step"):
+                train_step(model, pageable, pinned, side)
+            prof.step()
+    with open(path, "rb") as src, gzip.open(path + ".gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(path)
+    print(torch.__version__, torch.cuda.get_device_name(), os.path.getsize(path + ".gz"), "bytes")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")

@@ -1,0 +1,93 @@
+"""The Kineto importer on a trace made here by torch.profiler on the CPU (no GPU events in it)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from collector.chrome import EventTable, read_events
+from collector.kineto import trace_from_kineto
+from collector.model import INTERVAL_COLUMNS, LaneKind, Trace
+
+
+def _workload(x: object) -> object:
+    import torch
+
+    assert isinstance(x, torch.Tensor)
+    y = x @ x
+    if (y.sum() > 0).item():
+        y = y + 1
+    return y.nonzero()
+
+
+def _profile(out: Path, with_stack: bool) -> int:
+    """Profile steps 2 and 3 of a 5-step loop; return the profiled thread's OS id."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(out)),
+        with_stack=with_stack,
+    ) as prof:
+        for _ in range(5):
+            with record_function("my_block"):
+                _workload(torch.randn(16, 16))
+            prof.step()
+    return threading.get_native_id()
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "with_stack"])
+def profiled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    plain_reader: Callable[[Path], EventTable],
+) -> tuple[Trace, int]:
+    out = tmp_path_factory.mktemp("kineto") / "cpu.pt.trace.json"
+    tid = _profile(out, with_stack=request.param)
+    # the real reader rejects the null "Python parent id" of top-level python_function events (reported);
+    # with_stack traces go through this folder's plain reader until it accepts them
+    table: EventTable = plain_reader(out) if request.param else read_events(out)
+    return trace_from_kineto(table, source_name=str(out)), tid
+
+
+def test_cpu_ops_on_one_cpu_lane(profiled: tuple[Trace, int]) -> None:
+    trace, tid = profiled
+    assert list(trace.intervals.columns) == list(INTERVAL_COLUMNS)
+    cpu = [ln for ln in trace.lanes if ln.kind is LaneKind.CPU_THREAD]
+    assert [ln.ident for ln in cpu] == [tid] and len(trace.lanes) == 1
+    names = set(trace.intervals["name"].astype(str))
+    assert {"aten::mm", "aten::item", "aten::nonzero", "aten::randn"} <= names
+    assert not any(n.startswith("ProfilerStep#") for n in names)
+    kinds = set(trace.intervals["kind"].astype(str))
+    assert kinds == {"cpu_op", "annotation"}
+
+
+def test_profiler_steps_become_markers_and_step_column(profiled: tuple[Trace, int]) -> None:
+    trace, _ = profiled
+    steps = trace.steps()
+    assert steps["step"].tolist() == [2, 3]
+    assert (steps["end_ns"] > steps["start_ns"]).all()
+    assert (steps["start_ns"].iloc[1] >= steps["end_ns"].iloc[0])
+    iv = trace.intervals
+    blocks = iv[iv["name"] == "my_block"]
+    assert blocks["kind"].astype(str).tolist() == ["annotation", "annotation"]
+    assert blocks["step"].tolist() == [2, 3]
+    mm = iv[iv["name"] == "aten::mm"]
+    assert mm["step"].tolist() == [2, 3]
+    inside = iv["step"] >= 0
+    bounds = steps.set_index("step")
+    assert (iv.loc[inside, "start_ns"].to_numpy() >= bounds.loc[iv.loc[inside, "step"], "start_ns"].to_numpy()).all()
+
+
+def test_meta_and_times(profiled: tuple[Trace, int]) -> None:
+    trace, _ = profiled
+    assert trace.meta.source == "torch.profiler"
+    assert trace.meta.world_size == 1 and trace.meta.notes["rank"] == 0
+    assert trace.meta.workload == "cpu.pt.trace.json"
+    iv = trace.intervals
+    assert (iv["dur_ns"] >= 0).all() and (iv["dur_ns"] > 0).any()
+    assert set(iv["cause"].astype(str)) == {""}  # no CUDA: nothing waits on a GPU
