@@ -8,13 +8,14 @@ costs about 7.7% of the step's compute when pinned and 10x that when pageable.
 
 Patterns:
 
-- ``overlap``: pinned ``non_blocking`` copies on a second stream, overlapped with compute; one cheap
-  ``torch.cuda.synchronize()`` at the end of each step. The clean run.
-- ``pinned``: pinned ``non_blocking`` copies on the compute stream (serialised with compute).
+- ``overlap``: pinned ``non_blocking`` copies on a second stream, overlapped with compute; no per-step
+  sync, so the host runs ahead of the GPU. The clean run.
+- ``pinned``: pinned ``non_blocking`` copies on the compute stream (serialised with compute), no sync.
 - ``naive``: pageable blocking copies on the compute stream and a ``loss.item()`` sync each step.
 - ``sync-trap``: like ``overlap`` plus several data-dependent syncs (``nonzero``) inside each step, each
-  followed by host work while the GPU drains.
-- ``launch-bound``: many tiny kernels whose launches take longer than the kernels run.
+  followed by host work while the GPU drains, and a ``torch.cuda.synchronize()`` at the step's end.
+- ``launch-bound``: many tiny kernels whose launches take longer than the kernels run (synchronized per
+  step).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ KERNEL_NAMES = (
     "void at::native::elementwise_kernel<128, 2, at::native::AddFunctor<float>>",
     "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, 4>",
 )
-CAUSES = ("", "memcpy", "item", "synchronize", "nonzero")
+CAUSES = ("", "blocking_copy", "item", "synchronize", "nonzero")
 SOURCES = ("", "train.py:31", "train.py:48", "train.py:61", "model.py:112")
 NAMES = (
     *KERNEL_NAMES,
@@ -216,7 +217,7 @@ def synthetic_trace(n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: 
                 c0 = max(t + 8_000, gpu_free)
                 c1 = c0 + pageable_ns
                 lid = cols.add(cpu, "cpu_op", "aten::to", t, c1 + 5_000, s, source="train.py:31")
-                _sync(cols, t + 6_000, c1, cpu, s, "cudaMemcpyAsync", "memcpy", "train.py:31")
+                _sync(cols, t + 6_000, c1, cpu, s, "cudaMemcpyAsync", "blocking_copy", "train.py:31")
                 cols.add(comp, "memcpy_h2d", "Memcpy HtoD (Pageable -> Device)", c0, c1, s, nbytes=nbytes,
                          memory="pageable", launch_id=lid)
                 t, gpu_free = c1 + 5_000, c1
@@ -252,7 +253,7 @@ def synthetic_trace(n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: 
                          memory="pageable", launch_id=lid)
                 _sync(cols, t + 4_000, d1, cpu, s, "cudaStreamSynchronize", "item", "train.py:48")
                 t, gpu_free = d1 + 8_000, d1
-            else:
+            elif pattern in ("sync-trap", "launch-bound"):
                 t = _sync(cols, t, max(gpu_free, xfer_free), cpu, s, "cudaDeviceSynchronize", "synchronize",
                           "train.py:61")
             t += 20_000  # Python between steps

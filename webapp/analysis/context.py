@@ -15,7 +15,7 @@ import pandas as pd
 from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, IntervalKind, Trace
 from webapp.analysis import intervals as iv
 
-COPY_SYNC_CAUSES = frozenset({"memcpy", "copy", "cudaMemcpy", "cudaMemcpyAsync"})
+COPY_SYNC_CAUSES = frozenset({"blocking_copy", "memcpy", "copy"})
 """Sync causes that are a blocking copy's own wait (judged by the copy rules, not sync-in-loop)."""
 
 _KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
@@ -61,7 +61,7 @@ class RunData:
     gpu_mask: np.ndarray
     copy_mask: np.ndarray
     sync_mask: np.ndarray
-    has_steps: bool
+    step_basis: str  # "gpu": windows follow each step's GPU work; "host": markers; "span": no markers
 
     def code(self, kind: IntervalKind) -> int:
         return _KIND_CODE[kind.value]
@@ -92,10 +92,61 @@ class RunData:
         return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]
 
 
-def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[pd.DataFrame, bool]:
-    """Step windows per rank: step markers, or the rank's whole span as step 0 where it has none."""
+def _gpu_step_bounds(rank: np.ndarray, step: np.ndarray, start: np.ndarray, end: np.ndarray,
+                     gpu: np.ndarray) -> pd.DataFrame:
+    """First start and last end of the GPU work launched in each (rank, step): rank, step, gpu_start_ns,
+    gpu_end_ns."""
+    m = gpu & (step >= 0)
+    if not m.any():
+        return pd.DataFrame({"rank": [], "step": [], "gpu_start_ns": [], "gpu_end_ns": []}, dtype="int64")
+    r, st = rank[m], step[m].astype(np.int64)
+    n_steps = int(st.max()) + 1
+    key = r * n_steps + st
+    uniq, inv = np.unique(key, return_inverse=True) if len(key) < 64 or n_steps * (r.max() + 1) > 4 * len(key) \
+        else _dense(key)
+    lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, inv, start[m])
+    np.maximum.at(hi, inv, end[m])
+    return pd.DataFrame({"rank": uniq // n_steps, "step": uniq % n_steps, "gpu_start_ns": lo, "gpu_end_ns": hi})
+
+
+def _dense(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    present = np.zeros(int(key.max()) + 1, dtype=bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)
+    index = np.full(len(present), -1, dtype=np.int64)
+    index[uniq] = np.arange(len(uniq))
+    return uniq, index[key]
+
+
+def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray, gpu: np.ndarray,
+             compute: np.ndarray) -> tuple[pd.DataFrame, str]:
+    """Step windows per rank, and how they were placed ("gpu", "host" or "span").
+
+    With ``step`` markers, a step's window starts where the work launched in that step starts on the
+    streams that run kernels and ends where the next step's starts (the last one at the later of its marker's end and its GPU
+    work's end): the GPU's pace, which is the job's throughput even when the host runs steps ahead.
+    Prefetch copies do not place windows (they run as early as the host issues them). Without kernels any
+    GPU work is used; steps without tagged GPU work use their markers. A rank without markers is one step, its whole span.
+    """
     steps = trace.steps()
-    steps = steps[steps["end_ns"] > steps["start_ns"]]
+    steps = steps[steps["end_ns"] >= steps["start_ns"]].astype("int64")
+    basis = "host" if len(steps) else "span"
+    if len(steps):
+        step_col = np.asarray(trace.intervals["step"], dtype=np.int64)
+        bounds = _gpu_step_bounds(rank, step_col, start, end, compute)
+        if bounds.empty:
+            bounds = _gpu_step_bounds(rank, step_col, start, end, gpu)
+        steps = steps.merge(bounds, on=["rank", "step"], how="left")
+        if steps["gpu_start_ns"].notna().any():
+            basis = "gpu"
+        ws = steps["gpu_start_ns"].fillna(steps["start_ns"]).astype("int64")
+        last_end = np.maximum(steps["end_ns"], steps["gpu_end_ns"].fillna(steps["end_ns"])).astype("int64")
+        steps = steps.assign(start_ns=ws).sort_values(["rank", "start_ns"], kind="stable")
+        nxt = steps.groupby("rank")["start_ns"].shift(-1)
+        steps["end_ns"] = nxt.fillna(last_end.loc[steps.index]).astype("int64")
+        steps = steps[["rank", "step", "start_ns", "end_ns"]]
     ranks_with = set(steps["rank"].tolist())
     spans = pd.DataFrame({"rank": rank, "start_ns": start, "end_ns": end}).groupby("rank").agg(
         start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
@@ -104,7 +155,7 @@ def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray)
     spans.insert(1, "step", 0)
     frame = pd.concat([steps, spans], ignore_index=True) if len(spans) else steps
     frame = frame.astype({"rank": "int64", "step": "int64", "start_ns": "int64", "end_ns": "int64"})
-    return frame.sort_values(["rank", "start_ns"]).reset_index(drop=True), bool(len(steps))
+    return frame.sort_values(["rank", "start_ns"]).reset_index(drop=True), basis
 
 
 def prepare(trace: Trace) -> RunData:
@@ -115,7 +166,12 @@ def prepare(trace: Trace) -> RunData:
     rank = np.asarray(df["rank"], dtype=np.int64)
     start = np.asarray(df["start_ns"], dtype=np.int64)
     end = np.maximum(np.asarray(df["end_ns"], dtype=np.int64), start)
-    steps, has_steps = _windows(trace, rank, start, end)
+    gpu_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET, IntervalKind.COLLECTIVE,
+                         IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
+    compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
+    lane = np.asarray(df["lane"], dtype=np.int64)
+    on_compute_lanes = gpu_mask & np.isin(lane, np.unique(lane[compute_mask]))
+    steps, step_basis = _windows(trace, rank, start, end, gpu_mask, on_compute_lanes)
     lo = int(start.min()) if len(start) else 0
     hi = int(end.max()) if len(end) else 0
     if len(steps):
@@ -133,9 +189,6 @@ def prepare(trace: Trace) -> RunData:
         we = np.minimum(we, np.concatenate((ws[1:], [we[-1]])))
     win = iv.Segments.from_sorted(ws, np.maximum(we, ws))
 
-    gpu_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET, IntervalKind.COLLECTIVE,
-                         IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
-    compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
     copy_mask = kind_mask(kind, IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
     host_mask = kind_mask(kind, IntervalKind.CPU_OP, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT)
     sync_mask = kind == _KIND_CODE[IntervalKind.SYNC_WAIT.value]
@@ -150,5 +203,5 @@ def prepare(trace: Trace) -> RunData:
         host=iv.union(s[host_mask], e[host_mask]), sync=iv.union(s[sync_mask], e[sync_mask]),
         ids=ids, ids_are_rows=bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1
                                                   and (ids[1:] > ids[:-1]).all())),
-        win_row=iv.window_index(win, s), gpu_mask=gpu_mask, copy_mask=copy_mask, sync_mask=sync_mask, has_steps=has_steps,
+        win_row=iv.window_index(win, s), gpu_mask=gpu_mask, copy_mask=copy_mask, sync_mask=sync_mask, step_basis=step_basis,
     )
