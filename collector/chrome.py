@@ -31,6 +31,9 @@ arg_launch_id        int64     ``args.launch_id`` (ours)
 arg_id               int64     ``args.id`` (ours: interval id)
 ==================== ========= ==============================================================
 
+The ``arg_kind`` ... ``arg_id`` columns (our own fields) are read only from our files, recognised by the
+top-level ``streamscope`` object; in other traces they keep their defaults, whatever ``args`` holds.
+
 Every event is checked: it must be an object with a ``ph``; ``X`` events need numeric ``ts`` and ``dur``
 with ``dur >= 0``; typed fields must have their JSON type. Anything else raises :class:`TraceFileError`
 with one line naming the problem and the event index. The fast path uses msgspec (typed decode in
@@ -74,6 +77,10 @@ EVENT_COLUMNS: dict[str, str] = {
     "arg_launch_id": "int64",
     "arg_id": "int64",
 }
+
+
+STREAMSCOPE_KEY = "streamscope"
+"""Top-level key of the metadata object that marks our own files (see collector.tracefile)."""
 
 
 class TraceFileError(ValueError):

@@ -15,17 +15,18 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from collector.chrome import TraceFileError
+from collector.chrome import STREAMSCOPE_KEY, TraceFileError
 
 try:
     import msgspec
@@ -35,53 +36,79 @@ except ImportError:  # pragma: no cover - exercised where msgspec is missing
     msgspec = None  # type: ignore[assignment]
     HAVE_MSGSPEC = False
 
-BATCH = 100_000
+BATCH = 25_000
 """Events decoded per batch on the fast path (bounds the Python objects alive at once)."""
 
 _MAX_TS_US = 9.0e15  # |ts| beyond this does not fit int64 nanoseconds
 
-# (column, JSON key, type) in EVENT_COLUMNS order; "args.x" keys live in the event's args object.
-SPEC: tuple[tuple[str, str, str], ...] = (
-    ("ph", "ph", "str"),
-    ("cat", "cat", "str"),
-    ("name", "name", "str"),
-    ("pid", "pid", "id"),
-    ("tid", "tid", "id"),
-    ("ts_ns", "ts", "time"),
-    ("dur_ns", "dur", "time"),
-    ("flow_id", "id", "id"),
-    ("arg_name", "args.name", "str"),
-    ("arg_stream", "args.stream", "int"),
-    ("arg_device", "args.device", "int"),
-    ("arg_correlation", "args.correlation", "int"),
-    ("arg_external_id", "args.External id", "int"),
-    ("arg_bytes", "args.bytes", "int"),
-    ("arg_python_id", "args.Python id", "int"),
-    ("arg_python_parent_id", "args.Python parent id", "int"),
-    ("arg_kind", "args.kind", "str"),
-    ("arg_memory_kind", "args.memory_kind", "str"),
-    ("arg_non_blocking", "args.non_blocking", "bool"),
-    ("arg_step", "args.step", "int"),
-    ("arg_source", "args.source", "str"),
-    ("arg_cause", "args.cause", "str"),
-    ("arg_launch_id", "args.launch_id", "int"),
-    ("arg_id", "args.id", "int"),
+
+class Field(NamedTuple):
+    column: str  # EVENT_COLUMNS name
+    key: str  # JSON key; "args.x" lives in the event's args object
+    kind: str  # str | id | time | int | bool
+    ours: bool  # read only from Streamscope files (elsewhere the column keeps its default)
+
+    @property
+    def attr(self) -> str:
+        """Attribute path on the decoded msgspec struct."""
+        if not self.key.startswith("args."):
+            return self.key
+        return "args." + self.key[5:].lower().replace(" ", "_")
+
+
+SPEC: tuple[Field, ...] = tuple(
+    Field(*row)
+    for row in (
+        ("ph", "ph", "str", False),
+        ("cat", "cat", "str", False),
+        ("name", "name", "str", False),
+        ("pid", "pid", "id", False),
+        ("tid", "tid", "id", False),
+        ("ts_ns", "ts", "time", False),
+        ("dur_ns", "dur", "time", False),
+        ("flow_id", "id", "id", False),
+        ("arg_name", "args.name", "str", False),
+        ("arg_stream", "args.stream", "int", False),
+        ("arg_device", "args.device", "int", False),
+        ("arg_correlation", "args.correlation", "int", False),
+        ("arg_external_id", "args.External id", "int", False),
+        ("arg_bytes", "args.bytes", "int", False),
+        ("arg_python_id", "args.Python id", "int", False),
+        ("arg_python_parent_id", "args.Python parent id", "int", False),
+        ("arg_kind", "args.kind", "str", True),
+        ("arg_memory_kind", "args.memory_kind", "str", True),
+        ("arg_non_blocking", "args.non_blocking", "bool", True),
+        ("arg_step", "args.step", "int", True),
+        ("arg_source", "args.source", "str", True),
+        ("arg_cause", "args.cause", "str", True),
+        ("arg_launch_id", "args.launch_id", "int", True),
+        ("arg_id", "args.id", "int", True),
+    )
 )
 _DEFAULTS = {"str": "", "id": -1, "time": math.nan, "int": -1, "bool": False}
 _EXPECT = {"str": "a string", "id": "an integer or a string", "int": "an integer", "bool": "true or false"}
+TS, DUR = 5, 6  # SPEC positions of ts and dur
+
+
+def active(ours: bool) -> list[int]:
+    """SPEC positions read from a file: all for ours, the non-``ours`` ones for any other trace."""
+    return [i for i, f in enumerate(SPEC) if ours or not f.ours]
 
 
 # ------------------------------------------------------------------------------------------- bytes
 
 
-def read_bytes(path: str, max_inflated_bytes: int) -> bytes | bytearray:
-    """The file's JSON bytes; a gzip file is inflated, refused once it passes ``max_inflated_bytes``."""
+def read_bytes(path: str, max_inflated_bytes: int) -> bytearray:
+    """The file's JSON bytes (mutable: the fast path brackets batches in place); a gzip file is inflated,
+    refused once it passes ``max_inflated_bytes``."""
     try:
         with open(path, "rb") as f:
             magic = f.read(2)
             f.seek(0)
             if magic != b"\x1f\x8b":
-                return f.read()
+                buf = bytearray(os.fstat(f.fileno()).st_size)
+                buf = buf[: f.readinto(buf)] if len(buf) else bytearray(f.read())
+                return buf
             return _inflate(f, max_inflated_bytes)
     except OSError as exc:
         raise TraceFileError(f"cannot read the file ({exc.strerror or exc})") from None
@@ -113,15 +140,18 @@ def _inflate(f: Any, limit: int) -> bytearray:
 # ------------------------------------------------------------------------------------ event check
 
 
+_ABSENT = object()
+
+
 def _key_value(event: dict[str, Any], key: str) -> Any:
     if key.startswith("args."):
         args = event.get("args")
-        return args.get(key[5:]) if isinstance(args, dict) else None
-    return event.get(key)
+        return args.get(key[5:], _ABSENT) if isinstance(args, dict) else _ABSENT
+    return event.get(key, _ABSENT)
 
 
-def check_event(event: Any, index: int) -> tuple[Any, ...]:
-    """One decoded event as a row in SPEC order (defaults for missing keys); raise on a bad field."""
+def check_event(event: Any, index: int, fields: Sequence[int]) -> tuple[Any, ...]:
+    """One decoded event as a row of the SPEC ``fields`` (defaults for missing keys); raise on a bad one."""
     if not isinstance(event, dict):
         raise TraceFileError(f"event {index}: not a JSON object")
     if "ph" not in event:
@@ -130,9 +160,10 @@ def check_event(event: Any, index: int) -> tuple[Any, ...]:
     if args is not None and not isinstance(args, dict):
         raise TraceFileError(f"event {index}: 'args' should be an object")
     row = []
-    for _, key, kind in SPEC:
+    for i in fields:
+        _, key, kind, _ = SPEC[i]
         value = _key_value(event, key)
-        if value is None:
+        if value is _ABSENT:
             row.append(_DEFAULTS[kind])
             continue
         is_int = isinstance(value, int) and not isinstance(value, bool)
@@ -158,33 +189,45 @@ def _shown(value: Any) -> str:
 # ------------------------------------------------------------------------------------ columns
 
 
-class _Columns:
-    """Preallocated event columns filled batch by batch; strings become category codes on the fly."""
+class _Codes(dict[str, int]):
+    """str -> category code, growing on first sight."""
 
-    def __init__(self, n: int) -> None:
+    def __missing__(self, key: str) -> int:
+        code = self[key] = len(self)
+        return code
+
+
+class _Columns:
+    """Preallocated event columns filled batch by batch; strings become category codes on the fly.
+
+    ``fields`` are the SPEC positions filled from the file; the others keep their default.
+    """
+
+    def __init__(self, n: int, fields: Sequence[int]) -> None:
         self.n = n
+        self.fields = list(fields)
         self.arrays: list[np.ndarray] = []
-        self.codes: list[dict[str, int]] = []
-        for _, _, kind in SPEC:
-            dtype = {"str": np.int32, "bool": np.bool_}.get(kind, np.int64)
-            self.arrays.append(np.empty(n, dtype=dtype))
-            self.codes.append({})
+        self.codes: list[_Codes] = []
+        for f in SPEC:
+            dtype = {"str": np.int32, "bool": np.bool_}.get(f.kind, np.int64)
+            fill = 0 if f.kind in ("str", "bool") else -1
+            self.arrays.append(np.full(n, fill, dtype=dtype))
+            self.codes.append(_Codes({"": 0}) if f.kind == "str" else _Codes())
         self.id_names: dict[str, int] = {}
 
-    def add(self, start: int, columns: Sequence[Sequence[Any]]) -> None:
-        count = len(columns[0])
+    def add(self, start: int, count: int, columns: Sequence[Iterable[Any]]) -> None:
+        """Fill rows ``start:start+count`` from one iterable per active field, then check X events."""
         stop = start + count
-        for i, (_, key, kind) in enumerate(SPEC):
-            col = columns[i]
-            out = self.arrays[i]
+        for i, col in zip(self.fields, columns, strict=True):
+            kind, out = SPEC[i].kind, self.arrays[i]
             if kind == "str":
-                out[start:stop] = self._encode(col, self.codes[i])
+                out[start:stop] = np.fromiter(map(self.codes[i].__getitem__, col), np.int32, count)
             elif kind == "id":
-                out[start:stop] = self._ids(col)
+                out[start:stop] = self._ids(list(col))
             elif kind == "time":
-                out[start:stop] = _ns(np.array(col, dtype=np.float64), key, start)
+                out[start:stop] = _ns(np.fromiter(col, np.float64, count), SPEC[i].key, start)
             else:
-                out[start:stop] = np.array(col, dtype=out.dtype)
+                out[start:stop] = np.fromiter(col, out.dtype, count)
         self._check_x(start, stop)
 
     def _check_x(self, start: int, stop: int) -> None:
@@ -192,24 +235,18 @@ class _Columns:
         if x_code is None:
             return
         is_x = self.arrays[0][start:stop] == x_code
-        for i, key in ((5, "ts"), (6, "dur")):
+        for i, key in ((TS, "ts"), (DUR, "dur")):
             bad = np.flatnonzero(is_x & (self.arrays[i][start:stop] == _MISSING_NS))
             if len(bad):
                 raise TraceFileError(f"event {start + bad[0]}: 'X' event is missing '{key}'")
-        dur = self.arrays[6][start:stop]
+        dur = self.arrays[DUR][start:stop]
         bad = np.flatnonzero(is_x & (dur < 0))
         if len(bad):
             raise TraceFileError(f"event {start + bad[0]}: negative duration ({dur[bad[0]] / 1000:g} us)")
 
-    @staticmethod
-    def _encode(col: Sequence[str], table: dict[str, int]) -> np.ndarray:
-        codes, uniques = pd.factorize(np.array(col, dtype=object))
-        remap = np.array([table.setdefault(u, len(table)) for u in uniques], dtype=np.int32)
-        return remap[codes] if len(remap) else np.zeros(len(codes), dtype=np.int32)
-
-    def _ids(self, col: Sequence[Any]) -> np.ndarray:
+    def _ids(self, col: list[Any]) -> np.ndarray:
         try:
-            return np.fromiter(col, dtype=np.int64, count=len(col))
+            return np.fromiter(col, np.int64, len(col))
         except (TypeError, ValueError, OverflowError):
             return np.array([self._id(v) for v in col], dtype=np.int64)
 
@@ -219,13 +256,17 @@ class _Columns:
         return self.id_names.setdefault(str(value), -2 - len(self.id_names))
 
     def finish(self) -> tuple[dict[str, Any], dict[int, str]]:
+        """The columns (EVENT_COLUMNS order; strings as pandas Categoricals) and the id names."""
         out: dict[str, Any] = {}
-        for i, (name, _, kind) in enumerate(SPEC):
-            if kind == "str":
+        for i, f in enumerate(SPEC):
+            arr = self.arrays[i]
+            if f.kind == "time":
+                arr[arr == _MISSING_NS] = -1
+            if f.kind == "str":
                 cats = pd.Index(list(self.codes[i]), dtype=object)
-                out[name] = pd.Categorical.from_codes(self.arrays[i], categories=cats)
+                out[f.column] = pd.Categorical.from_codes(arr, categories=cats)
             else:
-                out[name] = self.arrays[i]
+                out[f.column] = arr
         return out, {v: k for k, v in self.id_names.items()}
 
 
@@ -240,14 +281,6 @@ def _ns(us: np.ndarray, key: str, start: int) -> np.ndarray:
     ns = np.rint(np.where(missing, 0.0, us) * 1000.0).astype(np.int64)
     ns[missing] = _MISSING_NS
     return ns
-
-
-def _finish(columns: _Columns) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
-    for i in (5, 6):
-        arr = columns.arrays[i]
-        arr[arr == _MISSING_NS] = -1
-    out, id_names = columns.finish()
-    return {}, out, id_names
 
 
 # ------------------------------------------------------------------------------------ stdlib
@@ -284,11 +317,12 @@ def parse_stdlib(data: bytes | bytearray) -> tuple[dict[str, Any], dict[str, Any
     del doc
     if not isinstance(events, list):
         raise TraceFileError("'traceEvents' is not an array")
-    columns = _Columns(len(events))
+    fields = active(STREAMSCOPE_KEY in top)
+    columns = _Columns(len(events), fields)
     for start in range(0, len(events), BATCH):
-        rows = [check_event(ev, start + k) for k, ev in enumerate(events[start : start + BATCH])]
-        columns.add(start, list(zip(*rows, strict=True)))
-    _, out, id_names = _finish(columns)
+        rows = [check_event(ev, start + k, fields) for k, ev in enumerate(events[start : start + BATCH])]
+        columns.add(start, len(rows), list(zip(*rows, strict=True)) if rows else [()] * len(fields))
+    out, id_names = columns.finish()
     return top, out, id_names
 
 
@@ -308,7 +342,7 @@ def _gc_paused() -> Iterator[None]:
 
 if HAVE_MSGSPEC:
 
-    class _Args(msgspec.Struct, gc=False, frozen=True):
+    class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
         name: str = ""
         stream: int = -1
         device: int = -1
@@ -317,6 +351,8 @@ if HAVE_MSGSPEC:
         bytes: int = -1
         python_id: int = msgspec.field(default=-1, name="Python id")
         python_parent_id: int = msgspec.field(default=-1, name="Python parent id")
+
+    class _OurArgs(_KinetoArgs, gc=False, frozen=True):
         kind: str = ""
         memory_kind: str = ""
         non_blocking: bool = False
@@ -326,9 +362,13 @@ if HAVE_MSGSPEC:
         launch_id: int = -1
         id: int = -1
 
-    _NO_ARGS = _Args()
+    class _Top(msgspec.Struct):
+        traceEvents: list[msgspec.Raw]
 
-    class _Event(msgspec.Struct, gc=False):
+    _NO_KINETO_ARGS = _KinetoArgs()
+    _NO_OUR_ARGS = _OurArgs()
+
+    class _KinetoEvent(msgspec.Struct, gc=False):
         ph: str
         cat: str = ""
         name: str = ""
@@ -337,18 +377,99 @@ if HAVE_MSGSPEC:
         ts: float = math.nan
         dur: float = math.nan
         id: int | str = -1
-        args: _Args = _NO_ARGS
+        args: _KinetoArgs = _NO_KINETO_ARGS
+
+    class _OurEvent(msgspec.Struct, gc=False):
+        ph: str
+        cat: str = ""
+        name: str = ""
+        pid: int | str = -1
+        tid: int | str = -1
+        ts: float = math.nan
+        dur: float = math.nan
+        id: int | str = -1
+        args: _OurArgs = _NO_OUR_ARGS
 
 
-_ATTR = {"External id": "external_id", "Python id": "python_id", "Python parent id": "python_parent_id"}
-_GETTER = attrgetter(*(k if not k.startswith("args.") else "args." + _ATTR.get(k[5:], k[5:]) for _, k, _ in SPEC))
 _RAW_AT = re.compile(r"at `\$\[(\d+)\]")
 
 
-def parse_fast(data: bytes | bytearray) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
-    """Top-level object, columns (EVENT_COLUMNS) and id names, with msgspec in batches."""
+def parse_fast(data: bytearray) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
+    """Top-level object, columns (EVENT_COLUMNS) and id names, with msgspec in batches.
+
+    One pass finds the events (``traceEvents`` as raw slices of ``data``, no copies). Each batch of events
+    is then decoded in place: the commas just outside it are swapped for ``[`` and ``]`` for the decode
+    and restored after, so no batch is ever copied.
+    """
+    top, events, span = _top_and_events(data)
+    ours = STREAMSCOPE_KEY in top
+    fields = active(ours)
+    getters = [attrgetter(f.attr) for f in (SPEC[i] for i in fields) if not f.key.startswith("args.")]
+    arg_getters = [attrgetter(f.attr[5:]) for f in (SPEC[i] for i in fields) if f.key.startswith("args.")]
+    args_of = attrgetter("args")
+    event_type: Any = _OurEvent if ours else _KinetoEvent
+    decoder = msgspec.json.Decoder(list[event_type])
+    columns = _Columns(len(events), fields)
+    view = memoryview(data)
+    with _gc_paused():
+        for lo in range(0, len(events), BATCH):
+            chunk = events[lo : lo + BATCH]
+            try:
+                decoded = _decode_batch(decoder, data, view, chunk, span, lo == 0, lo + BATCH >= len(events))
+            except msgspec.ValidationError as exc:
+                raise _explain(exc, chunk, lo, fields) from None
+            args = list(map(args_of, decoded))
+            cols = [map(g, decoded) for g in getters] + [map(g, args) for g in arg_getters]
+            columns.add(lo, len(decoded), cols)
+            del decoded, args, cols
+    del events, view
+    out, id_names = columns.finish()
+    return top, out, id_names
+
+
+def _address(buf: Any) -> int:
+    return int(np.frombuffer(buf, dtype=np.uint8).ctypes.data)
+
+
+def _decode_batch(
+    decoder: Any, data: bytearray, view: memoryview, chunk: Sequence[Any], span: tuple[int, int] | None,
+    first: bool, last: bool,
+) -> Any:
+    if span is None:  # events not located in data: decode a joined copy
+        return decoder.decode(b"".join((b"[", b",".join(chunk), b"]")))
+    base = _address(data)
+    start = _address(chunk[0]) - base
+    end = _address(chunk[-1]) - base + len(chunk[-1])
+    left = span[0] if first else data.rfind(b",", 0, start)
+    right = span[1] if last else data.find(b",", end)
+    saved = data[left], data[right]
+    data[left], data[right] = 0x5B, 0x5D  # "[" and "]"
+    try:
+        return decoder.decode(view[left : right + 1])
+    finally:
+        data[left], data[right] = saved
+
+
+def _top_and_events(data: bytearray) -> tuple[dict[str, Any], list[Any], tuple[int, int] | None]:
+    """Top-level object (without traceEvents), the events as msgspec.Raw, and the array's [ ] positions."""
+    try:
+        events = msgspec.json.decode(data, type=_Top).traceEvents
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        events = None  # not the usual shape: the general path below finds out what it is
+    if events:
+        base = _address(data)
+        first = _address(events[0]) - base
+        last_end = _address(events[-1]) - base + len(events[-1])
+        open_at, close_at = data.rfind(b"[", 0, first), data.find(b"]", last_end)
+        if data[open_at + 1 : first].strip() == b"" and data[last_end:close_at].strip() == b"":
+            rest = bytes(data[:open_at]) + b"[]" + bytes(data[close_at + 1 :])
+            top = msgspec.json.decode(rest, type=dict[str, Any])
+            top.pop("traceEvents", None)
+            return top, events, (open_at, close_at)
     try:
         doc = msgspec.json.decode(data, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
+    except msgspec.ValidationError:
+        raise TraceFileError("the JSON is not a trace: expected an object with 'traceEvents' or an array") from None
     except msgspec.DecodeError as exc:
         text = str(exc)
         pos = len(data) if "truncated" in text else None
@@ -360,34 +481,17 @@ def parse_fast(data: bytes | bytearray) -> tuple[dict[str, Any], dict[str, Any],
         events = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
     except msgspec.ValidationError:
         raise TraceFileError("'traceEvents' is not an array") from None
-    del events_raw
-    columns = _Columns(len(events))
-    decoder = msgspec.json.Decoder(list[_Event])
-    for start in range(0, len(events), BATCH):
-        chunk = events[start : start + BATCH]
-        blob = b"".join((b"[", b",".join(chunk), b"]"))
-        try:
-            with _gc_paused():
-                decoded = decoder.decode(blob)
-                rows = list(map(_GETTER, decoded))
-                del decoded
-        except msgspec.ValidationError as exc:
-            raise _explain(exc, chunk, start) from None
-        columns.add(start, list(zip(*rows, strict=True)) if rows else [()] * len(SPEC))
-        del rows, blob
-    del events
-    _, out, id_names = _finish(columns)
-    return top, out, id_names
+    return top, events, None
 
 
-def _explain(exc: Exception, chunk: Sequence[Any], start: int) -> TraceFileError:
+def _explain(exc: Exception, chunk: Sequence[Any], start: int, fields: Sequence[int]) -> TraceFileError:
     """The checker's message for the event msgspec refused (same text as the stdlib path)."""
     found = _RAW_AT.search(str(exc))
     if not found:
         return TraceFileError(f"bad event ({exc})")
     k = int(found.group(1))
     try:
-        check_event(json.loads(bytes(chunk[k])), start + k)
+        check_event(json.loads(bytes(chunk[k])), start + k, fields)
     except TraceFileError as err:
         return err
     return TraceFileError(f"event {start + k}: {str(exc).split(' - at ')[0]}")

@@ -22,7 +22,13 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from collector.chrome import DEFAULT_MAX_INFLATED_BYTES, EventTable, TraceFileError, read_events
+from collector.chrome import (
+    DEFAULT_MAX_INFLATED_BYTES,
+    STREAMSCOPE_KEY,
+    EventTable,
+    TraceFileError,
+    read_events,
+)
 from collector.model import (
     FORMAT_VERSION,
     INTERVAL_KIND_DTYPE,
@@ -41,7 +47,7 @@ from collector.model import (
 
 __all__ = ["TraceFileError", "load_trace", "read_trace", "write_trace", "CATEGORIES", "META_KEY"]
 
-META_KEY = "streamscope"
+META_KEY = STREAMSCOPE_KEY
 """Top-level key of our metadata object (format_version, meta, lanes)."""
 
 CATEGORIES: dict[str, str] = {
