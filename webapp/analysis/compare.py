@@ -2,18 +2,115 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from collector.model import Trace
-from webapp.analysis.records import RunAnalysis, frame_records
+from webapp.analysis.records import RunAnalysis, _plain, frame_records
+from webapp.analysis.run import analyze
+
+SAME_TOLERANCE = 0.05
+"""Per-op mean durations within 5% count as "same": run-to-run noise of kernel times is a few %."""
+
+LOWER_IS_BETTER_PREFIXES = (
+    "step_time", "gpu_idle", "idle_", "exposed_copy", "sync_wait", "pageable_copy", "host_issue",
+)
+"""Metrics where a smaller value is an improvement (matched by prefix)."""
+HIGHER_IS_BETTER = frozenset({
+    "gpu_busy_frac", "copy_compute_overlap_frac", "h2d_pinned_achieved_gbps", "h2d_pageable_achieved_gbps",
+    "h2d_pinned_vs_probe_frac",
+})
+"""Metrics where a larger value is an improvement; every other metric is neutral (better = None)."""
+
+_NEUTRAL = frozenset({"h2d_pinned_probe_gbps", "h2d_pageable_probe_gbps", "sync_wait_count", "pageable_copy_count"})
+
+
+def direction(metric: str) -> int:
+    """-1 when lower is better, +1 when higher is better, 0 when neither."""
+    if metric in HIGHER_IS_BETTER:
+        return 1
+    if metric in _NEUTRAL:
+        return 0
+    return -1 if metric.startswith(LOWER_IS_BETTER_PREFIXES) else 0
+
+
+def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
+    """Columns: ``metric``, ``a``, ``b``, ``delta`` (b - a, the metric's unit), ``rel_change`` (delta / |a|,
+    NaN where a is 0 or missing), ``better`` (True/False, None where neutral or unchanged)."""
+    names = list(a) + [k for k in b if k not in a]
+    va = np.array([a.get(k, math.nan) for k in names], dtype=np.float64)
+    vb = np.array([b.get(k, math.nan) for k in names], dtype=np.float64)
+    delta = vb - va
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.where(va != 0, delta / np.abs(va), np.nan)
+    better: list[bool | None] = []
+    for name, d in zip(names, delta, strict=True):
+        sign = direction(name)
+        better.append(None if sign == 0 or not np.isfinite(d) or d == 0 else bool(d * sign > 0))
+    return pd.DataFrame({"metric": names, "a": va, "b": vb, "delta": delta, "rel_change": rel,
+                         "better": pd.Series(better, dtype=object)})
+
+
+def ops_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Per (kind, name). Columns: ``name``, ``kind``, ``a_count``, ``b_count``, ``a_total_ns``, ``b_total_ns``,
+    ``delta_ns`` (b_total - a_total), ``a_mean_ns``, ``b_mean_ns`` and ``status``: ``added`` (only in B),
+    ``removed`` (only in A), ``faster``/``slower`` (mean duration changed by more than SAME_TOLERANCE) or
+    ``same``. Largest absolute delta first."""
+    cols = ["kind", "name", "count", "total_ns", "mean_ns"]
+    m = a[cols].merge(b[cols], on=["kind", "name"], how="outer", suffixes=("_a", "_b"))
+    out = pd.DataFrame({
+        "name": m["name"], "kind": m["kind"],
+        "a_count": m["count_a"].fillna(0).astype(np.int64), "b_count": m["count_b"].fillna(0).astype(np.int64),
+        "a_total_ns": m["total_ns_a"].fillna(0).astype(np.int64),
+        "b_total_ns": m["total_ns_b"].fillna(0).astype(np.int64),
+    })
+    out["delta_ns"] = out["b_total_ns"] - out["a_total_ns"]
+    out["a_mean_ns"], out["b_mean_ns"] = m["mean_ns_a"], m["mean_ns_b"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = (out["b_mean_ns"] - out["a_mean_ns"]) / out["a_mean_ns"]
+    status = np.select(
+        [out["a_count"] == 0, out["b_count"] == 0, rel < -SAME_TOLERANCE, rel > SAME_TOLERANCE],
+        ["added", "removed", "faster", "slower"], default="same",
+    )
+    out["status"] = status
+    order = np.argsort(-out["delta_ns"].abs().to_numpy(), kind="stable")
+    return out.iloc[order].reset_index(drop=True)
+
+
+def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
+    """Rule ids: ``fixed`` (in A, gone in B), ``new`` (only in B), ``unchanged`` (in both)."""
+    ra = [f.rule for f in a.findings]
+    rb = [f.rule for f in b.findings]
+    return {
+        "fixed": [r for r in ra if r not in rb],
+        "new": [r for r in rb if r not in ra],
+        "unchanged": [r for r in ra if r in rb],
+    }
+
+
+def _step_intervals(trace: Trace, per_step: pd.DataFrame, step: int, rank: int) -> pd.DataFrame:
+    row = per_step[(per_step["rank"] == rank) & (per_step["step"] == step)]
+    if row.empty:
+        have = per_step.loc[per_step["rank"] == rank, "step"]
+        span = f"steps {int(have.min())}..{int(have.max())}" if len(have) else "no steps"
+        raise ValueError(f"step {step} of rank {rank} is not in this run ({span})")
+    start, end = int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
+    df = trace.intervals
+    m = (df["rank"].to_numpy() == rank) & (df["start_ns"].to_numpy() < end) & (df["end_ns"].to_numpy() > start)
+    out = df[m].copy()
+    out["rel_start_ns"] = out["start_ns"] - start
+    out["rel_end_ns"] = out["end_ns"] - start
+    return out.reset_index(drop=True)
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Run A against run B (stub)."""
+    """Run A against run B. ``metrics``, ``ops`` and ``findings`` as documented in their builders
+    (:func:`metrics_table`, :func:`ops_table`, :func:`findings_diff`)."""
 
     a: Trace
     b: Trace
@@ -23,20 +120,36 @@ class Comparison:
     ops: pd.DataFrame
     findings: dict[str, list[str]]
 
+    @property
+    def step_time_change(self) -> float:
+        """Relative change of the median step time, (B - A) / A (positive: B is slower)."""
+        ta = self.analysis_a.metrics.get("step_time_median_ns", math.nan)
+        tb = self.analysis_b.metrics.get("step_time_median_ns", math.nan)
+        return (tb - ta) / ta if ta and ta == ta and tb == tb else math.nan
+
     def step_aligned(self, a_step: int, b_step: int, rank: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return pd.DataFrame(), pd.DataFrame()
+        """Intervals of step ``a_step`` of A and ``b_step`` of B on ``rank`` (those overlapping the step
+        window), with the run DataFrame's columns plus ``rel_start_ns``/``rel_end_ns``: ns from the step
+        window's start. Raises ValueError for a step that is not there."""
+        return (_step_intervals(self.a, self.analysis_a.per_step, a_step, rank),
+                _step_intervals(self.b, self.analysis_b.per_step, b_step, rank))
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: tables as lists of records, NaN as None."""
         return {
             "metrics": frame_records(self.metrics),
             "ops": frame_records(self.ops),
             "findings": {k: list(v) for k, v in self.findings.items()},
+            "step_time_change": _plain(self.step_time_change),
+            "a": {"summary": self.analysis_a.summary(), "what_if": _plain(dict(self.analysis_a.what_if)),
+                  "findings": [f.to_dict() for f in self.analysis_a.findings]},
+            "b": {"summary": self.analysis_b.summary(), "what_if": _plain(dict(self.analysis_b.what_if)),
+                  "findings": [f.to_dict() for f in self.analysis_b.findings]},
         }
 
 
 def compare(a: Trace, b: Trace) -> Comparison:
-    from webapp.analysis.run import analyze
-
-    return Comparison(
-        a, b, analyze(a), analyze(b), pd.DataFrame(), pd.DataFrame(), {"fixed": [], "new": [], "unchanged": []}
-    )
+    """Compare run A (baseline) with run B."""
+    ra, rb = analyze(a), analyze(b)
+    return Comparison(a, b, ra, rb, metrics_table(ra.metrics, rb.metrics), ops_table(ra.kernels, rb.kernels),
+                      findings_diff(ra, rb))
