@@ -76,6 +76,11 @@ def _sources(rd: RunData, rows: np.ndarray) -> np.ndarray:
     return own
 
 
+def _launch_rows(rd: RunData, rows: np.ndarray) -> np.ndarray:
+    """Row of the CPU interval that launched each row (-1 where unknown)."""
+    return rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64)[rows])
+
+
 def _top_sources(sources: np.ndarray, weights: np.ndarray, limit: int = 5) -> tuple[str, ...]:
     if not len(sources):
         return ()
@@ -146,7 +151,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         detail = (f"{len(pr)} copies of {nbytes[pr].sum() / len(pr) / 2**20:.1f} MiB on average from pageable memory ran "
                   f"at {achieved:.1f} GB/s; against {bw} they would save {_ms(save_pinned.sum() / n_win)} per step.")
         add("pageable-copy", save_pinned.sum(), "info", detail, _top_sources(_sources(rd, pr), dur[pr]),
-            _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr]))
+            _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr], (_launch_rows(rd, pr),)))
     h2d = rd.kind[big] == rd.code(IntervalKind.MEMCPY_H2D)
     left = np.where(h2d, exposed - save_pinned, 0).astype(np.int64)
     if (left > 0).any():
@@ -156,7 +161,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
                   f"{_ms(left.sum() / n_win)} per step (after pinning); overlap with compute was "
                   f"{metrics.get('copy_compute_overlap_frac', math.nan) * 100:.0f}% of copy time.")
         add("no-copy-overlap", left.sum(), None, detail, _top_sources(_sources(rd, rows), left[left > 0]),
-            _evidence(rd, rows, rd.s[rows], rd.e[rows], left[left > 0]))
+            _evidence(rd, rows, rd.s[rows], rd.e[rows], left[left > 0], (_launch_rows(rd, rows),)))
 
     # gap-based rules
     length = gaps.length
@@ -167,7 +172,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         detail = (f"{len(blk)} host-to-device copies held the host until they finished; the GPU then waited "
                   f"{_ms(length[gmask].sum() / n_win)} per step for the next launch.")
         add("blocking-copy", length[gmask].sum(), "info", detail, _top_sources(_sources(rd, blk), dur[blk]),
-            _evidence(rd, blk, rd.s[blk], rd.e[blk], dur[blk]))
+            _evidence(rd, blk, rd.s[blk], rd.e[blk], dur[blk], (_launch_rows(rd, blk),)))
 
     _sync_rule(rd, gaps, costs, add, n_win)
 

@@ -1,0 +1,65 @@
+"""compare() on two known runs: metrics, ops, findings and step-aligned views."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from analysis_traces import MS, clean_run, pageable_run
+
+from webapp.analysis import compare
+from webapp.analysis.compare import direction
+
+
+@pytest.fixture(scope="module")
+def cmp():
+    return compare(pageable_run(2), clean_run(2))
+
+
+def test_metrics_side_by_side(cmp) -> None:
+    m = cmp.metrics.set_index("metric")
+    row = m.loc["step_time_median_ns"]
+    assert (row["a"], row["b"], row["delta"]) == (28 * MS, 16 * MS, -12 * MS)
+    assert row["rel_change"] == pytest.approx(-12 / 28)
+    assert row["better"] is True
+    assert m.loc["copy_compute_overlap_frac", "better"] is True  # 0 -> 1
+    assert m.loc["ranks", "better"] is None
+    assert cmp.step_time_change == pytest.approx(-12 / 28)
+
+
+def test_ops_added_removed_faster_slower(cmp) -> None:
+    ops = cmp.ops.set_index("name")
+    assert ops.loc["Memcpy HtoD (Pageable -> Device)", "status"] == "removed"
+    assert ops.loc["Memcpy HtoD (Pinned -> Device)", "status"] == "added"
+    gemm = ops.loc["gemm"]
+    assert (gemm["a_count"], gemm["b_count"]) == (2, 2)
+    assert gemm["status"] == "same"  # 15.98 ms vs 16 ms: within 5%
+    assert gemm["delta_ns"] == 2 * 20_000
+    by_kind = cmp.ops.set_index(["kind", "name"])["status"]
+    assert by_kind[("sync_wait", "aten::to")] == "removed" and by_kind[("cpu_op", "aten::to")] == "added"
+
+
+def test_findings_fixed_new_unchanged(cmp) -> None:
+    assert set(cmp.findings["fixed"]) >= {"pageable-copy", "no-copy-overlap", "blocking-copy"}
+    assert cmp.findings["new"] == [] and cmp.findings["unchanged"] == []
+    back = compare(clean_run(2), pageable_run(2))
+    assert "pageable-copy" in back.findings["new"] and back.step_time_change == pytest.approx(12 / 16)
+
+
+def test_step_aligned_times_are_relative_to_each_step(cmp) -> None:
+    a, b = cmp.step_aligned(1, 1)
+    assert a["rel_start_ns"].min() == 0 and b["rel_start_ns"].min() == 0
+    assert sorted(a["kind"].astype(str)) == ["kernel", "launch", "memcpy_h2d", "sync_wait"]
+    assert a.loc[a["kind"] == "kernel", "rel_end_ns"].item() == 28 * MS
+    with pytest.raises(ValueError, match="step 5 of rank 0"):
+        cmp.step_aligned(5, 0)
+
+
+def test_to_dict_is_json(cmp) -> None:
+    d = json.loads(json.dumps(cmp.to_dict(), allow_nan=False))
+    assert d["findings"]["fixed"] and d["a"]["summary"]["findings"] >= 1
+
+
+def test_metric_directions() -> None:
+    assert direction("step_time_p90_ns") == -1 and direction("gpu_busy_frac") == 1
+    assert direction("intervals") == 0

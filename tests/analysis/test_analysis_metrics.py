@@ -1,0 +1,108 @@
+"""Metrics on hand-built traces whose right answers are known exactly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from analysis_traces import COMPUTE, CPU, MS, TRANSFER, US, iv, steps, trace
+
+from webapp.analysis import analyze
+
+
+def _one_step():
+    """Step [0, 1 ms): kernels [100, 400) and [500, 800) us, a copy [300, 600) us on the transfer stream,
+    the first kernel launched during [0, 90) us, an item() sync over [800, 950) us."""
+    return trace([
+        iv(CPU, "launch", 0, 90 * US, "cudaLaunchKernel", id=0),
+        iv(CPU, "launch", 90 * US, 95 * US, "cudaLaunchKernel", id=1),
+        iv(COMPUTE, "kernel", 100 * US, 400 * US, "k1", launch_id=0, id=2),
+        iv(COMPUTE, "kernel", 500 * US, 800 * US, "k2", launch_id=1, id=3),
+        iv(TRANSFER, "memcpy_h2d", 300 * US, 600 * US, "copy", bytes=3 << 20, memory_kind="pinned",
+           non_blocking=True, id=4),
+        iv(CPU, "sync_wait", 800 * US, 950 * US, "cudaStreamSynchronize", cause="item", source="t.py:3", id=5),
+    ], steps((0, 1000 * US)))
+
+
+def test_busy_overlap_and_exposed_copy_are_exact() -> None:
+    row = analyze(_one_step()).per_step.iloc[0]
+    assert row["step_time_ns"] == 1000 * US
+    assert row["gpu_busy_ns"] == 700 * US
+    assert row["compute_busy_ns"] == 600 * US
+    assert row["transfer_busy_ns"] == 300 * US
+    assert row["copy_compute_overlap_ns"] == 200 * US
+    assert row["exposed_copy_ns"] == 100 * US
+    assert row["copy_compute_overlap_frac"] == pytest.approx(2 / 3)
+
+
+def test_idle_split_sync_launch_other() -> None:
+    row = analyze(_one_step()).per_step.iloc[0]
+    assert row["gpu_idle_ns"] == 300 * US
+    assert row["idle_launch_bound_ns"] == 100 * US  # [0, 100): the host was launching k1
+    assert row["idle_sync_stall_ns"] == 200 * US  # [800, 1000): overlaps the item() wait
+    assert row["idle_other_ns"] == 0
+    assert row["sync_wait_count"] == 1 and row["sync_wait_ns"] == 150 * US
+
+
+def test_queued_gap_counts_as_other() -> None:
+    # k2 was launched long before the gap [400, 500) began: the device waited on itself
+    t = trace([
+        iv(CPU, "launch", 0, 5 * US, id=0),
+        iv(CPU, "launch", 5 * US, 10 * US, id=1),
+        iv(COMPUTE, "kernel", 10 * US, 400 * US, "k1", launch_id=0, id=2),
+        iv(COMPUTE, "kernel", 500 * US, 900 * US, "k2", launch_id=1, id=3),
+        iv(CPU, "cpu_op", 300 * US, 600 * US, "busy host", id=4),
+    ], steps((10 * US, 900 * US)))
+    row = analyze(t).per_step.iloc[0]
+    assert row["idle_other_ns"] == 100 * US and row["idle_launch_bound_ns"] == 0
+
+
+def test_run_level_metrics_medians_and_bandwidth() -> None:
+    result = analyze(_one_step())
+    m = result.metrics
+    assert m["steps"] == 1 and m["ranks"] == 1
+    assert m["step_time_median_ns"] == 1000 * US
+    assert m["gpu_busy_frac"] == pytest.approx(0.7)
+    assert m["h2d_pinned_achieved_gbps"] == pytest.approx((3 << 20) / (300 * US))
+    assert m["h2d_pinned_probe_gbps"] == 53.7
+    assert math.isnan(m["h2d_pageable_achieved_gbps"])
+    assert result.per_rank.loc[0, "gpu_busy_ns"] == 700 * US
+    k = result.kernels.set_index("name")
+    assert k.loc["k1", "count"] == 1 and k.loc["k1", "total_ns"] == 300 * US
+    assert k.loc["k1", "gpu_frac"] == pytest.approx(300 / 700)
+    s = result.sync_sources.iloc[0]
+    assert (s["cause"], s["source"], s["count"], s["total_ns"]) == ("item", "t.py:3", 1, 150 * US)
+    assert s["gpu_idle_ns"] == 200 * US
+
+
+def test_without_markers_the_run_is_one_step() -> None:
+    t = trace([iv(COMPUTE, "kernel", 2 * MS, 3 * MS, id=0), iv(COMPUTE, "kernel", 4 * MS, 6 * MS, id=1)])
+    ps = analyze(t).per_step
+    assert len(ps) == 1 and ps.loc[0, "step_time_ns"] == 4 * MS and ps.loc[0, "gpu_busy_ns"] == 3 * MS
+
+
+def test_per_rank_and_per_step_over_two_ranks() -> None:
+    rows = [iv(1, "kernel", 0, 10 * MS, id=0), iv(4, "kernel", 0, 5 * MS, id=1)]
+    markers = steps((0, 10 * MS)) + steps((0, 10 * MS), rank=1)
+    result = analyze(trace(rows, markers, ranks=2))
+    assert result.per_rank["gpu_busy_ns"].tolist() == [10 * MS, 5 * MS]
+    assert result.metrics["gpu_busy_frac"] == pytest.approx(0.75)
+    assert len(result.per_step) == 2
+
+
+def test_step_windows_follow_gpu_work_when_host_runs_ahead() -> None:
+    # host marks three 1 ms steps, the GPU work launched in them takes 10 ms each
+    rows = []
+    for k in range(3):
+        rows += [iv(CPU, "launch", k * MS, k * MS + 5 * US, id=2 * k, step=k),
+                 iv(COMPUTE, "kernel", 10 * US + k * 10 * MS, (k + 1) * 10 * MS, launch_id=2 * k, id=2 * k + 1,
+                    step=k)]
+    result = analyze(trace(rows, steps((0, MS), (MS, 2 * MS), (2 * MS, 3 * MS))))
+    assert result.per_step["step_time_ns"].tolist() == [10 * MS, 10 * MS, 10 * MS - 10 * US]
+    assert result.metrics["step_time_median_ns"] == 10 * MS
+
+
+def test_empty_trace_does_not_fail() -> None:
+    result = analyze(trace([]))
+    assert result.summary()["steps"] == 0 and result.findings == ()
+    assert result.to_dict()["what_if"]["step_time_now_ns"] is None
