@@ -20,6 +20,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 from webapp import get_store
 from webapp.ingest import IngestError, TooLarge, ingest_stream
 from webapp.store import RunInfo, RunNotFound
+from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -91,6 +92,83 @@ def delete_run(run_id: str) -> Response:
     _info(run_id)
     get_store().delete(run_id)
     return jsonify({"deleted": run_id})
+
+
+def _int_arg(name: str, default: int | None = None, lo: int | None = None, hi: int | None = None) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            abort(400, f"missing parameter {name}")
+        return default
+    try:
+        value = int(float(raw))
+    except ValueError:
+        abort(400, f"parameter {name} must be a number, not {raw[:40]!r}")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        abort(400, f"parameter {name} must be between {lo} and {hi}")
+    return value
+
+
+@bp.get("/runs/<run_id>/timeline")
+def timeline(run_id: str) -> Response:
+    """Level-of-detail slice. start_ns/end_ns are relative to the run start (``origin_ns``)."""
+    _info(run_id)
+    index = get_store().index(run_id)
+    span = index.end_ns - index.origin_ns
+    start = _int_arg("start_ns", 0)
+    end = _int_arg("end_ns", max(1, span))
+    if end <= start:
+        abort(400, "end_ns must be greater than start_ns")
+    width = _int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
+    rank = request.args.get("rank")
+    rank_value = _int_arg("rank") if rank not in (None, "") else None
+    payload = view_payload(index, index.origin_ns + start, index.origin_ns + end, width, rank=rank_value)
+    return _fast_json(payload)
+
+
+@bp.get("/runs/<run_id>/overview")
+def overview(run_id: str) -> Response:
+    """The whole run's timeline slice, stored at ingest (same shape as /timeline)."""
+    _info(run_id)
+    store = get_store()
+    body = store.overview(run_id)
+    store.warm(run_id)  # the page will zoom next: have the index ready
+    return Response(body, mimetype="application/json")
+
+
+@bp.after_request
+def _compress(response: Response) -> Response:
+    """gzip large JSON answers for clients that accept it."""
+    if (response.mimetype == "application/json" and not response.direct_passthrough
+            and "gzip" in request.headers.get("Accept-Encoding", "")
+            and "Content-Encoding" not in response.headers):
+        data = response.get_data()
+        if len(data) > 2048:
+            import gzip
+
+            response.set_data(gzip.compress(data, 1))
+            response.headers["Content-Encoding"] = "gzip"
+            response.headers["Vary"] = "Accept-Encoding"
+    return response
+
+
+@bp.get("/runs/<run_id>/intervals")
+def intervals(run_id: str) -> Response:
+    _info(run_id)
+    raw = request.args.get("ids", "")
+    try:
+        ids = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        abort(400, "ids must be a comma-separated list of interval ids")
+    if len(ids) > MAX_IDS:
+        abort(400, f"at most {MAX_IDS} ids per request")
+    return jsonify({"intervals": interval_rows(get_store().index(run_id), ids)})
+
+
+def _fast_json(payload: Any) -> Response:
+    import msgspec
+
+    return Response(msgspec.json.encode(payload), mimetype="application/json")
 
 
 @bp.get("/runs/<run_id>/analysis")

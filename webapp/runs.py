@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, abort, render_template
+from flask import Blueprint, abort, render_template, url_for
 
 from webapp import get_store
+from webapp.figures import metric_cards, step_time_figure
+from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound
 
 bp = Blueprint("runs", __name__)
@@ -36,6 +38,16 @@ def run_page(run_id: str) -> str:
     try:
         info = store.get(run_id)
         analysis = store.analysis(run_id)
+        lanes = store.lanes(run_id)
     except RunNotFound:
         abort(404, f"no run with id {run_id!r}")
-    return render_template("run.html", run=info.to_dict(), analysis=analysis)
+    store.warm(run_id)  # zooming needs the run's arrays: start loading them now
+    page = {
+        "run": info.to_dict(), "lanes": lanes, "analysis": analysis,
+        "api": url_for("api.get_run", run_id=run_id),
+        "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
+        "step_figure": step_time_figure(analysis.get("per_step") or []),
+    }
+    others = [r for r in store.list_runs() if r.id != run_id]
+    return render_template("run.html", run=info.to_dict(), analysis=analysis, page=page,
+                           cards=metric_cards(analysis.get("metrics") or {}), others=others)

@@ -32,7 +32,16 @@ from typing import Any
 
 import pandas as pd
 
-from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, conform_markers
+from collector.model import (
+    INTERVAL_COLUMNS,
+    Lane,
+    LaneKind,
+    RunMeta,
+    Trace,
+    conform_intervals,
+    conform_markers,
+)
+from webapp.analysis.lod import RunIndex
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +119,10 @@ class Store:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
-        self._cache: OrderedDict[str, Trace] = OrderedDict()
+        self._cache: OrderedDict[str, RunIndex] = OrderedDict()
         self._cache_size = cache_runs
         self._lock = threading.Lock()
+        self._building: dict[str, threading.Lock] = {}
         self._sweep()
 
     # -- catalog -------------------------------------------------------------------------------------
@@ -184,14 +194,28 @@ class Store:
     def analysis_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.analysis.json"
 
+    def overview_path(self, run_id: str) -> Path:
+        """The timeline of the whole run at OVERVIEW_WIDTH_PX, stored at ingest for a fast first paint."""
+        return self.runs_dir / f"{run_id}.overview.json"
+
+    def overview(self, run_id: str) -> bytes:
+        self.get(run_id)
+        path = self.overview_path(run_id)
+        if not path.is_file():  # stored by an older version: compute and keep it
+            _write_atomic_bytes(path, overview_json(self.index(run_id)))
+        return path.read_bytes()
+
     def add(self, trace: Trace, name: str, *, origin: str = "", analysis: dict[str, Any] | None = None) -> RunInfo:
         """Store ``trace`` under a new id; ``analysis`` is RunAnalysis.to_dict() (computed if None)."""
         if analysis is None:
             analysis = analyze_dict(trace)
         run_id = secrets.token_hex(8)
         frame = trace.intervals.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
+        sorted_trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
+        index = RunIndex(sorted_trace)
         _write_atomic_parquet(self.run_path(run_id), trace, frame)
         _write_atomic_text(self.analysis_path(run_id), json.dumps(analysis, allow_nan=False))
+        _write_atomic_bytes(self.overview_path(run_id), overview_json(index))
         meta = trace.meta
         starts = frame["start_ns"]
         info = RunInfo(
@@ -210,27 +234,65 @@ class Store:
                 [row[f] for f in RUN_FIELDS],
             )
         with self._lock:
-            self._remember(run_id, Trace(trace.meta, trace.lanes, frame, trace.markers))
+            self._remember(run_id, index)
         return info
 
     def load(self, run_id: str) -> Trace:
         """The stored run as a Trace (intervals sorted by lane then start_ns); cached in memory."""
+        return self.index(run_id).trace
+
+    def index(self, run_id: str, trace: Trace | None = None) -> RunIndex:
+        """The run's level-of-detail index (its sorted per-lane arrays), built once and cached."""
         self.get(run_id)
         with self._lock:
             if run_id in self._cache:
                 self._cache.move_to_end(run_id)
                 return self._cache[run_id]
-        trace = read_run_file(self.run_path(run_id))
+            building = self._building.setdefault(run_id, threading.Lock())
+        with building:  # one build per run; concurrent callers wait for it
+            with self._lock:
+                if run_id in self._cache:
+                    return self._cache[run_id]
+            index = RunIndex(trace if trace is not None else read_run_file(self.run_path(run_id)))
+            with self._lock:
+                self._remember(run_id, index)
+                self._building.pop(run_id, None)
+        return index
+
+    def warm(self, run_id: str, trace: Trace | None = None) -> None:
+        """Build the run's index in a background thread (no-op when cached)."""
         with self._lock:
-            self._remember(run_id, trace)
-        return trace
+            if run_id in self._cache:
+                return
+
+        def _build() -> None:
+            try:
+                self.index(run_id, trace)
+            except (RunNotFound, OSError):
+                pass  # deleted meanwhile
+
+        threading.Thread(target=_build, name=f"warm-{run_id}", daemon=True).start()
+
+    def lanes(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's lanes (index, rank, kind, ident, label) without loading its intervals."""
+        self.get(run_id)
+        with self._lock:
+            cached = self._cache.get(run_id)
+        if cached is not None:
+            lanes = [_lane_dict(lane) for lane in cached.trace.lanes]
+        else:
+            import pyarrow.parquet as pq
+
+            md = pq.read_schema(self.run_path(run_id)).metadata or {}
+            lanes = json.loads(md[b"streamscope.lanes"])
+        return [{"index": i, **lane} for i, lane in enumerate(lanes)]
 
     def analysis(self, run_id: str) -> dict[str, Any]:
         self.get(run_id)
         return dict(json.loads(self.analysis_path(run_id).read_text()))
 
-    def _remember(self, run_id: str, trace: Trace) -> None:
-        self._cache[run_id] = trace
+    def _remember(self, run_id: str, index: RunIndex) -> None:
+        self._cache[run_id] = index
         self._cache.move_to_end(run_id)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
@@ -248,10 +310,24 @@ def analyze_dict(trace: Trace) -> dict[str, Any]:
                 "findings": [], "what_if": {}, "summary": {}, "notes": [f"analysis failed: {exc}"]}
 
 
+def overview_json(index: RunIndex) -> bytes:
+    """The whole-run timeline payload (webapp.timeline.view_payload) as JSON bytes."""
+    import msgspec
+
+    from webapp.timeline import OVERVIEW_WIDTH_PX, view_payload
+
+    end = max(index.end_ns, index.origin_ns + 1)
+    return msgspec.json.encode(view_payload(index, index.origin_ns, end, OVERVIEW_WIDTH_PX))
+
+
 def _write_atomic_text(path: Path, text: str) -> None:
+    _write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def _write_atomic_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -294,5 +370,25 @@ def read_run_file(path: Path) -> Trace:
     )
     split = json.loads(md[b"streamscope.markers"])
     markers = conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
-    intervals = conform_intervals(table.to_pandas())
+    intervals = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table
+    if not _conformed(intervals):
+        intervals = conform_intervals(intervals)
     return Trace(meta, lanes, intervals, markers)
+
+
+def _conformed(frame: pd.DataFrame) -> bool:
+    """True when ``frame`` already has INTERVAL_COLUMNS, in order, with their dtypes."""
+    if list(frame.columns) != list(INTERVAL_COLUMNS):
+        return False
+    for name, (dtype, _) in INTERVAL_COLUMNS.items():
+        have = frame[name].dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            if have != dtype:
+                return False
+        elif dtype == "category":
+            if not isinstance(have, pd.CategoricalDtype):
+                return False
+        elif str(have) != str(dtype):
+            return False
+    return True

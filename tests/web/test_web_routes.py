@@ -146,3 +146,64 @@ def test_token_is_required_when_set(tmp_path) -> None:
     assert c.get("/api/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     assert c.get("/?token=s3cret").status_code == 200
     assert c.get("/").status_code == 200  # the cookie set by ?token= carries on
+
+
+def test_timeline_slices_and_bad_parameters(client, two_runs) -> None:
+    a, _ = two_runs
+    span = a.end_ns - a.start_ns
+    body = client.get(f"/api/runs/{a.id}/timeline?start_ns=0&end_ns={span}&width_px=400").get_json()
+    assert [ln["lane"] for ln in body["lanes"]] == [0, 1, 2]
+    assert body["origin_ns"] == a.start_ns and body["kinds"][0] == "kernel"
+    for lane in body["lanes"]:
+        assert len(lane["s"]) + len(lane["bs"]) <= 2000
+        assert len(lane["s"]) == len(lane["d"]) == len(lane["k"]) == len(lane["n"]) == len(lane["id"])
+        assert all(0 <= n < len(body["names"]) for n in lane["n"])
+    assert {s["step"] for s in body["steps"]} == set(range(6))
+    zoom = client.get(f"/api/runs/{a.id}/timeline?start_ns={span // 2}&end_ns={span // 2 + 200000}&width_px=800")
+    assert zoom.status_code == 200 and zoom.get_json()["start_ns"] == span // 2
+    one = client.get(f"/api/runs/{a.id}/timeline?rank=0").get_json()
+    assert len(one["lanes"]) == 3
+    for query, needle in [("start_ns=5&end_ns=5", "greater"), ("width_px=0", "width_px"),
+                          ("width_px=abc", "number"), ("start_ns=1e99x", "number")]:
+        resp = client.get(f"/api/runs/{a.id}/timeline?{query}")
+        assert resp.status_code == 400 and needle in resp.get_json()["error"], query
+
+
+def test_overview_matches_a_full_timeline(client, two_runs) -> None:
+    a, _ = two_runs
+    body = client.get(f"/api/runs/{a.id}/overview").get_json()
+    assert body["start_ns"] == 0 and body["end_ns"] == a.end_ns - a.start_ns
+    assert body["width_px"] == 1600
+    resp = client.get(f"/api/runs/{a.id}/overview", headers={"Accept-Encoding": "gzip"})
+    assert resp.headers.get("Content-Encoding") == "gzip"
+
+
+def test_intervals_by_id(client, two_runs) -> None:
+    a, _ = two_runs
+    rows = client.get(f"/api/runs/{a.id}/intervals?ids=0,1,999999").get_json()["intervals"]
+    assert sorted(r["id"] for r in rows) == [0, 1]
+    assert client.get(f"/api/runs/{a.id}/intervals?ids=x").status_code == 400
+    many = ",".join(str(i) for i in range(1001))
+    assert client.get(f"/api/runs/{a.id}/intervals?ids={many}").status_code == 400
+
+
+def test_compare_api_and_page(client, two_runs) -> None:
+    a, b = two_runs
+    body = client.get(f"/api/compare?a={a.id}&b={b.id}").get_json()
+    assert {"metrics", "ops", "findings"} <= body.keys()
+    metric = {m["metric"]: m for m in body["metrics"]}["step_time_median_ns"]
+    assert metric["better"] is True  # overlap is faster than naive
+    assert "pageable-copy" in body["findings"]["fixed"]
+    html = client.get(f"/compare?a={a.id}&b={b.id}").get_data(as_text=True)
+    assert "naive run" in html and "overlap run" in html and "Fixed in B" in html
+    assert client.get(f"/api/compare?a={a.id}").status_code == 400
+    assert client.get(f"/api/compare?a={a.id}&b=ffffffffffffffff").status_code == 404
+
+
+def test_run_page_has_timeline_findings_and_tables(client, two_runs) -> None:
+    a, _ = two_runs
+    html = client.get(f"/runs/{a.id}").get_data(as_text=True)
+    for needle in ('id="timeline"', 'id="findings"', 'id="steps-table"', 'id="kernels-table"', "Median step",
+                   "/assets/plotly-"):
+        assert needle in html
+    assert "cdn" not in html.lower()

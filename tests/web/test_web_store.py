@@ -52,7 +52,7 @@ def test_orphan_files_are_swept(tmp_path: Path) -> None:
     (tmp_path / "uploads" / "feedfeedfeedfeed.json").write_bytes(b"{")
     Store(tmp_path)
     names = sorted(p.name for p in (tmp_path / "runs").iterdir())
-    assert names == sorted([f"{info.id}.parquet", f"{info.id}.analysis.json"])
+    assert names == sorted(f"{info.id}.{ext}" for ext in ("parquet", "analysis.json", "overview.json"))
     assert not list((tmp_path / "uploads").iterdir())
 
 

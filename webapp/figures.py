@@ -1,0 +1,131 @@
+"""Pure presentation helpers: analysis data in, plain structures or Plotly figure JSON out.
+
+No I/O and no Flask. Figures are returned as Plotly JSON dicts (``{"data": [...], "layout": {...}}``)
+with numeric values only, so the page hands them straight to ``Plotly.newPlot``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webapp.formatting import fmt_bytes, fmt_ns, fmt_num, fmt_pct
+
+RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
+
+METRIC_CARDS: tuple[tuple[str, str, str], ...] = (
+    # (metric key, label, format)
+    ("step_time_median_ns", "Median step", "ns"),
+    ("step_time_p90_ns", "p90 step", "ns"),
+    ("gpu_busy_frac", "GPU busy", "pct"),
+    ("copy_compute_overlap_frac", "Copy/compute overlap", "pct"),
+    ("exposed_copy_step_median_ns", "Exposed copy / step", "ns"),
+    ("sync_wait_step_median_ns", "Sync wait / step", "ns"),
+    ("gpu_idle_step_median_ns", "GPU idle / step", "ns"),
+    ("pageable_copy_bytes", "Pageable copies", "bytes"),
+    ("steps", "Steps", "num"),
+    ("ranks", "Ranks", "num"),
+)
+
+_FORMATS = {"ns": fmt_ns, "pct": fmt_pct, "bytes": fmt_bytes, "num": fmt_num}
+
+
+def metric_cards(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The run page's headline numbers: [{key, label, value}] for metrics present in ``metrics``."""
+    return [{"key": key, "label": label, "value": _FORMATS[fmt](metrics[key])}
+            for key, label, fmt in METRIC_CARDS if key in metrics]
+
+
+def format_value(key: str, value: Any) -> str:
+    """Format a metric by the unit its name carries (``*_ns``, ``*_frac``, ``*_bytes``, ``*_gbps``)."""
+    if value is None:
+        return "—"
+    if key.endswith("_ns"):
+        return fmt_ns(value)
+    if key.endswith("_frac"):
+        return fmt_pct(value)
+    if key.endswith("_bytes"):
+        return fmt_bytes(value)
+    if key.endswith("_gbps"):
+        return f"{float(value):.3g} GB/s"
+    return fmt_num(value)
+
+
+def step_time_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step time") -> dict[str, Any] | None:
+    """Bars of step time (ms) per step, one trace per rank (at most 8); None without steps."""
+    if not per_step or "step_time_ns" not in per_step[0]:
+        return None
+    by_rank: dict[int, tuple[list[int], list[float]]] = {}
+    for row in per_step:
+        steps, values = by_rank.setdefault(int(row.get("rank", 0)), ([], []))
+        steps.append(int(row["step"]))
+        values.append(float(row["step_time_ns"] or 0) / 1e6)
+    data = [
+        {"type": "bar", "name": f"rank {rank}", "x": steps, "y": values,
+         "marker": {"color": RANK_COLORS[i % len(RANK_COLORS)]},
+         "hovertemplate": "step %{x}: %{y:.3f} ms<extra>rank " + str(rank) + "</extra>"}
+        for i, (rank, (steps, values)) in enumerate(sorted(by_rank.items())[:8])
+    ]
+    return {"data": data, "layout": _layout(title, "step", "ms", len(data) > 1)}
+
+
+def compare_steps_figure(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
+                         name_a: str, name_b: str) -> dict[str, Any] | None:
+    """Step time (ms) per step of rank 0 for two runs, side by side; None when neither has steps."""
+    data = []
+    for rows, name, color in ((a, name_a, "#4c78a8"), (b, name_b, "#f58518")):
+        rows0 = [r for r in rows if int(r.get("rank", 0)) == 0 and "step_time_ns" in r]
+        if rows0:
+            data.append({"type": "bar", "name": name, "x": [int(r["step"]) for r in rows0],
+                         "y": [float(r["step_time_ns"] or 0) / 1e6 for r in rows0], "marker": {"color": color},
+                         "hovertemplate": "step %{x}: %{y:.3f} ms"})
+    if not data:
+        return None
+    return {"data": data, "layout": _layout("Step time, rank 0", "step", "ms", True)}
+
+
+METRIC_LABELS = {key: label for key, label, _ in METRIC_CARDS} | {
+    "idle_sync_stall_step_median_ns": "GPU idle on syncs / step",
+    "idle_launch_bound_step_median_ns": "GPU idle on launches / step",
+    "sync_wait_count": "Sync waits",
+    "pageable_copy_bytes": "Pageable copy bytes",
+}
+
+
+def metric_label(key: str) -> str:
+    """A readable name for a metric key ("gpu_busy_frac" -> "gpu busy")."""
+    if key in METRIC_LABELS:
+        return METRIC_LABELS[key]
+    for suffix in ("_ns", "_frac", "_bytes", "_gbps", "_count"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+            break
+    return key.replace("_", " ")
+
+
+def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Comparison.metrics records as table rows: formatted a, b, delta, change and a better/worse class."""
+    rows = []
+    for m in metrics:
+        key = str(m.get("metric", ""))
+        better = m.get("better")
+        rel = m.get("rel_change")
+        rows.append({
+            "metric": key, "label": metric_label(key), "a": format_value(key, m.get("a")), "b": format_value(key, m.get("b")),
+            "delta": format_value(key, m.get("delta")) if not key.endswith("_frac") else
+            (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
+            "change": f"{100 * float(rel):+.1f}%" if rel is not None else "—",
+            "cls": "better" if better is True else "worse" if better is False else "",
+        })
+    return rows
+
+
+def _layout(title: str, xlabel: str, ylabel: str, legend: bool) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "font": {"size": 13}}, "height": 240,
+        "margin": {"l": 50, "r": 10, "t": 34, "b": 36}, "barmode": "group", "showlegend": legend,
+        "xaxis": {"title": {"text": xlabel}},
+        "yaxis": {"title": {"text": ylabel}, "rangemode": "tozero"},
+        "paper_bgcolor": "#fff", "plot_bgcolor": "#fff", "font": {"family": "system-ui, sans-serif", "size": 11},
+        "legend": {"orientation": "h", "y": 1.15, "x": 1, "xanchor": "right"},
+    }

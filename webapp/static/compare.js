@@ -1,0 +1,47 @@
+"use strict";
+(function () {
+  const P = window.STREAMSCOPE;
+  const sel = document.getElementById("cmp-step");
+  const stepsA = P.a.steps, stepsB = P.b.steps;
+  const byB = {};
+  for (const s of stepsB) byB[s.step] = s;
+  const common = stepsA.filter((s) => byB[s.step]);
+  const choices = common.length ? common : stepsA.slice(0, 1);
+  for (const s of choices) sel.appendChild(SS.el("option", { value: s.step }, "step " + s.step));
+  if (choices.length > 2) sel.value = choices[Math.floor(choices.length / 2)].step;
+  const runSpan = (r) => Math.max(1, r.run.end_ns - r.run.start_ns);
+  let tlA = null, tlB = null;
+
+  function build() {
+    const n = parseInt(sel.value, 10);
+    const sa = stepsA.find((s) => s.step === n), sb = byB[n];
+    // offsets: each run's step start relative to its first interval; without steps, align the starts
+    const offA = sa ? sa.start_ns - P.a.run.start_ns : 0, offB = sb ? sb.start_ns - P.b.run.start_ns : 0;
+    const span = sa && sb ? Math.max(sa.end_ns - sa.start_ns, sb.end_ns - sb.start_ns) : Math.max(runSpan(P.a), runSpan(P.b));
+    document.getElementById("lbl-a").textContent = sa ? "step " + n + ": " + SS.ns(sa.end_ns - sa.start_ns) : "";
+    document.getElementById("lbl-b").textContent = sb ? "step " + n + ": " + SS.ns(sb.end_ns - sb.start_ns) : "";
+    for (const id of ["timeline-a", "timeline-b"]) document.getElementById(id).textContent = "";
+    const opts = (side, off) => ({ api: side.api, lanes: side.lanes, span: span, offset: off, overview: false,
+      onView: (a, b) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(a, b, true); } });
+    tlA = new Timeline(document.getElementById("timeline-a"), opts(P.a, offA));
+    tlB = new Timeline(document.getElementById("timeline-b"), opts(P.b, offB));
+    window.ssCompare = { a: tlA, b: tlB };
+    tlA.refetch(0); tlB.refetch(0);
+  }
+  sel.addEventListener("change", build);
+  build();
+  tlLegend(document.getElementById("tl-legend"));
+  document.getElementById("tl-reset").onclick = () => tlA.reset();
+  document.getElementById("tl-in").onclick = () => tlA.zoom(0.5);
+  document.getElementById("tl-out").onclick = () => tlA.zoom(2);
+  fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_total_ns", "b_total_ns", "delta_ns"]);
+  document.querySelectorAll("#ops-table td").forEach((td) => {
+    if (["added", "removed", "faster", "slower"].includes(td.textContent)) td.className = "status-" + td.textContent;
+  });
+  if (P.step_figure) {
+    const s = document.createElement("script");
+    s.src = P.plotly; s.async = true;
+    s.onload = () => window.Plotly.newPlot("step-chart", P.step_figure.data, P.step_figure.layout, { displaylogo: false, responsive: true });
+    document.body.appendChild(s);
+  }
+})();

@@ -1,0 +1,43 @@
+"use strict";
+// Tables built from analysis records: columns chosen by name, values formatted by the unit in the name.
+function fmtCell(key, v) {
+  if (v === null || v === undefined) return "—";
+  if (typeof v !== "number") return String(v);
+  if (key.endsWith("_ns")) return SS.ns(v);
+  if (key.endsWith("_frac")) return SS.pct(v);
+  if (key.endsWith("bytes")) return SS.bytes(v);
+  if (key.endsWith("_gbps")) return v.toFixed(2) + " GB/s";
+  return Number.isInteger(v) ? v.toLocaleString() : v.toPrecision(3);
+}
+const COL_LABELS = {
+  rank: "Rank", step: "Step", step_time_ns: "Step time", gpu_busy_frac: "GPU busy", compute_busy_ns: "Compute",
+  transfer_busy_ns: "Copies", copy_compute_overlap_frac: "Overlap", exposed_copy_ns: "Exposed copy",
+  gpu_idle_ns: "GPU idle", idle_sync_stall_ns: "Idle: sync", idle_launch_bound_ns: "Idle: launch",
+  sync_wait_ns: "Sync wait", sync_wait_count: "Syncs", pageable_copy_bytes: "Pageable bytes",
+  kind: "Kind", name: "Name", count: "Count", total_ns: "Total", mean_ns: "Mean", max_ns: "Max", bytes: "Bytes",
+  gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count", a_total_ns: "A total",
+  b_total_ns: "B total", delta_ns: "B − A", cause: "Cause", source: "Source", steps: "Steps", gpu_idle_ns_s: "GPU idle",
+};
+function fillTable(table, records, cols, onRow) {
+  table.textContent = "";
+  if (!records || !records.length) { const r = table.insertRow(); r.insertCell().textContent = "nothing to show"; return; }
+  const have = cols.filter((c) => c in records[0]);
+  const head = table.createTHead().insertRow();
+  for (const c of have) {
+    const th = SS.el("th", { "data-sort": typeof records[0][c] === "number" ? "num" : "text" }, COL_LABELS[c] || c);
+    if (typeof records[0][c] === "number") th.className = "num";
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  for (const rec of records) {
+    const tr = body.insertRow();
+    for (const c of have) {
+      const td = tr.insertCell();
+      td.textContent = fmtCell(c, rec[c]);
+      if (typeof rec[c] === "number") { td.className = "num"; td.dataset.v = rec[c]; }
+      else if (c === "name" || c === "source") { td.className = "wrap"; td.title = rec[c] || ""; }
+    }
+    if (onRow) { tr.style.cursor = "pointer"; tr.addEventListener("click", () => onRow(rec)); }
+  }
+  SS.sortable(table);
+}

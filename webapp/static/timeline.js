@@ -1,0 +1,411 @@
+"use strict";
+// Gantt timeline on a <canvas>: lanes grouped by rank, boxes coloured by kind, merged "busy" boxes from
+// the server's level-of-detail engine, step boundaries, exposed-copy shading, hover, zoom and pan.
+// Times are ns relative to the run's first interval; `offset` shifts a run onto a shared axis (compare).
+
+const TL_COLORS = {
+  kernel: "#4c78a8", memcpy_h2d: "#f58518", memcpy_d2h: "#b279a2", memcpy_d2d: "#9d755d",
+  memset: "#72b7b2", cpu_op: "#bab0ac", launch: "#54a24b", sync_wait: "#e45756",
+  collective: "#eeca3b", annotation: "#d4d4d4",
+};
+const TL_LABELS = {
+  kernel: "kernel", memcpy_h2d: "copy H2D", memcpy_d2h: "copy D2H", memcpy_d2d: "copy D2D", memset: "memset",
+  cpu_op: "CPU op", launch: "launch", sync_wait: "sync wait", collective: "collective", annotation: "annotation",
+};
+const TL_ROLE = {
+  cpu_thread: "CPU thread", transfer_stream: "transfer stream", compute_stream: "compute stream",
+  comm_stream: "comm stream", other_stream: "other stream",
+};
+const TL_ROLE_ORDER = ["cpu_thread", "transfer_stream", "compute_stream", "comm_stream", "other_stream"];
+
+class Timeline {
+  constructor(root, opts) {
+    this.root = root;
+    this.opts = Object.assign({ offset: 0, gutter: 200, laneH: 30, onView: null, overview: true }, opts);
+    this.offset = this.opts.offset;
+    this.span = Math.max(1, this.opts.span);         // length of the shared axis, ns
+    this.view = [0, this.span];
+    this.data = null;
+    this.highlight = null;
+    this.seq = 0;
+    this.stats = { firstPaintMs: null, fetches: 0, lastFetchMs: null, lastRedrawMs: null };
+    this.lanes = this.layoutLanes(this.opts.lanes);
+    this.canvas = document.createElement("canvas");
+    this.tip = document.createElement("div");
+    this.tip.className = "tooltip"; this.tip.hidden = true;
+    root.append(this.canvas);
+    document.body.append(this.tip);
+    root.tabIndex = 0;
+    this.bind();
+    this.resize();
+    new ResizeObserver(() => { if (this.resize()) this.refetch(0); }).observe(root);
+  }
+
+  layoutLanes(lanes) {
+    const sorted = lanes.slice().sort((a, b) => (a.rank - b.rank) ||
+      (TL_ROLE_ORDER.indexOf(a.kind) - TL_ROLE_ORDER.indexOf(b.kind)) || (a.ident - b.ident));
+    const multiRank = new Set(sorted.map((l) => l.rank)).size > 1;
+    let y = 40;
+    const rows = [];
+    let lastRank = null;
+    for (const l of sorted) {
+      if (multiRank && l.rank !== lastRank) { rows.push({ header: true, rank: l.rank, y: y }); y += 18; }
+      lastRank = l.rank;
+      rows.push(Object.assign({}, l, { y: y, h: this.opts.laneH }));
+      y += this.opts.laneH + 2;
+    }
+    this.height = y + 6;
+    this.rowByLane = {};
+    for (const r of rows) if (!r.header) this.rowByLane[r.index] = r;
+    return rows;
+  }
+
+  resize() {
+    const w = Math.max(300, this.root.clientWidth);
+    if (w === this.cssW) return false;
+    const dpr = window.devicePixelRatio || 1;
+    this.cssW = w;
+    this.canvas.width = Math.round(w * dpr); this.canvas.height = Math.round(this.height * dpr);
+    this.canvas.style.height = this.height + "px";
+    this.ctx = this.canvas.getContext("2d");
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.draw();
+    return true;
+  }
+
+  get plotW() { return this.cssW - this.opts.gutter - 8; }
+  x(t) { return this.opts.gutter + (t - this.view[0]) / (this.view[1] - this.view[0]) * this.plotW; }
+  t(x) { return this.view[0] + (x - this.opts.gutter) / this.plotW * (this.view[1] - this.view[0]); }
+
+  // ---- data ---------------------------------------------------------------------------------------
+  async load() {
+    const t0 = performance.now();
+    const full = this.opts.overview && this.offset === 0 && this.view[0] <= 0 && this.view[1] >= this.span;
+    const url = full ? this.opts.api + "/overview" : this.timelineUrl();
+    const data = await SS.json(url);
+    this.accept(data, ++this.seq, t0);
+  }
+
+  timelineUrl() {
+    const a = Math.max(0, Math.floor(this.view[0] + this.offset));
+    const b = Math.max(a + 1, Math.ceil(this.view[1] + this.offset));
+    return this.opts.api + "/timeline?start_ns=" + a + "&end_ns=" + b + "&width_px=" + Math.round(this.plotW) +
+      (this.opts.rank !== undefined ? "&rank=" + this.opts.rank : "");
+  }
+
+  accept(data, seq, t0) {
+    if (seq !== this.seq) return;
+    this.data = data;
+    this.draw();
+    const ms = performance.now() - t0;
+    this.stats.fetches += 1; this.stats.lastFetchMs = ms;
+    if (this.stats.firstPaintMs === null) {
+      this.stats.firstPaintMs = performance.now();
+      this.root.dispatchEvent(new CustomEvent("tl-firstpaint"));
+    }
+    this.stats.lastRedrawMs = ms;
+    this.root.dataset.seq = String(this.stats.fetches);
+    this.root.dispatchEvent(new CustomEvent("tl-drawn"));
+  }
+
+  refetch(delay) {
+    clearTimeout(this.timer);
+    const seq = ++this.seq;
+    const t0 = performance.now();
+    this.timer = setTimeout(async () => {
+      try { this.accept(await SS.json(this.timelineUrl()), seq, t0); }
+      catch (e) { if (seq === this.seq) this.showError(e.message); }
+    }, delay);
+  }
+
+  setView(a, b, quiet) {
+    const minSpan = 1000;
+    let span = Math.max(minSpan, b - a);
+    const maxSpan = this.span * 1.05;
+    if (span > maxSpan) span = maxSpan;
+    let lo = a, hi = a + span;
+    const padLo = -this.span * 0.025, padHi = this.span * 1.025;
+    if (lo < padLo) { lo = padLo; hi = lo + span; }
+    if (hi > padHi) { hi = padHi; lo = hi - span; }
+    this.view = [lo, hi];
+    this.draw();
+    this.refetch(90);
+    if (!quiet && this.opts.onView) this.opts.onView(lo, hi);
+  }
+
+  reset() { this.setView(0, this.span); }
+  zoom(factor, atX) {
+    const tc = atX === undefined ? (this.view[0] + this.view[1]) / 2 : this.t(atX);
+    this.setView(tc - (tc - this.view[0]) * factor, tc + (this.view[1] - tc) * factor);
+  }
+  pan(frac) { const d = (this.view[1] - this.view[0]) * frac; this.setView(this.view[0] + d, this.view[1] + d); }
+
+  // Zoom to [a, b] (ns relative to the run) with a margin, and outline it and the given intervals.
+  focus(a, b, ids, label) {
+    const pad = Math.max((b - a) * 0.15, 2000);
+    this.highlight = { s: a - this.offset, e: b - this.offset, ids: ids || [], rows: [], label: label || "" };
+    this.setView(a - this.offset - pad, b - this.offset + pad);
+    if (ids && ids.length) {
+      SS.json(this.opts.api + "/intervals?ids=" + ids.slice(0, 200).join(",")).then((r) => {
+        if (this.highlight) { this.highlight.rows = r.intervals; this.draw(); }
+      }).catch(() => {});
+    }
+  }
+
+  showError(msg) {
+    const ctx = this.ctx;
+    ctx.fillStyle = "#c62828"; ctx.font = "13px system-ui";
+    ctx.fillText("could not load the timeline: " + msg, this.opts.gutter + 10, 20);
+  }
+
+  // ---- drawing ------------------------------------------------------------------------------------
+  draw() {
+    const ctx = this.ctx;
+    if (!ctx) return;
+    const W = this.cssW, G = this.opts.gutter;
+    ctx.clearRect(0, 0, W, this.height);
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, this.height);
+    this.drawAxis();
+    for (const row of this.lanes) {
+      if (row.header) {
+        ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui";
+        ctx.fillText("rank " + row.rank, 8, row.y + 13);
+        ctx.fillStyle = "#e2e5ec"; ctx.fillRect(G, row.y + 9, W - G - 8, 1);
+        continue;
+      }
+      ctx.fillStyle = row.kind === "cpu_thread" ? "#fafafa" : "#f4f6fa";
+      ctx.fillRect(G, row.y, W - G - 8, row.h);
+    }
+    ctx.save();
+    ctx.beginPath(); ctx.rect(G, 24, W - G - 8, this.height - 24); ctx.clip();
+    if (this.data) {
+      this.drawExposed();
+      this.drawSteps();
+      for (const lane of this.data.lanes) this.drawLane(lane);
+    } else {
+      ctx.fillStyle = "#6b7385"; ctx.font = "13px system-ui"; ctx.fillText("loading…", G + 10, 50);
+    }
+    this.drawHighlight();
+    ctx.restore();
+    this.drawLabels();
+  }
+
+  drawAxis() {
+    const ctx = this.ctx, G = this.opts.gutter;
+    const span = this.view[1] - this.view[0];
+    const target = span / Math.max(2, this.plotW / 110);
+    const p = Math.pow(10, Math.floor(Math.log10(target)));
+    const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= target) || p * 10;
+    ctx.fillStyle = "#6b7385"; ctx.font = "11px system-ui"; ctx.strokeStyle = "#eef0f4"; ctx.lineWidth = 1;
+    for (let t = Math.ceil(this.view[0] / step) * step; t <= this.view[1]; t += step) {
+      const x = Math.round(this.x(t)) + 0.5;
+      ctx.beginPath(); ctx.moveTo(x, 20); ctx.lineTo(x, this.height); ctx.stroke();
+      ctx.fillText(SS.ns(t), x + 3, 13);
+    }
+    ctx.fillStyle = "#e2e5ec"; ctx.fillRect(G, 22, this.cssW - G - 8, 1);
+  }
+
+  rel(t) { return t - this.offset; }  // run-relative ns -> shared axis
+
+  drawExposed() {
+    const ctx = this.ctx;
+    ctx.fillStyle = "rgba(228, 87, 86, 0.16)";
+    for (const ex of this.data.exposed) {
+      const rows = this.lanes.filter((r) => !r.header && r.rank === ex.rank && r.kind !== "cpu_thread");
+      if (!rows.length) continue;
+      const y0 = Math.min(...rows.map((r) => r.y)), y1 = Math.max(...rows.map((r) => r.y + r.h));
+      for (let i = 0; i < ex.s.length; i++) {
+        const x0 = this.x(this.rel(ex.s[i])), x1 = this.x(this.rel(ex.s[i] + ex.d[i]));
+        ctx.fillRect(x0, y0, Math.max(1.5, x1 - x0), y1 - y0);
+      }
+    }
+  }
+
+  drawSteps() {
+    const ctx = this.ctx;
+    ctx.strokeStyle = "rgba(29, 35, 48, 0.35)"; ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
+    ctx.fillStyle = "#1d2330"; ctx.font = "10px system-ui";
+    let lastLabel = -1e9;
+    const seen = new Set();
+    for (const st of this.data.steps) {
+      for (const t of [st.s, st.e]) {
+        const x = Math.round(this.x(this.rel(t))) + 0.5;
+        if (seen.has(x)) continue;
+        seen.add(x);
+        ctx.beginPath(); ctx.moveTo(x, 22); ctx.lineTo(x, this.height); ctx.stroke();
+      }
+      const xs = this.x(this.rel(st.s));
+      if (xs - lastLabel > 48 && xs > this.opts.gutter - 20) { ctx.fillText("step " + st.step, xs + 3, 34); lastLabel = xs; }
+    }
+    ctx.setLineDash([]);
+  }
+
+  drawLane(lane) {
+    const row = this.rowByLane[lane.lane];
+    if (!row) return;
+    const ctx = this.ctx, d = this.data, kinds = d.kinds;
+    const G = this.opts.gutter, right = this.cssW - 8;
+    const y = row.y, h = row.h;
+    // merged busy boxes: colour of their main kind, opacity = busy fraction
+    for (let i = 0; i < lane.bs.length; i++) {
+      const x0 = this.x(this.rel(lane.bs[i])), x1 = this.x(this.rel(lane.bs[i] + lane.bd[i]));
+      if (x1 < G || x0 > right) continue;
+      const frac = lane.bd[i] > 0 ? lane.bb[i] / lane.bd[i] : 1;
+      ctx.globalAlpha = 0.3 + 0.7 * Math.min(1, frac);
+      ctx.fillStyle = TL_COLORS[kinds[lane.bk[i]]] || "#888";
+      ctx.fillRect(x0, y + 5, Math.max(1, x1 - x0), h - 10);
+    }
+    ctx.globalAlpha = 1;
+    ctx.font = "11px system-ui";
+    for (let i = 0; i < lane.s.length; i++) {
+      const kind = kinds[lane.k[i]];
+      const x0 = this.x(this.rel(lane.s[i])), x1 = this.x(this.rel(lane.s[i] + lane.d[i]));
+      if (x1 < G || x0 > right) continue;
+      const w = Math.max(1, x1 - x0);
+      const tall = kind === "sync_wait";
+      ctx.fillStyle = TL_COLORS[kind] || "#888";
+      ctx.fillRect(x0, tall ? y + 1 : y + 4, w, tall ? h - 2 : h - 8);
+      if (w > 50) {
+        const a = Math.max(x0, G) + 3, room = Math.min(x1, right) - a - 3;
+        if (room > 30) {
+          ctx.fillStyle = "#fff";
+          ctx.fillText(this.fit(d.names[lane.n[i]], room), a, y + h / 2 + 4);
+        }
+      }
+    }
+  }
+
+  fit(text, room) {
+    const ctx = this.ctx;
+    if (ctx.measureText(text).width <= room) return text;
+    let lo = 0, hi = text.length;
+    while (lo < hi) { const m = (lo + hi + 1) >> 1; if (ctx.measureText(text.slice(0, m) + "…").width <= room) lo = m; else hi = m - 1; }
+    return text.slice(0, lo) + "…";
+  }
+
+  drawHighlight() {
+    const hl = this.highlight;
+    if (!hl) return;
+    const ctx = this.ctx;
+    const x0 = this.x(hl.s), x1 = this.x(hl.e);
+    ctx.fillStyle = "rgba(47, 111, 237, 0.10)";
+    ctx.fillRect(x0, 22, Math.max(2, x1 - x0), this.height - 22);
+    ctx.strokeStyle = "#2f6fed"; ctx.lineWidth = 2;
+    ctx.strokeRect(x0, 23, Math.max(2, x1 - x0), this.height - 25);
+    for (const r of hl.rows) {
+      const row = this.rowByLane[r.lane];
+      if (!row) continue;
+      const a = this.x(this.rel(r.s)), b = this.x(this.rel(r.s + r.d));
+      ctx.strokeStyle = "#111"; ctx.lineWidth = 2;
+      ctx.strokeRect(a - 1, row.y + 1, Math.max(3, b - a + 2), row.h - 2);
+    }
+    ctx.lineWidth = 1;
+  }
+
+  drawLabels() {
+    const ctx = this.ctx, G = this.opts.gutter;
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 22, G - 4, this.height);
+    for (const row of this.lanes) {
+      if (row.header) {
+        ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui"; ctx.fillText("rank " + row.rank, 8, row.y + 13);
+        continue;
+      }
+      ctx.fillStyle = "#1d2330"; ctx.font = "12px system-ui";
+      ctx.fillText(this.fit(TL_ROLE[row.kind] || row.kind, G - 20), 10, row.y + 13);
+      ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
+      ctx.fillText(this.fit(row.label, G - 20), 10, row.y + 26);
+    }
+  }
+
+  // ---- interaction --------------------------------------------------------------------------------
+  bind() {
+    const c = this.canvas;
+    c.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const r = c.getBoundingClientRect();
+      if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) this.pan((e.deltaX || e.deltaY) / 800);
+      else this.zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
+    }, { passive: false });
+    let drag = null;
+    c.addEventListener("mousedown", (e) => { drag = { x: e.clientX, view: this.view.slice() }; c.style.cursor = "grabbing"; });
+    window.addEventListener("mouseup", () => { drag = null; c.style.cursor = ""; });
+    window.addEventListener("mousemove", (e) => {
+      if (drag) {
+        const dt = (e.clientX - drag.x) / this.plotW * (drag.view[1] - drag.view[0]);
+        this.setView(drag.view[0] - dt, drag.view[1] - dt);
+      }
+    });
+    c.addEventListener("mousemove", (e) => this.hover(e));
+    c.addEventListener("mouseleave", () => { this.tip.hidden = true; });
+    c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
+    this.root.addEventListener("keydown", (e) => {
+      const k = e.key;
+      if (k === "+" || k === "=" || k === "w") this.zoom(0.6);
+      else if (k === "-" || k === "_" || k === "s") this.zoom(1 / 0.6);
+      else if (k === "ArrowLeft" || k === "a") this.pan(-0.2);
+      else if (k === "ArrowRight" || k === "d") this.pan(0.2);
+      else if (k === "0" || k === "Home") this.reset();
+      else return;
+      e.preventDefault();
+    });
+  }
+
+  hover(e) {
+    const r = this.canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    const hit = this.data && x > this.opts.gutter ? this.find(x, y) : null;
+    if (!hit) { this.tip.hidden = true; return; }
+    this.tip.textContent = hit;
+    this.tip.hidden = false;
+    const tx = Math.min(e.clientX + 14, window.innerWidth - 470);
+    this.tip.style.left = tx + "px"; this.tip.style.top = (e.clientY + 14) + "px";
+  }
+
+  find(x, y) {
+    const d = this.data;
+    const row = this.lanes.find((rw) => !rw.header && y >= rw.y && y < rw.y + rw.h);
+    if (!row) return null;
+    const lane = d.lanes.find((l) => l.lane === row.index);
+    if (!lane) return null;
+    const slack = 2 * (this.view[1] - this.view[0]) / this.plotW;  // 2 px
+    const t = this.t(x) + this.offset;
+    const i = this.search(lane.s, lane.d, t, slack);
+    if (i >= 0) {
+      const kind = d.kinds[lane.k[i]], dur = lane.d[i], bytes = lane.b[i];
+      const lines = [d.names[lane.n[i]], TL_LABELS[kind] + " · " + SS.ns(dur) + " · starts at " + SS.ns(lane.s[i])];
+      if (bytes > 0) lines.push(SS.bytes(bytes) + (dur > 0 ? " · " + (bytes / dur).toFixed(2) + " GB/s" : "") +
+        (d.memory_kinds[lane.m[i]] ? " · " + d.memory_kinds[lane.m[i]] + " memory" : ""));
+      lines.push(row.label + (lane.st[i] >= 0 ? " · step " + lane.st[i] : ""));
+      if (d.sources[lane.src[i]]) lines.push("source: " + d.sources[lane.src[i]]);
+      return lines.join("\n");
+    }
+    const j = this.search(lane.bs, lane.bd, t, slack);
+    if (j >= 0) {
+      const kind = d.kinds[lane.bk[j]];
+      return lane.bn[j].toLocaleString() + " intervals merged (mostly " + TL_LABELS[kind] + ")\n" +
+        SS.ns(lane.bd[j]) + " span · busy " + SS.pct(lane.bb[j] / Math.max(1, lane.bd[j])) + " (" + SS.ns(lane.bb[j]) + ")\n" +
+        row.label + "\nzoom in to see them one by one";
+    }
+    return null;
+  }
+
+  // index of the box (sorted by start) that contains t, or -1
+  search(s, dur, t, slack) {
+    let lo = 0, hi = s.length - 1, best = -1;
+    while (lo <= hi) { const m = (lo + hi) >> 1; if (s[m] <= t + slack) { best = m; lo = m + 1; } else hi = m - 1; }
+    for (let i = best; i >= 0 && i > best - 64; i--) if (s[i] + dur[i] + slack >= t && s[i] - slack <= t) return i;
+    return -1;
+  }
+}
+
+function tlLegend(el) {
+  for (const k of Object.keys(TL_LABELS)) {
+    if (k === "annotation" || k === "collective") continue;
+    const item = SS.el("span"); const sw = SS.el("i"); sw.style.background = TL_COLORS[k];
+    item.append(sw, document.createTextNode(TL_LABELS[k])); el.append(item);
+  }
+  const ex = SS.el("span"); const sw = SS.el("i"); sw.style.background = "rgba(228, 87, 86, 0.3)";
+  ex.append(sw, document.createTextNode("copy not overlapped by compute")); el.append(ex);
+  const busy = SS.el("span"); const sw2 = SS.el("i"); sw2.style.background = "#4c78a8"; sw2.style.opacity = "0.45";
+  busy.append(sw2, document.createTextNode("merged (opacity = busy %)")); el.append(busy);
+}
