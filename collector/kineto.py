@@ -24,7 +24,6 @@ of one job). Vectorized throughout: no Python loop over events.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,9 +32,20 @@ import numpy as np
 import pandas as pd
 
 from collector.chrome import EventTable, TraceFileError
+from collector.kineto_meta import (
+    COPY_KINDS,
+    KIND_CODE,
+    build_lanes,
+    cat_in,
+    lookup_first,
+    per_lane,
+    rank_of,
+    run_meta,
+)
 from collector.kineto_sync import (
     CAUSE_BY_OP,
     CUDA_SYNC_EVENT_CAUSE,
+    PyFrames,
     api_sync_cause,
     is_async_copy_api,
     outermost_enclosing,
@@ -46,10 +56,7 @@ from collector.model import (
     MEMORY_KIND_DTYPE,
     NO_LAUNCH,
     NO_STEP,
-    Lane,
-    LaneKind,
     MarkerKind,
-    RunMeta,
     Trace,
     conform_intervals,
     conform_markers,
@@ -61,16 +68,10 @@ HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 USED_ELSEWHERE = ("python_function", "cuda_sync", "ac2g", "Trace")
 KNOWN_CATS = (*GPU_CATS, *HOST_API_CATS, *USED_ELSEWHERE, "cpu_op", "user_annotation")
 
-_KIND = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
 _MEM = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
 _MEMCPY = re.compile(r"Memcpy (?P<dir>\w+) \((?P<src>\w+) -> (?P<dst>\w+)\)")
 _STEP = re.compile(r"ProfilerStep#\d+")
-_COPY_KINDS = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")
 _DIRECTION = {"HtoD": "memcpy_h2d", "DtoH": "memcpy_d2h", "DtoD": "memcpy_d2d", "PtoP": "memcpy_d2d"}
-_ROLE_WORD = {
-    LaneKind.COMPUTE_STREAM: "compute", LaneKind.TRANSFER_STREAM: "transfer",
-    LaneKind.COMM_STREAM: "comm", LaneKind.OTHER_STREAM: "other",
-}
 _NEEDED = ("ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "flow_id", "arg_name", "arg_stream",
            "arg_device", "arg_correlation", "arg_bytes", "arg_python_id", "arg_python_parent_id")
 
@@ -85,37 +86,20 @@ def memcpy_kind(name: str) -> tuple[str, str]:
     return kind, host if host in _MEM else ""
 
 
-def _per_category(col: pd.Series, fn: Callable[[str], Any], dtype: Any, missing: Any) -> np.ndarray:
-    """fn applied once per category of ``col`` (a column with few categories), spread to its rows."""
-    col = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
-    values = np.array([fn(str(c)) for c in col.cat.categories] + [missing], dtype=dtype)
-    return values[col.cat.codes.to_numpy()]
-
-
-def _is(col: pd.Series, names: tuple[str, ...]) -> np.ndarray:
-    return _per_category(col, lambda c: c in names, bool, False)
-
-
 def _by_name(codes: np.ndarray, categories: pd.Index, fn: Callable[[str], Any], dtype: Any) -> np.ndarray:
     """fn applied once per distinct name among ``codes`` (name codes of some rows), spread to those rows."""
     if len(codes) == 0:
         return np.array([], dtype=dtype)
-    used, inverse = np.unique(codes, return_inverse=True)
-    values = np.array([fn(str(categories[c]) if c >= 0 else "") for c in used], dtype=dtype)
-    return values[inverse.reshape(-1)]
-
-
-def _rank(top: Mapping[str, Any]) -> tuple[int, int]:
-    info = top.get("distributedInfo") or {}
-    try:
-        return int(info.get("rank", 0) or 0), int(info.get("world_size", 1) or 1)
-    except (TypeError, ValueError, AttributeError):
-        return 0, 1
+    shifted = codes.astype(np.int64) + 1  # 0: no name
+    present = np.flatnonzero(np.bincount(shifted, minlength=len(categories) + 1))
+    values = np.empty(len(categories) + 1, dtype=dtype)
+    values[present] = [fn(str(categories[c - 1]) if c > 0 else "") for c in present]
+    return values[shifted]
 
 
 def _flow_ids(ev: pd.DataFrame, rows: np.ndarray, phase: str) -> np.ndarray:
     """``ac2g`` flow id whose ``phase`` end sits on each row's (pid, tid, ts), or -1."""
-    flows = ev[_is(ev["ph"], (phase,)) & _is(ev["cat"], ("ac2g",))][["pid", "tid", "ts_ns", "flow_id"]]
+    flows = ev[cat_in(ev["ph"], (phase,)) & cat_in(ev["cat"], ("ac2g",))][["pid", "tid", "ts_ns", "flow_id"]]
     if flows.empty or len(rows) == 0:
         return np.full(len(rows), -1, dtype=np.int64)
     left = ev[["pid", "tid", "ts_ns"]].iloc[rows].reset_index(drop=True)
@@ -190,8 +174,8 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     missing = [c for c in _NEEDED if c not in ev.columns]
     if missing:
         raise TraceFileError(f"{source_name or 'trace'}: event table lacks columns {', '.join(missing)}")
-    rank, world_size = _rank(table.top)
-    ph_x = _is(ev["ph"], ("X",))
+    rank, world_size = rank_of(table.top)
+    ph_x = cat_in(ev["ph"], ("X",))
     cat = ev["cat"]
     pid, tid = ev["pid"].to_numpy(np.int64), ev["tid"].to_numpy(np.int64)
     ts = ev["ts_ns"].to_numpy(np.int64)
@@ -204,36 +188,33 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
         return _by_name(ncodes[rows], ncats, fn, dtype)
 
     # --- steps: ProfilerStep#N ranges (cpu_op before PyTorch 2.1, user_annotation since) -------------
-    oa_rows = np.flatnonzero(ph_x & _is(cat, ("cpu_op", "user_annotation")))
+    oa_rows = np.flatnonzero(ph_x & cat_in(cat, ("cpu_op", "user_annotation")))
     step_no = by_name(oa_rows, lambda c: int(c[13:]) if _STEP.fullmatch(c) else -1, np.int64)
     steps = _step_ranges(ev, oa_rows, step_no, rank)
-    op_rows = oa_rows[(step_no < 0) & _is(cat.iloc[oa_rows], ("cpu_op",))]
-    ann_rows = oa_rows[(step_no < 0) & _is(cat.iloc[oa_rows], ("user_annotation",))]
+    op_rows = oa_rows[(step_no < 0) & cat_in(cat.iloc[oa_rows], ("cpu_op",))]
+    ann_rows = oa_rows[(step_no < 0) & cat_in(cat.iloc[oa_rows], ("user_annotation",))]
 
     # --- GPU work and its launch links ---------------------------------------------------------------
-    api_rows = np.flatnonzero(ph_x & _is(cat, HOST_API_CATS))
-    gpu_ev = np.flatnonzero(ph_x & _is(cat, GPU_CATS))
+    api_rows = np.flatnonzero(ph_x & cat_in(cat, HOST_API_CATS))
+    gpu_ev = np.flatnonzero(ph_x & cat_in(cat, GPU_CATS))
     corr_r = _correlation(ev, api_rows, "s")
-    r_unique = np.flatnonzero(~pd.Index(corr_r).duplicated() & (corr_r >= 0))
-    lookup = pd.Index(corr_r[r_unique])
 
     def launch_of(corr: np.ndarray) -> np.ndarray:
-        at = lookup.get_indexer(corr)
-        return np.where((at >= 0) & (corr >= 0), r_unique[np.maximum(at, 0)], -1)
+        return lookup_first(corr_r, corr)
 
-    g_is = {c: _is(cat.iloc[gpu_ev], (c,)) for c in GPU_CATS}
+    g_is = {c: cat_in(cat.iloc[gpu_ev], (c,)) for c in GPU_CATS}
     launch_pos_g = np.full(len(gpu_ev), -1, dtype=np.int64)
     work = ~g_is["gpu_user_annotation"]  # GPU-side ranges were not launched by one call
     launch_pos_g[work] = launch_of(_correlation(ev, gpu_ev[work], "f"))
-    kind_g = np.full(len(gpu_ev), _KIND["annotation"], dtype=np.int8)
+    kind_g = np.full(len(gpu_ev), KIND_CODE["annotation"], dtype=np.int8)
     mem_g = np.zeros(len(gpu_ev), dtype=np.int8)
     k, m = g_is["kernel"], g_is["gpu_memcpy"]
-    kind_g[k] = np.where(by_name(gpu_ev[k], lambda c: "nccl" in c.lower(), bool), _KIND["collective"], _KIND["kernel"])
-    kind_g[m] = by_name(gpu_ev[m], lambda c: _KIND.get(memcpy_kind(c)[0], _KIND["annotation"]), np.int8)
+    kind_g[k] = np.where(by_name(gpu_ev[k], lambda c: "nccl" in c.lower(), bool), KIND_CODE["collective"], KIND_CODE["kernel"])
+    kind_g[m] = by_name(gpu_ev[m], lambda c: KIND_CODE.get(memcpy_kind(c)[0], KIND_CODE["annotation"]), np.int8)
     mem_g[m] = by_name(gpu_ev[m], lambda c: _MEM[memcpy_kind(c)[1]], np.int8)
-    kind_g[g_is["gpu_memset"]] = _KIND["memset"]
+    kind_g[g_is["gpu_memset"]] = KIND_CODE["memset"]
     mem_g[g_is["gpu_memset"]] = _MEM["device"]
-    is_copy_g = m & (kind_g != _KIND["annotation"])
+    is_copy_g = m & (kind_g != KIND_CODE["annotation"])
 
     # --- host API calls: launches or sync waits, with their causes -----------------------------------
     api_cause = by_name(api_rows, api_sync_cause, object)
@@ -241,7 +222,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     pageable = launch_pos_g[(mem_g == _MEM["pageable"]) & is_copy_g & (launch_pos_g >= 0)]
     pageable = pageable[async_copy[pageable] & (api_cause[pageable] == "")]
     api_cause[pageable] = "blocking_copy"  # an async copy from/to pageable memory blocks the host
-    sync_ev = np.flatnonzero(ph_x & _is(cat, ("cuda_sync",)))  # opt-in events naming the call that waited
+    sync_ev = np.flatnonzero(ph_x & cat_in(cat, ("cuda_sync",)))  # opt-in events naming the call that waited
     s_pos = launch_of(_correlation(ev, sync_ev, "f"))
     s_cause = by_name(sync_ev, lambda c: CUDA_SYNC_EVENT_CAUSE.get(c, ""), object)
     s_ok = (s_pos >= 0) & (s_cause != "")
@@ -264,17 +245,16 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     non_blocking_launch = np.zeros(len(api_rows), dtype=bool)
     non_blocking_launch[copy_launch] = async_copy[copy_launch] & ~blocked
 
-    py_rows = np.flatnonzero(ph_x & _is(cat, ("python_function",)))
-    frames = pd.DataFrame({
-        "key": key[py_rows], "start_ns": ts[py_rows], "end_ns": end[py_rows], "code": ncodes[py_rows],
-        "py_id": ev["arg_python_id"].to_numpy(np.int64)[py_rows],
-        "parent_id": ev["arg_python_parent_id"].to_numpy(np.int64)[py_rows],
-    })
+    py_rows = np.flatnonzero(ph_x & cat_in(cat, ("python_function",)))
+    frames = PyFrames(
+        key[py_rows], ts[py_rows], end[py_rows], ncodes[py_rows],
+        ev["arg_python_id"].to_numpy(np.int64)[py_rows], ev["arg_python_parent_id"].to_numpy(np.int64)[py_rows],
+    )
     sources, py_cause = python_sources(frames, ncats, key[api_rows[syn]], ts[api_rows[syn]])
     api_cause[syn] = np.where(py_cause != "", py_cause, api_cause[syn])
 
     # --- unknown categories: annotations on their thread or stream -----------------------------------
-    unknown = ph_x & ~_is(cat, KNOWN_CATS)
+    unknown = ph_x & ~cat_in(cat, KNOWN_CATS)
     stream_arg = ev["arg_stream"].to_numpy(np.int64)
     unk_gpu = np.flatnonzero(unknown & (stream_arg >= 0))
     unk_cpu = np.flatnonzero(unknown & (stream_arg < 0) & (pid >= 0) & (tid >= 0))
@@ -285,9 +265,9 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     rows = np.concatenate([host_rows, gpu_rows])
     nh, nr = len(host_rows), len(host_rows) + len(gpu_rows)
     kinds = np.concatenate([
-        np.where(api_cause != "", _KIND["sync_wait"], _KIND["launch"]).astype(np.int8),
-        np.full(len(op_rows), _KIND["cpu_op"], np.int8), np.full(len(ann_rows) + len(unk_cpu), _KIND["annotation"], np.int8),
-        kind_g, np.full(len(unk_gpu), _KIND["annotation"], np.int8),
+        np.where(api_cause != "", KIND_CODE["sync_wait"], KIND_CODE["launch"]).astype(np.int8),
+        np.full(len(op_rows), KIND_CODE["cpu_op"], np.int8), np.full(len(ann_rows) + len(unk_cpu), KIND_CODE["annotation"], np.int8),
+        kind_g, np.full(len(unk_gpu), KIND_CODE["annotation"], np.int8),
     ])
     device_arg = ev["arg_device"].to_numpy(np.int64)[gpu_rows]
     is_gpu = np.arange(nr) >= nh
@@ -296,7 +276,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
                                                       _named_id(tid[gpu_rows], table.id_names))])
     lane_idx = pd.DataFrame({"g": is_gpu, "a": lane_a, "b": lane_b}).groupby(["g", "a", "b"]).ngroup()
     lane_idx = lane_idx.to_numpy(np.int32)
-    lanes = _lanes(ev, rank, lane_idx, is_gpu, lane_a, lane_b, kinds)
+    lanes = build_lanes(ev, rank, lane_idx, is_gpu, lane_a, lane_b, kinds)
 
     launch_row = np.full(nr, -1, dtype=np.int64)
     launch_row[nh: nh + len(gpu_ev)] = np.where(launch_pos_g >= 0, api_rows[np.maximum(launch_pos_g, 0)], -1)
@@ -313,10 +293,10 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     non_blocking = np.zeros(nr, dtype=bool)
     non_blocking[nh: nh + len(gpu_ev)] = is_copy_g & (launch_pos_g >= 0) & non_blocking_launch[
         np.maximum(launch_pos_g, 0)]
-    has_bytes = np.isin(kinds, [_KIND[k] for k in (*_COPY_KINDS, "memset")]) & is_gpu
+    has_bytes = np.isin(kinds, [KIND_CODE[k] for k in (*COPY_KINDS, "memset")]) & is_gpu
     nbytes = np.where(has_bytes, np.maximum(ev["arg_bytes"].to_numpy(np.int64)[rows], 0), 0)
     mem = np.zeros(nr, dtype=np.int8)
-    mem[nh: nh + len(gpu_ev)] = np.where(kind_g == _KIND["annotation"], 0, mem_g)
+    mem[nh: nh + len(gpu_ev)] = np.where(kind_g == KIND_CODE["annotation"], 0, mem_g)
     sync_pos = np.full(nr, -1, dtype=np.int64)
     sync_pos[syn] = np.arange(len(syn))  # api_rows leads `rows`, so api_rows positions are row positions
     sync_o = sync_pos[order]
@@ -326,9 +306,9 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
         "id": np.arange(nr, dtype=np.int64),
         "rank": np.full(nr, rank, dtype=np.int32),
         "lane": lane_o,
-        "lane_kind": _per_lane([ln.kind.value for ln in lanes], lane_o),
+        "lane_kind": per_lane([ln.kind.value for ln in lanes], lane_o),
         "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
-        "lane_label": _per_lane([ln.label for ln in lanes], lane_o),
+        "lane_label": per_lane([ln.label for ln in lanes], lane_o),
         "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
         "name": pd.Categorical.from_codes(ncodes[rows][order], categories=ncats).remove_unused_categories(),
         "start_ns": ts[rows][order],
@@ -341,81 +321,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
         "source": _sparse_strings(nr, where_sync, sources[sync_o[where_sync]]),
         "launch_id": launch_id[order],
     })
-    meta = _meta(table.top, source_name, world_size, rank, ev, ph_x, np.unique(lane_a[is_gpu]).tolist())
+    meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist())
     return Trace(meta, tuple(lanes), conform_intervals(frame), steps)
 
 
-def _per_lane(values: list[str], lane_o: np.ndarray) -> pd.Categorical:
-    """A categorical column from one value per lane, spread over the rows' lane indices."""
-    uniques = list(dict.fromkeys(values))
-    codes = np.array([uniques.index(v) for v in values], dtype=np.int32)
-    return pd.Categorical.from_codes(codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object))
-
-
-def _lanes(ev: pd.DataFrame, rank: int, lane_idx: np.ndarray, is_gpu: np.ndarray, a: np.ndarray,
-           b: np.ndarray, kinds: np.ndarray) -> list[Lane]:
-    """Lane per index, CPU threads first then (device, stream); stream roles inferred from content."""
-    if len(lane_idx) == 0:
-        return []
-    n = int(lane_idx.max()) + 1
-    first = np.full(n, -1, dtype=np.int64)
-    first[lane_idx[::-1]] = np.arange(len(lane_idx))[::-1]
-
-    def count(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(lane_idx[mask], minlength=n)
-
-    kernels = count(kinds == _KIND["kernel"])
-    collectives = count(kinds == _KIND["collective"])
-    copies = count(np.isin(kinds, [_KIND[k] for k in (*_COPY_KINDS, "memset")]))
-    meta = ev[_is(ev["ph"], ("M",)) & _is(ev["name"], ("thread_name",))]
-    thread_names = {(int(p), int(t)): str(nm) for p, t, nm in zip(meta["pid"], meta["tid"], meta["arg_name"], strict=True)}
-    gpu_lanes = first[first >= 0][is_gpu[first[first >= 0]]]
-    devices = {int(a[i]) for i in gpu_lanes}
-    lanes: list[Lane] = []
-    for i in range(n):
-        row = first[i]
-        la, lb = int(a[row]), int(b[row])
-        if not is_gpu[row]:
-            lanes.append(Lane(rank, LaneKind.CPU_THREAD, lb, thread_names.get((la, lb)) or f"thread {lb}"))
-            continue
-        if kernels[i]:
-            role = LaneKind.COMPUTE_STREAM
-        elif collectives[i]:
-            role = LaneKind.COMM_STREAM
-        elif copies[i]:
-            role = LaneKind.TRANSFER_STREAM
-        else:
-            role = LaneKind.OTHER_STREAM
-        prefix = f"GPU {la} " if len(devices) > 1 else ""
-        lanes.append(Lane(rank, role, lb, f"{prefix}stream {lb} ({_ROLE_WORD[role]})"))
-    return lanes
-
-
-def _meta(top: Mapping[str, Any], source_name: str, world_size: int, rank: int, ev: pd.DataFrame,
-          ph_x: np.ndarray, devices: list[int]) -> RunMeta:
-    """Run metadata; device name and properties are those of the first device with GPU work."""
-    props = [p for p in top.get("deviceProperties") or [] if isinstance(p, Mapping)]
-    used = [p for p in props if devices and p.get("id") == devices[0]]
-    first = dict((used or props or [{}])[0])
-    skipped = ev["cat"][ph_x & ~_is(ev["cat"], KNOWN_CATS)].astype(str).value_counts()
-    notes: dict[str, Any] = {
-        "kineto": {k: top[k] for k in ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "traceName",
-                                        "distributedInfo", "trace_id") if k in top},
-        "rank": rank,
-        "clock_note": "torch.profiler timestamps (microseconds with ns precision) as int ns; "
-                      "one clock for all ranks of a job",
-        "unknown_categories_as_annotations": {str(k): int(v) for k, v in skipped.items()},
-    }
-    if len(props) > 1:
-        notes["devices"] = [dict(p) for p in props]
-    workload = os.path.basename(source_name or str(top.get("traceName") or ""))
-    values: dict[str, Any] = {
-        "device_name": str(first.get("name", "")), "device_properties": first, "world_size": world_size,
-        "source": "torch.profiler", "clock": "kineto_ns", "workload": workload, "notes": notes,
-    }
-    if top.get("host_name"):
-        values["host"] = str(top["host_name"])
-    cuda = top.get("cuda_runtime_version") or top.get("cuda_driver_version")
-    if cuda:
-        values["cuda_version"] = str(cuda)
-    return RunMeta.new(**values)

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from collector.kineto_meta import lookup_first
 from collector.syncs import MASKABLE_INDEX_OPS, METHOD_CAUSES, SYNC_OP_CAUSES
 
 SYNC_API_CAUSE: dict[str, str] = {
@@ -113,6 +115,38 @@ def format_frame(name: str) -> str:
     return f"{m.group('file')}:{m.group('line')} ({m.group('func')})" if m else name
 
 
+class PyFrames(NamedTuple):
+    """``python_function`` events as arrays: thread key, start/end ns, name code (index into the names'
+    categories), ``Python id`` and ``Python parent id`` (-1 for none)."""
+
+    key: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    code: np.ndarray
+    py_id: np.ndarray
+    parent_id: np.ndarray
+
+
+def latest_start(iv_key: np.ndarray, iv_start: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray) -> np.ndarray:
+    """Per point (key, t): position of the interval with that key and the latest start <= t, or -1."""
+    out = np.full(len(pt_t), -1, dtype=np.int64)
+    if len(iv_start) == 0 or len(pt_t) == 0:
+        return out
+    order = np.lexsort((iv_start, iv_key))
+    sorted_key, sorted_start = iv_key[order], iv_start[order]
+    keys, first_at = np.unique(sorted_key, return_index=True)
+    bounds = np.append(first_at, len(order))
+    for j, k in enumerate(keys):  # one pass per CPU thread, not per event
+        pts = np.flatnonzero(pt_key == k)
+        if len(pts) == 0:
+            continue
+        lo, hi = bounds[j], bounds[j + 1]
+        i = np.searchsorted(sorted_start[lo:hi], pt_t[pts], side="right") - 1
+        ok = i >= 0
+        out[pts[ok]] = order[lo + i[ok]]
+    return out
+
+
 def outermost_enclosing(
     iv_key: np.ndarray, iv_start: np.ndarray, iv_end: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray
 ) -> np.ndarray:
@@ -128,50 +162,41 @@ def outermost_enclosing(
     k, e = iv_key[order], iv_end[order]
     prev_max = pd.Series(e).groupby(k).cummax().groupby(k).shift(1).to_numpy(dtype=float, na_value=-np.inf)
     roots = order[~(prev_max >= e)]
-    right = pd.DataFrame({"key": iv_key[roots], "t": iv_start[roots], "pos": roots}).sort_values("t")
-    left = pd.DataFrame({"key": pt_key, "t": pt_t, "i": np.arange(len(pt_t))}).sort_values("t")
-    hit = pd.merge_asof(left, right, on="t", by="key", direction="backward")
-    pos = hit["pos"].fillna(-1).to_numpy(dtype=np.int64)
+    hit = latest_start(iv_key[roots], iv_start[roots], pt_key, pt_t)
+    pos = np.where(hit >= 0, roots[np.maximum(hit, 0)], -1)
     ok = pos >= 0
-    ok[ok] = iv_end[pos[ok]] >= hit["t"].to_numpy()[ok]
-    out[hit["i"].to_numpy()[ok]] = pos[ok]
+    ok[ok] = iv_end[pos[ok]] >= pt_t[ok]
+    out[ok] = pos[ok]
     return out
 
 
 def python_sources(
-    frames: pd.DataFrame, categories: pd.Index, pt_key: np.ndarray, pt_t: np.ndarray, max_depth: int = 512
+    frames: PyFrames, categories: pd.Index, pt_key: np.ndarray, pt_t: np.ndarray, max_depth: int = 512
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per point: the innermost user frame enclosing it, ``"file.py:LINE (function)"`` or ``""``, and the
     cause named by the outermost Tensor-method frame between the point and that user frame (or ``""``).
 
-    ``frames``: python_function events with columns key (thread), start_ns, end_ns, py_id, parent_id and
-    code (index into ``categories``, the frame names). Walks ``Python parent id`` links outward from the
-    latest frame that started before the point, vectorized over points (one pass per stack level).
+    Walks ``Python parent id`` links outward from the latest frame on the point's thread that started
+    before it, vectorized over points (one pass per stack level).
     """
     source = np.full(len(pt_t), "", dtype=object)
     cause = np.full(len(pt_t), "", dtype=object)
-    if frames.empty or len(pt_t) == 0:
+    if len(frames.key) == 0 or len(pt_t) == 0:
         return source, cause
-    used, codes = np.unique(frames["code"].to_numpy(), return_inverse=True)
-    codes = codes.reshape(-1)
-    used_names = [str(categories[c]) if c >= 0 else "" for c in used]
-    shown = np.array([format_frame(n) if is_user_frame(n) else "" for n in used_names], dtype=object)
-    implied = np.array([frame_cause(n) for n in used_names], dtype=object)
-    user = shown[codes] != ""
-    start = frames["start_ns"].to_numpy(dtype=np.int64)
-    end = frames["end_ns"].to_numpy(dtype=np.int64)
-    ids = pd.Index(frames["py_id"].to_numpy(dtype=np.int64))
-    first = ~ids.duplicated()
-    lookup = pd.Index(ids[first])
-    positions = np.flatnonzero(first)
-    parent_at = lookup.get_indexer(frames["parent_id"].to_numpy(dtype=np.int64))
-    parent = np.where(parent_at >= 0, positions[np.maximum(parent_at, 0)], -1)
+    codes = frames.code.astype(np.int64) + 1  # 0: no name
+    used = np.flatnonzero(np.bincount(codes, minlength=len(categories) + 1))
+    shown = np.full(len(categories) + 1, "", dtype=object)
+    implied = np.full(len(categories) + 1, "", dtype=object)
+    for c in used[used > 0]:  # once per distinct frame name
+        name = str(categories[c - 1])
+        shown[c] = format_frame(name) if is_user_frame(name) else ""
+        implied[c] = frame_cause(name)
+    user = (shown != "")[codes]
+    start, end = frames.start_ns, frames.end_ns
+    parent_at = lookup_first(frames.py_id, frames.parent_id)
+    parent = np.where(frames.parent_id >= 0, parent_at, -1)
 
-    right = pd.DataFrame({"key": frames["key"].to_numpy(), "t": start, "pos": np.arange(len(frames))})
-    left = pd.DataFrame({"key": pt_key, "t": pt_t, "i": np.arange(len(pt_t))})
-    hit = pd.merge_asof(left.sort_values("t"), right.sort_values("t", kind="stable"), on="t", by="key")
-    cur = np.full(len(pt_t), -1, dtype=np.int64)
-    cur[hit["i"].to_numpy()] = hit["pos"].fillna(-1).to_numpy(dtype=np.int64)
+    cur = latest_start(frames.key, start, pt_key, pt_t)
     for _ in range(max_depth):
         live = np.flatnonzero(cur >= 0)
         if len(live) == 0:

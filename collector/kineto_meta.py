@@ -1,0 +1,149 @@
+"""Lanes and run metadata of an imported torch.profiler (Kineto) trace, and per-category helpers.
+
+Used by :mod:`collector.kineto`; nothing here loops over events (only over lanes or a column's categories).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collector.model import INTERVAL_KIND_DTYPE, Lane, LaneKind, RunMeta
+
+KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
+"""IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
+COPY_KINDS = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")
+ROLE_WORD = {
+    LaneKind.COMPUTE_STREAM: "compute", LaneKind.TRANSFER_STREAM: "transfer",
+    LaneKind.COMM_STREAM: "comm", LaneKind.OTHER_STREAM: "other",
+}
+
+
+def per_category(col: pd.Series, fn: Callable[[str], Any], dtype: Any, missing: Any) -> np.ndarray:
+    """fn applied once per category of ``col`` (a column with few categories), spread to its rows."""
+    col = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    values = np.array([fn(str(c)) for c in col.cat.categories] + [missing], dtype=dtype)
+    return values[col.cat.codes.to_numpy()]
+
+
+def cat_in(col: pd.Series, names: tuple[str, ...]) -> np.ndarray:
+    """Row mask: the column's value is one of ``names``."""
+    return per_category(col, lambda c: c in names, bool, False)
+
+
+def lookup_first(ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Position in ``ids`` of the first occurrence of each query (-1 where absent or negative).
+
+    Kineto's correlation and Python ids are dense counters, so a direct array index is used when the
+    largest id is small next to the count; a hash lookup otherwise.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    queries = np.asarray(queries, dtype=np.int64)
+    out = np.full(len(queries), -1, dtype=np.int64)
+    valid = ids >= 0
+    if not valid.any() or len(queries) == 0:
+        return out
+    top = int(ids.max())
+    if top <= 4 * len(ids) + 4096:
+        where = np.full(top + 1, -1, dtype=np.int64)
+        pos = np.flatnonzero(valid)[::-1]
+        where[ids[pos]] = pos  # reversed: the first occurrence is written last
+        ok = (queries >= 0) & (queries <= top)
+        out[ok] = where[queries[ok]]
+        return out
+    index = pd.Index(ids)
+    first = np.flatnonzero(~index.duplicated() & valid)
+    at = pd.Index(ids[first]).get_indexer(queries)
+    return np.where((at >= 0) & (queries >= 0), first[np.maximum(at, 0)], -1)
+
+
+def rank_of(top: Mapping[str, Any]) -> tuple[int, int]:
+    """(rank, world_size) from ``distributedInfo``; (0, 1) where absent or malformed."""
+    info = top.get("distributedInfo") or {}
+    try:
+        return int(info.get("rank", 0) or 0), int(info.get("world_size", 1) or 1)
+    except (TypeError, ValueError, AttributeError):
+        return 0, 1
+
+
+def per_lane(values: list[str], lane_o: np.ndarray) -> pd.Categorical:
+    """A categorical column from one value per lane, spread over the rows' lane indices."""
+    uniques = list(dict.fromkeys(values))
+    codes = np.array([uniques.index(v) for v in values], dtype=np.int32)
+    return pd.Categorical.from_codes(codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object))
+
+
+def build_lanes(ev: pd.DataFrame, rank: int, lane_idx: np.ndarray, is_gpu: np.ndarray, a: np.ndarray,
+           b: np.ndarray, kinds: np.ndarray) -> list[Lane]:
+    """Lane per index, CPU threads first then (device, stream); stream roles inferred from content."""
+    if len(lane_idx) == 0:
+        return []
+    n = int(lane_idx.max()) + 1
+    first = np.full(n, -1, dtype=np.int64)
+    first[lane_idx[::-1]] = np.arange(len(lane_idx))[::-1]
+
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.bincount(lane_idx[mask], minlength=n)
+
+    kernels = count(kinds == KIND_CODE["kernel"])
+    collectives = count(kinds == KIND_CODE["collective"])
+    copies = count(np.isin(kinds, [KIND_CODE[k] for k in (*COPY_KINDS, "memset")]))
+    meta = ev[cat_in(ev["ph"], ("M",))]
+    meta = meta[meta["name"].astype(str) == "thread_name"]
+    thread_names = {
+        (int(p), int(t)): str(nm) for p, t, nm in zip(meta["pid"], meta["tid"], meta["arg_name"], strict=True)
+    }
+    gpu_lanes = first[first >= 0][is_gpu[first[first >= 0]]]
+    devices = {int(a[i]) for i in gpu_lanes}
+    lanes: list[Lane] = []
+    for i in range(n):
+        row = first[i]
+        la, lb = int(a[row]), int(b[row])
+        if not is_gpu[row]:
+            lanes.append(Lane(rank, LaneKind.CPU_THREAD, lb, thread_names.get((la, lb)) or f"thread {lb}"))
+            continue
+        if kernels[i]:
+            role = LaneKind.COMPUTE_STREAM
+        elif collectives[i]:
+            role = LaneKind.COMM_STREAM
+        elif copies[i]:
+            role = LaneKind.TRANSFER_STREAM
+        else:
+            role = LaneKind.OTHER_STREAM
+        prefix = f"GPU {la} " if len(devices) > 1 else ""
+        lanes.append(Lane(rank, role, lb, f"{prefix}stream {lb} ({ROLE_WORD[role]})"))
+    return lanes
+
+
+def run_meta(top: Mapping[str, Any], source_name: str, world_size: int, rank: int, unknown_cats: pd.Series,
+             devices: list[int]) -> RunMeta:
+    """Run metadata; device name and properties are those of the first device with GPU work."""
+    props = [p for p in top.get("deviceProperties") or [] if isinstance(p, Mapping)]
+    used = [p for p in props if devices and p.get("id") == devices[0]]
+    first = dict((used or props or [{}])[0])
+    skipped = unknown_cats.astype(str).value_counts()
+    notes: dict[str, Any] = {
+        "kineto": {k: top[k] for k in ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "traceName",
+                                        "distributedInfo", "trace_id") if k in top},
+        "rank": rank,
+        "clock_note": "torch.profiler timestamps (microseconds with ns precision) as int ns; "
+                      "one clock for all ranks of a job",
+        "unknown_categories_as_annotations": {str(k): int(v) for k, v in skipped.items()},
+    }
+    if len(props) > 1:
+        notes["devices"] = [dict(p) for p in props]
+    workload = os.path.basename(source_name or str(top.get("traceName") or ""))
+    values: dict[str, Any] = {
+        "device_name": str(first.get("name", "")), "device_properties": first, "world_size": world_size,
+        "source": "torch.profiler", "clock": "kineto_ns", "workload": workload, "notes": notes,
+    }
+    if top.get("host_name"):
+        values["host"] = str(top["host_name"])
+    cuda = top.get("cuda_runtime_version") or top.get("cuda_driver_version")
+    if cuda:
+        values["cuda_version"] = str(cuda)
+    return RunMeta.new(**values)

@@ -1,0 +1,68 @@
+"""The Kineto importer on a small trace recorded by torch.profiler on an H200 (tests/kineto/make_gpu_trace.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from collector.chrome import EventTable
+from collector.kineto import trace_from_kineto
+from collector.model import LaneKind, Trace
+
+SAMPLE = Path(__file__).parent / "data" / "gpu_step.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def trace(plain_reader: Callable[[Path], EventTable]) -> Trace:
+    return trace_from_kineto(plain_reader(SAMPLE), source_name=str(SAMPLE))
+
+
+def test_lanes_and_roles(trace: Trace) -> None:
+    kinds = [(ln.kind, ln.ident, ln.label) for ln in trace.lanes]
+    assert kinds[1:] == [
+        (LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)"),
+        (LaneKind.TRANSFER_STREAM, 13, "stream 13 (transfer)"),
+    ]
+    assert kinds[0][0] is LaneKind.CPU_THREAD
+    assert trace.meta.device_name == "NVIDIA H200" and trace.meta.world_size == 1
+
+
+def test_every_gpu_op_is_linked_to_its_launch(trace: Trace) -> None:
+    iv = trace.intervals
+    gpu = iv[(iv["lane"] > 0) & (iv["kind"] != "annotation")]
+    assert len(gpu) == 48 + 14 + 4  # kernels, memcpys, memsets in the file
+    launches = iv.set_index("id").loc[gpu["launch_id"]]
+    assert set(launches["kind"].astype(str)) <= {"launch", "sync_wait"}
+    assert (launches["lane"] == 0).all()
+    assert (launches["start_ns"].to_numpy() <= gpu["start_ns"].to_numpy()).all()
+
+
+def test_copies_per_step(trace: Trace) -> None:
+    iv = trace.intervals
+    big = iv[iv["kind"].astype(str).str.startswith("memcpy") & (iv["bytes"] == 1 << 20)]
+    got = sorted(
+        (r.step, str(r.kind), str(r.memory_kind), r.non_blocking, trace.lanes[r.lane].ident) for r in big.itertuples()
+    )
+    per_step = [
+        ("memcpy_d2h", "pageable", False, 7),
+        ("memcpy_h2d", "pageable", False, 7),
+        ("memcpy_h2d", "pinned", True, 7),
+        ("memcpy_h2d", "pinned", True, 13),
+    ]
+    assert got == [(s, *row) for s in (2, 3) for row in per_step]
+
+
+def test_sync_waits_with_causes_and_source(trace: Trace) -> None:
+    iv = trace.intervals
+    syncs = iv[(iv["kind"] == "sync_wait") & (iv["step"] == 2)]
+    assert syncs["cause"].astype(str).tolist() == [
+        "blocking_copy", "blocking_copy", "item", "nonzero", "masked_index", "synchronize", "cpu", "cpu"
+    ]
+    assert set(syncs["source"].astype(str)) == {"make_gpu_trace.py:21 (train_step)"}
+    assert (iv[iv["kind"] == "sync_wait"]["step"].value_counts().loc[[2, 3]] == 8).all()
+
+
+def test_steps(trace: Trace) -> None:
+    assert trace.steps()["step"].tolist() == [2, 3]

@@ -1,0 +1,118 @@
+"""Pure rules of the Kineto importer: memcpy names, API causes, user frames, enclosing ops, Python sources."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collector.kineto import memcpy_kind
+from collector.kineto_meta import lookup_first
+from collector.kineto_sync import (
+    PyFrames,
+    api_sync_cause,
+    format_frame,
+    frame_cause,
+    is_async_copy_api,
+    is_user_frame,
+    latest_start,
+    outermost_enclosing,
+    python_sources,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("Memcpy HtoD (Pageable -> Device)", ("memcpy_h2d", "pageable")),
+        ("Memcpy HtoD (Pinned -> Device)", ("memcpy_h2d", "pinned")),
+        ("Memcpy DtoH (Device -> Pageable)", ("memcpy_d2h", "pageable")),
+        ("Memcpy DtoH (Device -> Pinned)", ("memcpy_d2h", "pinned")),
+        ("Memcpy DtoD (Device -> Device)", ("memcpy_d2d", "device")),
+        ("Memcpy PtoP (Device -> Device)", ("memcpy_d2d", "device")),
+        ("Memcpy HtoD (Managed -> Device)", ("memcpy_h2d", "")),
+        ("Memcpy HtoH (Pinned -> Pinned)", ("", "")),
+        ("Memset (Device)", ("", "")),
+    ],
+)
+def test_memcpy_kind(name: str, expected: tuple[str, str]) -> None:
+    assert memcpy_kind(name) == expected
+
+
+def test_api_causes() -> None:
+    assert api_sync_cause("cudaStreamSynchronize") == "stream_synchronize"
+    assert api_sync_cause("cudaDeviceSynchronize") == "synchronize"
+    assert api_sync_cause("cudaEventSynchronize") == "event_synchronize"
+    assert api_sync_cause("cudaMemcpy") == "blocking_copy"
+    assert api_sync_cause("cuMemcpyDtoH_v2") == "blocking_copy"
+    assert api_sync_cause("cudaFree") == "cuda_free"
+    for name in ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaStreamWaitEvent", "cuLaunchKernel", "cudaMalloc"):
+        assert api_sync_cause(name) == ""
+    assert is_async_copy_api("cudaMemcpyAsync") and is_async_copy_api("cudaMemcpy2DAsync")
+    assert not is_async_copy_api("cudaMemcpy") and not is_async_copy_api("cudaMemsetAsync")
+
+
+@pytest.mark.parametrize(
+    ("name", "user"),
+    [
+        ("train.py(20): train_step", True),
+        ("models/net.py(7): forward", True),
+        ("/home/me/proj/train.py(3): <module>", True),
+        ("torch/nn/modules/module.py(1750): _call_impl", False),
+        ("transformers/models/llama/modeling_llama.py(300): forward", False),
+        ("/usr/lib/python3/dist-packages/foo/bar.py(1): f", False),
+        ("typing.py(359): inner", False),
+        ("<frozen os>(674): __getitem__", False),
+        ("<built-in method item of Tensor object at 0x7f00>", False),
+    ],
+)
+def test_user_frames(name: str, user: bool) -> None:
+    assert is_user_frame(name) is user
+
+
+def test_frame_format_and_causes() -> None:
+    assert format_frame("dir/train.py(41): step") == "dir/train.py:41 (step)"
+    assert frame_cause("<built-in method item of Tensor object at 0x7f3a>") == "item"
+    assert frame_cause("<built-in method tolist of Tensor object at 0x7f3a>") == "tolist"
+    assert frame_cause("torch/_tensor.py(568): __repr__") == "print"
+    assert frame_cause("<built-in method sum of Tensor object at 0x7f3a>") == ""
+    assert frame_cause("train.py(1): item") == ""
+
+
+def test_outermost_enclosing_per_thread() -> None:
+    # thread 1: [0,100) > [10,50) ; [200,300) ; thread 2: [0,1000)
+    key = np.array([1, 1, 1, 2])
+    start = np.array([10, 0, 200, 0])
+    end = np.array([50, 100, 300, 1000])
+    got = outermost_enclosing(key, start, end, np.array([1, 1, 1, 2, 3, 1]), np.array([20, 150, 250, 20, 20, 100]))
+    assert got.tolist() == [1, -1, 2, 3, -1, 1]
+
+
+def test_latest_start_per_key() -> None:
+    got = latest_start(np.array([1, 1, 2, 1]), np.array([10, 30, 5, 20]), np.array([1, 1, 2, 2, 3, 1]),
+                       np.array([25, 5, 5, 4, 9, 30]))
+    assert got.tolist() == [3, -1, 2, -1, -1, 1]
+
+
+def test_python_sources_walk_parents_past_library_and_sibling_frames() -> None:
+    names = pd.Index(["train.py(5): step", "train.py(9): helper", "torch/x.py(1): f",
+                      "<built-in method item of Tensor object at 0x1>", "other.py(2): g"])
+    frames = PyFrames(*(np.array(v) for v in (
+        [1, 1, 1, 1, 2],  # key (thread)
+        [0, 10, 30, 32, 0],  # start_ns
+        [100, 20, 60, 50, 100],  # end_ns
+        [0, 1, 2, 3, 4],  # code
+        [1, 2, 3, 4, 5],  # py_id
+        [-1, 1, 1, 3, -1],  # parent_id
+    )))
+    source, cause = python_sources(frames, names, np.array([1, 1, 1, 2, 1]), np.array([40, 25, 15, 50, 500]))
+    assert source.tolist() == ["train.py:5 (step)", "train.py:5 (step)", "train.py:9 (helper)",
+                               "other.py:2 (g)", ""]
+    assert cause.tolist() == ["item", "", "", "", ""]
+
+
+@pytest.mark.parametrize("offset", [0, 10**12], ids=["dense", "sparse"])
+def test_lookup_first(offset: int) -> None:
+    ids = np.array([5, 7, 5, -1, 9]) + np.where(np.array([5, 7, 5, -1, 9]) >= 0, offset, 0)
+    queries = np.array([5, 9, 8, -1, 7]) + np.where(np.array([5, 9, 8, -1, 7]) >= 0, offset, 0)
+    assert lookup_first(ids, queries).tolist() == [0, 4, -1, -1, 1]
