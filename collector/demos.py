@@ -208,7 +208,7 @@ DEMOS: dict[str, Demo] = {
              "gaps add to every step (the sync_wait intervals point at the two lines)", sync_trap),
         Demo("d2h", "results copied back every step: blocking .cpu() then non_blocking into pinned buffers",
              "a blocking .cpu() stalls the host on a slow pageable copy; non_blocking copies into pinned "
-             "buffers on a side stream cost almost nothing", d2h),
+             "buffers on a side stream cost almost nothing", d2h, steps=60),
     )
 }
 

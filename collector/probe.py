@@ -53,3 +53,43 @@ def probe_bandwidth(nbytes: int = PROBE_BYTES, reps: int = 3) -> dict[str, float
         del src
     del dst
     return out
+
+
+def event_overhead_ms(reps: int = 20) -> float:
+    """Extra time (ms) that bracketing one kernel with two timing events adds to the kernel's duration.
+
+    On a busy stream, ``reps`` kernels are timed once as a group and once each between their own events;
+    the difference per kernel is what events add (their own processing between kernel and timestamp).
+    The recorder subtracts it from each GPU interval (never more than half the interval).
+    """
+    import statistics
+
+    import torch
+
+    stream = torch.cuda.current_stream()
+    record = torch._C._CudaEventBase.record
+    x = torch.ones(1 << 24, device="cuda")
+    busy = torch.randn(4096, 4096, device="cuda")
+    for _ in range(3):
+        x.mul_(1.0)
+
+    def event() -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    torch.cuda.synchronize()
+    busy @ busy  # keeps the GPU busy while the rest is queued behind it
+    g0, g1 = event(), event()
+    record(g0, stream)
+    for _ in range(reps):
+        x.mul_(1.0)
+    record(g1, stream)
+    pairs = [(event(), event()) for _ in range(reps)]
+    for start, end in pairs:
+        record(start, stream)
+        x.mul_(1.0)
+        record(end, stream)
+    torch.cuda.synchronize()
+    plain = g0.elapsed_time(g1) / reps
+    each = statistics.median(s.elapsed_time(e) for s, e in pairs)
+    del x, busy
+    return max(0.0, float(each - plain))

@@ -21,6 +21,7 @@ not timed on the GPU; ``torch.compile``'d regions run kernels the dispatcher doe
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import sys
@@ -40,6 +41,8 @@ RESOLVE_BACKLOG_OPS = 16384
 """Pending timed ops above which finished batches are resolved (and their events reused) at step ends."""
 
 _K = IntervalKind
+_SKIP, _KERNEL = OpClass.SKIP, OpClass.KERNEL
+_CPU_OP, _KERNEL_KIND = IntervalKind.CPU_OP, IntervalKind.KERNEL
 _EVENT_POOL: list[Any] = []
 """Timing events free for reuse, shared by all recorders of the process (creating one costs ~1 us)."""
 _CAPTURE_LIMIT = "work inside captured CUDA graphs is recorded as one graph launch"
@@ -73,6 +76,7 @@ class Recorder:
         source: str = "recorded",
         command: str | None = None,
         auto_steps: bool = False,
+        calibrate: bool = True,
     ) -> None:
         if int(every) < 1:
             raise ValueError(f"every must be a positive number of steps, got {every!r}")
@@ -84,6 +88,7 @@ class Recorder:
         self.source = source
         self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
         self.auto_steps = auto_steps
+        self.calibrate = calibrate
         self.trace: Trace | None = None
         self.error = ""
         self._started = False
@@ -92,14 +97,14 @@ class Recorder:
         self._step_start = 0
         self._ids = itertools.count()
         self._host: list[tuple[Any, ...]] = []  # (tid, kind, name, t0, t1, bytes, mem, nb, step, source, cause, id)
-        self._open: list[tuple[Any, ...]] = []  # (ev_s, ev_e, key, kind, name, bytes, mem, nb, step, launch, id)
+        self._open: list[tuple[Any, ...]] = []  # (ev_s, ev_e, stream_id, kind, name, bytes, mem, nb, step, launch, id)
         self._sealed: deque[list[tuple[Any, ...]]] = deque()
-        self._resolved: list[tuple[Any, ...]] = []  # (key, kind, name, s_ms, e_ms, bytes, mem, nb, step, launch, id)
+        self._resolved: list[tuple[Any, ...]] = []  # ((dev, stream_id), kind, name, s_ms, e_ms, ...)
         self._pending_ops = 0
         self._markers: list[tuple[str, str, int, int, int]] = []  # (kind, name, start, end, step)
         self._threads: dict[int, str] = {}
         self._stream_names: dict[tuple[int, int], str] = {}
-        self._streams: dict[tuple[int, int], Any] = {}
+        self._streams: dict[int, Any] = {}  # stream id -> Stream, on the recorded device
         self._ops: dict[Any, tuple[str, OpClass]] = {}
         self._pool = _EVENT_POOL
         self._capturing = 0
@@ -123,7 +128,7 @@ class Recorder:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
-        from collector.probe import device_info, probe_bandwidth
+        from collector.probe import device_info, event_overhead_ms, probe_bandwidth
 
         if self._started:
             raise RuntimeError("this recorder was already started; make a new one with record()")
@@ -133,6 +138,7 @@ class Recorder:
         self._device = torch.cuda.current_device()
         self._meta = device_info(self._device)
         self._meta["bandwidth_probe"] = probe_bandwidth() if self.probe else {}
+        self._event_overhead_ms = event_overhead_ms() if self.calibrate else 0.0
         torch.cuda.synchronize()
         self._anchor: Any
         self._anchor, self._host0 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
@@ -154,7 +160,11 @@ class Recorder:
                 return recorder._dispatch(func, args, kwargs or {})
 
         self._mode = _Mode()
+        self._owner = threading.get_ident()
+        gc.collect()
+        gc.freeze()  # a full collection would otherwise walk torch's million objects: 100+ ms host stalls
         self._mode.__enter__()
+        self._mode_in = True
         self._step_start = time.monotonic_ns()
         self._on = True
         return self
@@ -168,8 +178,24 @@ class Recorder:
         self._step += 1
         self._step_start = now
         self._on = self._started and self._step % self.every == 0 and self.trace is None
+        if self.every > 1:
+            self._set_mode(self._on)
         if self._pending_ops >= RESOLVE_BACKLOG_OPS:
             self._try_resolve()
+
+    def _set_mode(self, on: bool) -> None:
+        """Enter or leave the dispatch mode, so unrecorded steps cost nothing (only on the starting thread,
+        and only while our mode is the innermost one; otherwise the mode stays and passes ops through)."""
+        if on == self._mode_in or threading.get_ident() != self._owner:
+            return
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        if on:
+            self._mode.__enter__()
+            self._mode_in = True
+        elif _get_current_dispatch_mode() is self._mode:
+            self._mode.__exit__(None, None, None)
+            self._mode_in = False
 
     def mark(self, name: str) -> None:
         """An instant mark on the timeline (shown as a marker)."""
@@ -191,8 +217,9 @@ class Recorder:
         step_open = self._on
         self._on = False
         try:
-            self._mode.__exit__(None, None, None)
+            self._set_mode(False)
         finally:
+            gc.unfreeze()
             while self._undo:
                 self._undo.pop()()
         now = time.monotonic_ns()
@@ -214,12 +241,14 @@ class Recorder:
                 "every": self.every,
                 "limits": _CAPTURE_LIMIT,
                 "clock_ns_per_gpu_ms": clock.ns_per_ms,
+                "event_overhead_ns": round(self._event_overhead_ms * 1e6),
                 "recorder_threads": len(self._threads),
             },
             **self._meta,
         )
         self.trace = build_trace(
-            meta, self.rank, self._host, self._resolved, self._markers, self._threads, self._stream_names, clock
+            meta, self.rank, self._host, self._resolved, self._markers, self._threads, self._stream_names, clock,
+            self._event_overhead_ms,
         )
         if self.out:
             from collector.tracefile import write_trace
@@ -232,7 +261,13 @@ class Recorder:
         tid = threading.get_native_id()
         if tid not in self._threads:
             t = threading.current_thread()
-            self._threads[tid] = "main thread" if t is threading.main_thread() else f"thread {t.name}"
+            if t is threading.main_thread():
+                label = "main thread"
+            elif isinstance(t, threading._DummyThread):  # a thread torch started: autograd's (the mode travels there)
+                label = f"autograd thread {tid}"
+            else:
+                label = f"thread {t.name}"
+            self._threads[tid] = label
         return tid
 
     def _on_host_wait(self, name: str, cause: str, t0: int, t1: int) -> None:
@@ -267,7 +302,9 @@ class Recorder:
                 self._capturing -= 1
 
         def graph_replay(g: Any, *a: Any, **k: Any) -> Any:
-            return self._timed(lambda: replay(g, *a, **k), "cuda_graph_replay", OpClass.KERNEL, self._device)
+            if not self._on or self._capturing:
+                return replay(g, *a, **k)
+            return self._timed(lambda: replay(g, *a, **k), "cuda_graph_replay", OpClass.KERNEL)
 
         patches.set(graph_cls, "capture_begin", capture_begin)
         patches.set(graph_cls, "capture_end", capture_end)
@@ -283,7 +320,7 @@ class Recorder:
             name = func._schema.name
             info = self._ops[func] = (name, classify_op(name, bool(getattr(func, "is_view", False))))
         name, cls = info
-        if cls is OpClass.SKIP:
+        if cls is _SKIP:
             return func(*args, **kwargs)
         dev = -1
         tensor = self._Tensor
@@ -306,41 +343,77 @@ class Recorder:
             dev = d.index if d.index is not None else self._torch.cuda.current_device()
         if dev != self._device:
             return func(*args, **kwargs)
-        return self._timed(lambda: func(*args, **kwargs), name, cls, dev, args, kwargs)
+        if cls is not _KERNEL:
+            return self._timed(lambda: func(*args, **kwargs), name, cls, args, kwargs)
+        # the common case, inlined: a kernel on the current stream
+        sid = self._get_stream(dev)[0]
+        stream = self._streams.get(sid)
+        if stream is None:
+            stream = self._new_stream(sid)
+        pool = self._pool
+        if len(pool) >= 2:
+            ev_s, ev_e = pool.pop(), pool.pop()
+        else:
+            ev_s, ev_e = self._new_event(), self._new_event()
+        record = self._record_ev
+        clock = time.monotonic_ns
+        record(ev_s, stream)
+        t0 = clock()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            t1 = clock()
+            record(ev_e, stream)
+            tid = threading.get_native_id()
+            if tid not in self._threads:
+                self._thread()
+            hid = next(self._ids)
+            step = self._step
+            self._host.append((tid, _CPU_OP, name, t0, t1, 0, "", False, step, "", "", hid))
+            self._open.append((ev_s, ev_e, sid, _KERNEL_KIND, name, 0, "", False, step, hid, next(self._ids)))
+            self._pending_ops += 1
 
-    def _timed(
-        self, call: Any, name: str, cls: OpClass, dev: int, args: Any = (), kwargs: Any = None
-    ) -> Any:
+    def _new_stream(self, sid: int) -> Any:
+        di = self._device
+        dt = self._get_stream(di)[2]
+        stream = self._streams[sid] = self._torch.cuda.Stream(stream_id=sid, device_index=di, device_type=dt)
+        return stream
+
+    def _new_event(self) -> Any:
+        return self._torch.cuda.Event(enable_timing=True)
+
+    def _timed(self, call: Any, name: str, cls: OpClass, args: Any = (), kwargs: Any = None) -> Any:
+        """Time a copy, memset, sync op or graph replay: like the inlined kernel path, with more facts."""
         kind, nbytes, mem, nb, cause, src = _K.KERNEL, 0, "", False, "", ""
+        context = syncs.current_cause()
         if cls is OpClass.COPY:
             kind, nbytes, mem, nb, blocks = _copy_facts(name, args, kwargs or {}, self._Tensor)
             if blocks:
-                cause = syncs.current_cause() or "blocking_copy"
+                cause = context or "blocking_copy"
             if kind is not _K.KERNEL:
                 src = sourceline.user_source()
         elif cls is OpClass.SYNC:
-            cause = syncs.current_cause() or syncs.implicit_sync_cause(name)
+            cause = context or syncs.implicit_sync_cause(name)
             if name == "aten::_local_scalar_dense":
                 kind, nbytes, mem = _K.MEMCPY_D2H, args[0].element_size(), MemoryKind.PAGEABLE.value
         elif cls is OpClass.MASKABLE:
             if _has_bool_index(args):
-                cause = syncs.current_cause() or "masked_index"
+                cause = context or "masked_index"
         elif cls is OpClass.MEMSET:
             kind = _K.MEMSET
             if args and isinstance(args[0], self._Tensor):
                 nbytes = args[0].numel() * args[0].element_size()
-        elif syncs.current_cause():
-            pass  # ops run inside item()/print()/...: plain kernels
+        if cause == syncs.WHOLE_CALL_CAUSE:
+            cause = ""  # inside print(tensor), which is reported whole as one wait
         if cause and not src:
             src = sourceline.user_source()
-        sid, di, dt = self._get_stream(dev)
-        key = (di, sid)
-        stream = self._streams.get(key)
+        sid = self._get_stream(self._device)[0]
+        stream = self._streams.get(sid)
         if stream is None:
-            stream = self._streams[key] = self._torch.cuda.Stream(stream_id=sid, device_index=di, device_type=dt)
+            stream = self._new_stream(sid)
         pool = self._pool
-        ev_s = pool.pop() if pool else self._torch.cuda.Event(enable_timing=True)
-        ev_e = pool.pop() if pool else self._torch.cuda.Event(enable_timing=True)
+        ev_s = pool.pop() if pool else self._new_event()
+        ev_e = pool.pop() if pool else self._new_event()
         record = self._record_ev
         record(ev_s, stream)
         t0 = time.monotonic_ns()
@@ -351,9 +424,9 @@ class Recorder:
             record(ev_e, stream)
             hid = next(self._ids)
             step = self._step
-            self._host.append((self._thread(), _K.SYNC_WAIT if cause else _K.CPU_OP, name, t0, t1, nbytes, mem, nb,
+            self._host.append((self._thread(), _K.SYNC_WAIT if cause else _CPU_OP, name, t0, t1, nbytes, mem, nb,
                                step, src, cause, hid))
-            self._open.append((ev_s, ev_e, key, kind, name, nbytes, mem, nb, step, hid, next(self._ids)))
+            self._open.append((ev_s, ev_e, sid, kind, name, nbytes, mem, nb, step, hid, next(self._ids)))
             self._pending_ops += 1
 
     # ------------------------------------------------------------------ resolution
@@ -376,10 +449,11 @@ class Recorder:
             base = elapsed(self._anchor, fence)
             out = self._resolved
             pool = self._pool
-            for ev_s, ev_e, key, kind, name, nbytes, mem, nb, step, launch, gid in recs:
+            dev = self._device
+            for ev_s, ev_e, sid, kind, name, nbytes, mem, nb, step, launch, gid in recs:
                 s = base + elapsed(fence, ev_s)
                 e = base + elapsed(fence, ev_e)
-                out.append((key, kind, name, s, e, nbytes, mem, nb, step, launch, gid))
+                out.append(((dev, sid), kind, name, s, e, nbytes, mem, nb, step, launch, gid))
                 pool.append(ev_s)
                 pool.append(ev_e)
 
@@ -433,6 +507,7 @@ def record(workload: str = "", out: str | None = None, **options: Any) -> Record
     """A :class:`Recorder`; use as a context manager (``with record(...) as rec``) or call start()/stop().
 
     Options: ``every`` (record every Nth step, default 1), ``rank``, ``probe`` (H2D bandwidth probe at start,
-    default True), ``source``, ``command``, ``auto_steps`` (a step boundary after each optimizer step).
+    default True), ``source``, ``command``, ``auto_steps`` (a step boundary after each optimizer step),
+    ``calibrate`` (measure the events' own overhead at start and subtract it from GPU intervals, default True).
     """
     return Recorder(workload, out, **options)

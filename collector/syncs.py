@@ -44,6 +44,9 @@ METHOD_CAUSES: dict[str, str] = {
 }
 """Tensor methods whose blocking op is reported with this cause (the outermost one wins)."""
 
+WHOLE_CALL_CAUSE = "print"
+"""The cause whose method calls are timed whole as one wait (ops inside are not separate waits)."""
+
 _tls = threading.local()
 
 
@@ -134,15 +137,23 @@ def _wait_wrapper(orig: Callable[..., Any], name: str, cause: str, on_wait: Host
     return wrapper
 
 
-def _cause_wrapper(orig: Callable[..., Any], cause: str) -> Callable[..., Any]:
+def _cause_wrapper(orig: Callable[..., Any], cause: str, on_wait: HostWait | None = None) -> Callable[..., Any]:
+    """Run ``orig`` in a cause context; with ``on_wait``, also report the whole call as one host wait
+    (used for printing, which torch runs with dispatch modes disabled, so its copies are not seen)."""
+    clock = time.monotonic_ns
+    name = f"Tensor.{orig.__name__}"
+
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(_tls, "cause", "") or not getattr(self, "is_cuda", False):
             return orig(self, *args, **kwargs)
         _tls.cause = cause
+        t0 = clock()
         try:
             return orig(self, *args, **kwargs)
         finally:
             _tls.cause = ""
+            if on_wait is not None:
+                on_wait(name, cause, t0, clock())
 
     wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
     wrapper.__doc__ = orig.__doc__
@@ -169,5 +180,6 @@ def install(on_wait: HostWait) -> Callable[[], None]:
     )
     for method, cause in METHOD_CAUSES.items():
         orig = getattr(torch.Tensor, method)
-        patches.set(torch.Tensor, method, _cause_wrapper(orig, cause))
+        whole = on_wait if cause == WHOLE_CALL_CAUSE else None
+        patches.set(torch.Tensor, method, _cause_wrapper(orig, cause, whole))
     return patches.undo

@@ -50,7 +50,9 @@ def build_trace(
     threads: Mapping[int, str],
     stream_names: Mapping[tuple[int, int], str],
     clock: ClockMap,
+    event_overhead_ms: float = 0.0,
 ) -> Trace:
+    """The Trace of one recording; GPU starts move later by ``event_overhead_ms`` (at most half an interval)."""
     lanes: list[Lane] = []
     lane_of: dict[Any, int] = {}
     for tid, label in threads.items():
@@ -69,8 +71,12 @@ def build_trace(
     host_cols: list[Any] = list(zip(*host, strict=True)) if host else [() for _ in range(12)]
     gpu_cols: list[Any] = list(zip(*gpu, strict=True)) if gpu else [() for _ in range(11)]
     n_host, n_gpu = len(host), len(gpu)
-    gpu_start = clock.to_host_ns(np.array(gpu_cols[3], dtype=np.float64))
-    gpu_end = np.maximum(clock.to_host_ns(np.array(gpu_cols[4], dtype=np.float64)), gpu_start)
+    start_ms = np.array(gpu_cols[3], dtype=np.float64)
+    end_ms = np.maximum(np.array(gpu_cols[4], dtype=np.float64), start_ms)
+    if event_overhead_ms > 0:
+        start_ms = start_ms + np.minimum(event_overhead_ms, (end_ms - start_ms) / 2)
+    gpu_start = clock.to_host_ns(start_ms)
+    gpu_end = np.maximum(clock.to_host_ns(end_ms), gpu_start)
     cols: dict[str, Any] = {
         "lane": [lane_of[("cpu", t)] for t in host_cols[0]] + [lane_of[("gpu", k)] for k in gpu_cols[0]],
         "kind": [_value(k) for k in host_cols[1]] + [_value(k) for k in gpu_cols[1]],

@@ -196,3 +196,14 @@ def test_build_trace_lanes_roles_and_links() -> None:
 def test_stream_role() -> None:
     assert stream_role({"memcpy_h2d"}) is LaneKind.TRANSFER_STREAM
     assert stream_role({"memcpy_h2d", "kernel"}) is LaneKind.COMPUTE_STREAM
+
+
+def test_build_trace_subtracts_event_overhead_at_most_half() -> None:
+    gpu = [
+        ((0, 3), IntervalKind.KERNEL, "long", 1.0, 1.1, 0, "", False, 0, -1, 0),  # 100 us
+        ((0, 3), IntervalKind.KERNEL, "tiny", 2.0, 2.002, 0, "", False, 0, -1, 1),  # 2 us
+    ]
+    trace = build_trace(RunMeta.new(), 0, [], gpu, [], {}, {}, ClockMap(0), event_overhead_ms=0.003)
+    iv = trace.intervals.set_index("id")
+    assert iv.loc[0, "dur_ns"] == 97_000 and iv.loc[0, "end_ns"] == 1_100_000
+    assert iv.loc[1, "dur_ns"] == 1_000 and iv.loc[1, "end_ns"] == 2_002_000
