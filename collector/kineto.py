@@ -187,7 +187,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     def by_name(rows: np.ndarray, fn: Callable[[str], Any], dtype: Any) -> np.ndarray:
         return _by_name(ncodes[rows], ncats, fn, dtype)
 
-    # --- steps: ProfilerStep#N ranges (cpu_op before PyTorch 2.1, user_annotation since) -------------
+    # --- steps: ProfilerStep#N ranges (cpu_op in older releases, user_annotation in newer ones) -------
     oa_rows = np.flatnonzero(ph_x & cat_in(cat, ("cpu_op", "user_annotation")))
     step_no = by_name(oa_rows, lambda c: int(c[13:]) if _STEP.fullmatch(c) else -1, np.int64)
     steps = _step_ranges(ev, oa_rows, step_no, rank)
@@ -278,17 +278,16 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     lane_idx = lane_idx.to_numpy(np.int32)
     lanes = build_lanes(ev, rank, lane_idx, is_gpu, lane_a, lane_b, kinds)
 
-    launch_row = np.full(nr, -1, dtype=np.int64)
-    launch_row[nh: nh + len(gpu_ev)] = np.where(launch_pos_g >= 0, api_rows[np.maximum(launch_pos_g, 0)], -1)
-    linked = launch_row >= 0
+    # api_rows lead `rows`, so a position in api_rows is a position in `rows`
+    launch_at = np.full(nr, -1, dtype=np.int64)
+    launch_at[nh: nh + len(gpu_ev)] = launch_pos_g
+    linked = launch_at >= 0
     step = _step_at(steps, ts[rows])
-    step_of_row = np.full(len(ev), NO_STEP, dtype=np.int32)
-    step_of_row[host_rows] = step[:nh]
-    step[linked] = step_of_row[launch_row[linked]]  # GPU work belongs to the step that launched it
+    step[linked] = step[launch_at[linked]]  # GPU work belongs to the step that launched it
     order = np.lexsort((-end[rows], ts[rows], lane_idx))
-    id_of_row = np.full(len(ev), NO_LAUNCH, dtype=np.int64)
-    id_of_row[rows[order]] = np.arange(nr)
-    launch_id = np.where(linked, id_of_row[np.maximum(launch_row, 0)], NO_LAUNCH)
+    new_id = np.empty(nr, dtype=np.int64)
+    new_id[order] = np.arange(nr)
+    launch_id = np.where(linked, new_id[np.maximum(launch_at, 0)], NO_LAUNCH)
 
     non_blocking = np.zeros(nr, dtype=bool)
     non_blocking[nh: nh + len(gpu_ev)] = is_copy_g & (launch_pos_g >= 0) & non_blocking_launch[
