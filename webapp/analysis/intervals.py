@@ -91,18 +91,24 @@ def union_first(starts: np.ndarray, ends: np.ndarray) -> tuple[Segments, np.ndar
     """Union as in :func:`union`, plus for each segment the input index of the range that opens it."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
-    idx = np.flatnonzero(ends > starts)
-    if len(idx) == 0:
+    nonempty = ends > starts
+    if nonempty.all():
+        idx = None
+    else:
+        idx = np.flatnonzero(nonempty)
+        starts, ends = starts[idx], ends[idx]
+    if len(starts) == 0:
         return empty(), np.zeros(0, dtype=np.int64)
-    starts, ends = starts[idx], ends[idx]
     if len(starts) > 1 and not (starts[1:] >= starts[:-1]).all():
         order = np.argsort(starts, kind="stable")  # timsort: fast on runs that are already sorted
-        starts, ends, idx = starts[order], ends[order], idx[order]
+        starts, ends = starts[order], ends[order]
+        idx = order if idx is None else idx[order]
     run_end = np.maximum.accumulate(ends)
     brk = starts[1:] > run_end[:-1]
     first = np.concatenate(([True], brk))
     last = np.concatenate((brk, [True]))
-    return Segments.from_sorted(starts[first], run_end[last]), idx[first]
+    opener = np.flatnonzero(first) if idx is None else idx[first]
+    return Segments.from_sorted(starts[first], run_end[last]), opener
 
 
 def union_of(*sets: Segments) -> Segments:
