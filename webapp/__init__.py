@@ -37,6 +37,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     IMPORT_SAMPLES      import every trace in SAMPLES_DIR on first start (default True)
     SAMPLES_DIR         default $STREAMSCOPE_SAMPLES_DIR or PACKAGE_ROOT/sample_traces
     RECORD_ENABLED      force recording on/off (default: detect CUDA in a subprocess)
+    RECORD_COMMAND      the recorder's argv prefix (default: [sys.executable, "-m", "collector"])
     """
     from flask import Flask
 

@@ -65,7 +65,11 @@ def ingest_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: i
                 fh.write(chunk)
         if written == 0:
             raise IngestError("the file is empty")
-        return ingest_file(store, part, display_name(filename))
+        try:
+            return ingest_file(store, part, display_name(filename))
+        except IngestError as exc:  # name the user's file, never the server's path
+            message = str(exc).replace(f"{part}: ", "").replace(str(part), "the file")
+            raise IngestError(message) from None
     finally:
         part.unlink(missing_ok=True)
 

@@ -72,19 +72,26 @@ def record_available() -> tuple[bool, str]:
     return cuda_status()
 
 
-def list_demos() -> list[str]:
+def demo_summaries() -> dict[str, str]:
+    """Demo name -> one-line summary (collector.demos.DEMOS; importing it never imports torch)."""
     try:
         from collector import demos as demo_module
     except ImportError:
-        return list(FALLBACK_DEMOS)
-    names = getattr(demo_module, "DEMOS", None) or getattr(demo_module, "DEMO_NAMES", None)
-    return sorted(names) if names else list(FALLBACK_DEMOS)
+        return {name: "" for name in FALLBACK_DEMOS}
+    demos = getattr(demo_module, "DEMOS", None) or {}
+    return {str(name): str(getattr(d, "summary", "")) for name, d in demos.items()} or \
+        {name: "" for name in FALLBACK_DEMOS}
+
+
+def list_demos() -> list[str]:
+    return list(demo_summaries())
 
 
 @bp.get("/record")
 def page() -> str:
     ok, reason = record_available()
-    return render_template("record.html", available=ok, reason=reason, demos=list_demos())
+    return render_template("record.html", available=ok, reason=reason, demos=list_demos(),
+                           summaries=demo_summaries())
 
 
 @bp.post("/api/record")
@@ -110,7 +117,8 @@ def start() -> tuple[Response, int]:
     store = get_store()
     job = Job(id=secrets.token_hex(6), target=" ".join(target))
     out = store.uploads_dir / f"rec-{job.id}.json.gz"
-    cmd = [sys.executable, "-m", "collector", "record", *target, "--out", str(out)]
+    base = current_app.config.get("RECORD_COMMAND") or [sys.executable, "-m", "collector"]
+    cmd = [*base, "record", "--out", str(out), *target]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     with _jobs_lock:
         _jobs[job.id] = job

@@ -16,6 +16,7 @@ transaction, so a server killed mid-way leaves no half run in the catalog (orpha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -266,10 +267,8 @@ class Store:
                 return
 
         def _build() -> None:
-            try:
+            with contextlib.suppress(RunNotFound, OSError):  # deleted meanwhile
                 self.index(run_id, trace)
-            except (RunNotFound, OSError):
-                pass  # deleted meanwhile
 
         threading.Thread(target=_build, name=f"warm-{run_id}", daemon=True).start()
 

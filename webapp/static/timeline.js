@@ -200,7 +200,7 @@ class Timeline {
     for (let t = Math.ceil(this.view[0] / step) * step; t <= this.view[1]; t += step) {
       const x = Math.round(this.x(t)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, 20); ctx.lineTo(x, this.height); ctx.stroke();
-      ctx.fillText(SS.ns(t), x + 3, 13);
+      ctx.fillText(tlTick(t, step), x + 3, 13);
     }
     ctx.fillStyle = "#e2e5ec"; ctx.fillRect(G, 22, this.cssW - G - 8, 1);
   }
@@ -396,6 +396,14 @@ class Timeline {
     for (let i = best; i >= 0 && i > best - 64; i--) if (s[i] + dur[i] + slack >= t && s[i] - slack <= t) return i;
     return -1;
   }
+}
+
+// an axis label for time t (ns) precise enough to tell ticks `step` ns apart
+function tlTick(t, step) {
+  const a = Math.max(Math.abs(t), step);
+  const [unit, scale] = a >= 1e9 ? ["s", 1e9] : a >= 1e6 ? ["ms", 1e6] : a >= 1e3 ? ["µs", 1e3] : ["ns", 1];
+  const digits = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+  return (t / scale).toFixed(digits) + " " + unit;
 }
 
 function tlLegend(el) {

@@ -13,11 +13,11 @@
     return new Promise((resolve) => {
       if (!/\.json(\.gz)?$/i.test(file.name)) {
         msg.textContent = "not a trace file: the name must end in .json or .json.gz";
-        msg.className = "msg error"; bar.remove(); li.classList.add("failed"); return resolve();
+        msg.className = "msg error"; bar.replaceWith(SS.el("span")); li.classList.add("failed"); return resolve();
       }
       if (file.size > cfg.limit) {
         msg.textContent = "file is larger than the upload limit of " + SS.bytes(cfg.limit);
-        msg.className = "msg error"; bar.remove(); li.classList.add("failed"); return resolve();
+        msg.className = "msg error"; bar.replaceWith(SS.el("span")); li.classList.add("failed"); return resolve();
       }
       const xhr = new XMLHttpRequest();
       xhr.open("POST", cfg.upload_url + "?name=" + encodeURIComponent(file.name));
@@ -34,12 +34,12 @@
           const a = SS.el("a", { href: body.url }, "stored as \u201c" + body.run.name + "\u201d — open the timeline");
           msg.appendChild(a); li.classList.add("done");
         } else {
-          bar.remove(); msg.className = "msg error"; li.classList.add("failed");
+          bar.replaceWith(SS.el("span", { "class": "bar-gap" })); msg.className = "msg error"; li.classList.add("failed");
           msg.textContent = (body && body.error) || ("upload failed (HTTP " + xhr.status + ")");
         }
         resolve();
       };
-      xhr.onerror = () => { bar.remove(); msg.className = "msg error"; msg.textContent = "upload failed: the server did not answer"; li.classList.add("failed"); resolve(); };
+      xhr.onerror = () => { bar.replaceWith(SS.el("span")); msg.className = "msg error"; msg.textContent = "upload failed: the server did not answer"; li.classList.add("failed"); resolve(); };
       xhr.send(file);
     });
   }

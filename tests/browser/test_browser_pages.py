@@ -1,0 +1,71 @@
+"""Real-browser checks of what only a browser shows: upload through the page, the drawn timeline with all
+its lanes, a finding's zoom, the compare page, and names that try to inject HTML."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
+
+
+def test_upload_timeline_finding_zoom_and_compare(page, server, traces, shot) -> None:
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server + "/upload")
+    page.set_input_files("#file-input", [str(traces["good"]), str(traces["broken"])])
+    page.wait_for_selector(".upload-list li.done")
+    page.wait_for_selector(".upload-list li.failed")
+    failed = page.inner_text(".upload-list li.failed .msg")
+    assert "broken.json" in failed and "\n" not in failed.strip()
+    shot(page, "01-upload")
+
+    page.click(".upload-list li.done a")
+    page.wait_for_function(FIRST_PAINT)
+    lanes = page.evaluate("ssTimeline.data.lanes.map(l => [l.kind, l.s.length + l.bs.length])")
+    assert [k for k, _ in lanes] == ["cpu_thread", "compute_stream", "transfer_stream"]
+    assert all(n > 0 for _, n in lanes), lanes  # every lane drew boxes
+    assert page.evaluate("ssTimeline.lanes.filter(r => !r.header).length") == 3
+    page.wait_for_selector("#step-chart .main-svg")  # Plotly, served by the app, drew the step chart
+    shot(page, "02-run")
+
+    full = page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]")
+    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
+    page.click("#findings li >> nth=0")
+    page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
+    zoomed = page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]")
+    assert zoomed < full / 3
+    assert page.evaluate("ssTimeline.highlight !== null")
+    assert page.locator("#findings li.active").count() == 1
+    shot(page, "03-finding-zoom")
+
+    page.keyboard.press("0")  # reset with the keyboard
+    page.wait_for_function(f"Math.abs(ssTimeline.view[1] - ssTimeline.view[0] - {full}) < 1")
+
+    page.goto(server + "/")
+    page.locator(".pick-run").nth(0).check()
+    page.locator(".pick-run").nth(1).check()
+    page.click("#compare-btn")
+    page.wait_for_function("window.ssCompare && ssCompare.a.data && ssCompare.b.data")
+    assert page.locator("#metric-deltas tbody tr").count() > 5
+    assert page.locator(".better, .worse").count() > 0
+    shot(page, "04-compare")
+    assert errors == []
+
+
+def test_names_from_traces_render_as_text(page, server, traces, shot) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(server + "/upload")
+    page.set_input_files("#file-input", str(traces["evil"]))
+    page.wait_for_selector(".upload-list li.done")
+    page.click(".upload-list li.done a")
+    page.wait_for_function(FIRST_PAINT)
+    page.click("#tab-kernels-btn") if page.locator("#tab-kernels-btn").count() else page.click("text=Kernels and ops")
+    assert page.locator("#kernels-table td", has_text="</script><img src=x onerror=alert(1)>").count() == 1
+    assert page.locator("img[src=x]").count() == 0
+    page.goto(server + "/")
+    assert page.locator("img[src=x]").count() == 0
+    shot(page, "05-escaped-names")
+    assert dialogs == []
