@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import mmap
 import os
 import re
 import zlib
@@ -98,18 +99,21 @@ def active(ours: bool) -> list[int]:
 # ------------------------------------------------------------------------------------------- bytes
 
 
-def read_bytes(path: str, max_inflated_bytes: int) -> bytearray:
-    """The file's JSON bytes (mutable: the fast path brackets batches in place); a gzip file is inflated,
-    refused once it passes ``max_inflated_bytes``."""
+def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
+    """The file's JSON bytes, writable (the fast path brackets batches in place).
+
+    A plain file is memory-mapped copy-on-write (no copy is made; the file itself never changes); a gzip
+    file is inflated in chunks and refused once it passes ``max_inflated_bytes``.
+    """
     try:
         with open(path, "rb") as f:
             magic = f.read(2)
             f.seek(0)
-            if magic != b"\x1f\x8b":
-                buf = bytearray(os.fstat(f.fileno()).st_size)
-                buf = buf[: f.readinto(buf)] if len(buf) else bytearray(f.read())
-                return buf
-            return _inflate(f, max_inflated_bytes)
+            if magic == b"\x1f\x8b":
+                return _inflate(f, max_inflated_bytes)
+            if os.fstat(f.fileno()).st_size == 0:
+                return bytearray()
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     except OSError as exc:
         raise TraceFileError(f"cannot read the file ({exc.strerror or exc})") from None
 
@@ -286,10 +290,10 @@ def _ns(us: np.ndarray, key: str, start: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------ stdlib
 
 
-def _syntax_error(data: bytes | bytearray, detail: str, pos: int | None) -> TraceFileError:
-    if not data.strip():
+def _syntax_error(data: Any, detail: str, pos: int | None) -> TraceFileError:
+    if len(data) < (1 << 20) and not bytes(data).strip():
         return TraceFileError("the file is empty; expected Chrome trace JSON")
-    if pos is not None and pos >= len(data.rstrip()):
+    if pos is not None and pos >= len(data):
         return TraceFileError("truncated JSON: the file ends before the trace does")
     return TraceFileError(f"not valid JSON ({detail}); expected Chrome trace JSON")
 
@@ -304,10 +308,10 @@ def _split_top(doc: Any) -> tuple[dict[str, Any], Any]:
     return {k: v for k, v in doc.items() if k != "traceEvents"}, doc["traceEvents"]
 
 
-def parse_stdlib(data: bytes | bytearray) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
+def parse_stdlib(data: Any) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
     """Top-level object, columns (EVENT_COLUMNS) and id names, with the stdlib json module."""
     try:
-        doc = json.loads(data)
+        doc = json.loads(data if isinstance(data, (bytes, bytearray)) else data[:])
     except json.JSONDecodeError as exc:
         pos = len(data) if exc.pos >= len(exc.doc.rstrip()) else exc.pos
         raise _syntax_error(data, f"{exc.msg} at character {exc.pos}", pos) from None
@@ -394,7 +398,7 @@ if HAVE_MSGSPEC:
 _RAW_AT = re.compile(r"at `\$\[(\d+)\]")
 
 
-def parse_fast(data: bytearray) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
+def parse_fast(data: bytearray | mmap.mmap) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
     """Top-level object, columns (EVENT_COLUMNS) and id names, with msgspec in batches.
 
     One pass finds the events (``traceEvents`` as raw slices of ``data``, no copies). Each batch of events
@@ -422,7 +426,8 @@ def parse_fast(data: bytearray) -> tuple[dict[str, Any], dict[str, Any], dict[in
             cols = [map(g, decoded) for g in getters] + [map(g, args) for g in arg_getters]
             columns.add(lo, len(decoded), cols)
             del decoded, args, cols
-    del events, view
+    del events
+    view.release()
     out, id_names = columns.finish()
     return top, out, id_names
 
@@ -432,7 +437,7 @@ def _address(buf: Any) -> int:
 
 
 def _decode_batch(
-    decoder: Any, data: bytearray, view: memoryview, chunk: Sequence[Any], span: tuple[int, int] | None,
+    decoder: Any, data: Any, view: memoryview, chunk: Sequence[Any], span: tuple[int, int] | None,
     first: bool, last: bool,
 ) -> Any:
     if span is None:  # events not located in data: decode a joined copy
@@ -450,7 +455,7 @@ def _decode_batch(
         data[left], data[right] = saved
 
 
-def _top_and_events(data: bytearray) -> tuple[dict[str, Any], list[Any], tuple[int, int] | None]:
+def _top_and_events(data: Any) -> tuple[dict[str, Any], list[Any], tuple[int, int] | None]:
     """Top-level object (without traceEvents), the events as msgspec.Raw, and the array's [ ] positions."""
     try:
         events = msgspec.json.decode(data, type=_Top).traceEvents

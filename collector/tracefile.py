@@ -31,6 +31,7 @@ from collector.chrome import (
 )
 from collector.model import (
     FORMAT_VERSION,
+    INTERVAL_COLUMNS,
     INTERVAL_KIND_DTYPE,
     LANE_KIND_DTYPE,
     MEMORY_KIND_DTYPE,
@@ -317,82 +318,125 @@ def _build(table: EventTable) -> Trace:
         raise TraceFileError(f"'{META_KEY}.meta' is not valid ({exc!s:.60})") from None
 
     ev = table.events
-    xs = np.flatnonzero((ev["ph"] == "X").to_numpy())
-    x = ev.iloc[xs]
-    kind = x["arg_kind"].astype(str).to_numpy()
-    is_marker = np.isin(kind, [k.value for k in MarkerKind])
-    is_interval = np.isin(kind, [k.value for k in IntervalKind])
-    bad = _first(~(is_marker | is_interval), xs)
+    is_x = _codes_of(ev["ph"], ["X"])
+    kind_col = ev["arg_kind"]
+    is_marker = is_x & _codes_of(kind_col, [k.value for k in MarkerKind])
+    is_interval = is_x & _codes_of(kind_col, [k.value for k in IntervalKind])
+    bad = _first(is_x & ~(is_marker | is_interval), np.arange(len(ev)))
     if bad is not None:
-        found = str(ev["arg_kind"].iloc[bad])
+        found = str(kind_col.iloc[bad])
         what = f"unknown args.kind {found!r}" if found else "missing args.kind"
         raise TraceFileError(f"event {bad}: {what}")
-    markers = _markers(x[is_marker], base)
-    intervals = _intervals(x[is_interval], xs[is_interval], lanes, base)
+    markers = _markers(_Rows(ev, np.flatnonzero(is_marker)), base)
+    intervals = _intervals(_Rows(ev, np.flatnonzero(is_interval)), lanes, base)
     return Trace(meta, lanes, intervals, markers)
 
 
-def _markers(x: pd.DataFrame, base: int) -> pd.DataFrame:
-    if not len(x):
+def _codes_of(col: pd.Series, values: list[str]) -> np.ndarray:
+    """Boolean mask: rows of categorical ``col`` whose value is one of ``values`` (no strings made)."""
+    cats = col.cat.categories
+    wanted = np.flatnonzero(cats.isin(values))
+    return np.isin(col.cat.codes.to_numpy(), wanted)
+
+
+class _Rows:
+    """Columns of the event table at rows ``index`` (a slice, so no copy, when they are contiguous)."""
+
+    def __init__(self, events: pd.DataFrame, index: np.ndarray) -> None:
+        self.events, self.index = events, index
+        contiguous = len(index) and index[-1] - index[0] + 1 == len(index)
+        self.sel: slice | np.ndarray = slice(int(index[0]), int(index[-1]) + 1) if contiguous else index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def num(self, column: str) -> np.ndarray:
+        return self.events[column].to_numpy()[self.sel]
+
+    def cat(self, column: str) -> pd.Categorical:
+        col = self.events[column]
+        out = pd.Categorical.from_codes(col.cat.codes.to_numpy()[self.sel], categories=col.cat.categories)
+        return out.remove_unused_categories()
+
+
+def _markers(rows: _Rows, base: int) -> pd.DataFrame:
+    if not len(rows):
         return empty_markers()
-    start = base + x["ts_ns"].to_numpy()
+    start = base + rows.num("ts_ns")
     frame = pd.DataFrame(
         {
-            "rank": x["pid"].to_numpy(),
-            "kind": x["arg_kind"].astype(str).to_numpy(),
-            "name": x["name"].astype(str).to_numpy(dtype=object),
-            "step": x["arg_step"].to_numpy(),
+            "rank": rows.num("pid"),
+            "kind": np.asarray(rows.cat("arg_kind"), dtype=object),
+            "name": np.asarray(rows.cat("name"), dtype=object),
+            "step": rows.num("arg_step"),
             "start_ns": start,
-            "end_ns": start + x["dur_ns"].to_numpy(),
+            "end_ns": start + rows.num("dur_ns"),
         }
     )
     return conform_markers(frame)
 
 
-def _categorical(col: pd.Series, dtype: pd.CategoricalDtype, index: np.ndarray, what: str) -> pd.Categorical:
+def _categorical(col: pd.Categorical, dtype: pd.CategoricalDtype, index: np.ndarray, what: str) -> pd.Categorical:
     """``col`` recoded to ``dtype``; a value outside its categories is an error naming the event."""
-    col = col.cat.remove_unused_categories()
-    known = col.cat.categories.isin(dtype.categories)
+    known = col.categories.isin(dtype.categories)
     if not known.all():
-        pos = np.flatnonzero(~known[col.cat.codes.to_numpy()])[0]
-        raise TraceFileError(f"event {index[pos]}: unknown {what} {str(col.iloc[pos])!r}")
-    return pd.Categorical(col, dtype=dtype)
+        pos = np.flatnonzero(~known[col.codes])[0]
+        raise TraceFileError(f"event {index[pos]}: unknown {what} {str(col[pos])!r}")
+    return col.set_categories(dtype.categories)
 
 
-def _intervals(x: pd.DataFrame, index: np.ndarray, lanes: tuple[Lane, ...], base: int) -> pd.DataFrame:
-    lane = x["tid"].to_numpy()
-    rank_of = np.array([ln.rank for ln in lanes], dtype=np.int64)
+def _intervals(rows: _Rows, lanes: tuple[Lane, ...], base: int) -> pd.DataFrame:
+    index = rows.index
+    lane = rows.num("tid")
+    rank_of = np.array([ln.rank for ln in lanes], dtype=np.int32)
     bad = _first((lane < 0) | (lane >= len(lanes)), index)
     if bad is not None:
         raise TraceFileError(f"event {bad}: tid {lane[index == bad][0]} is not a lane of this trace")
-    bad = _first(x["pid"].to_numpy() != rank_of[lane], index)
+    rank = rank_of[lane]
+    bad = _first(rows.num("pid") != rank, index)
     if bad is not None:
         raise TraceFileError(f"event {bad}: pid does not match the rank of lane {lane[index == bad][0]}")
-    memory = _categorical(x["arg_memory_kind"], MEMORY_KIND_DTYPE, index, "args.memory_kind")
-    labels = pd.unique(pd.Series([ln.label for ln in lanes], dtype=object))
-    label_code = pd.Index(labels).get_indexer(pd.Index([ln.label for ln in lanes]))
+    labels = pd.Index(pd.unique(pd.Series([ln.label for ln in lanes], dtype=object)))
+    label_code = labels.get_indexer(pd.Index([ln.label for ln in lanes]))
     lane_kind_code = LANE_KIND_DTYPE.categories.get_indexer(pd.Index([LaneKind(ln.kind).value for ln in lanes]))
-    ids = x["arg_id"].to_numpy()
-    start = base + x["ts_ns"].to_numpy()
-    frame = pd.DataFrame(
-        {
-            "id": np.where(ids < 0, np.arange(len(ids)), ids),
-            "rank": rank_of[lane],
-            "lane": lane,
-            "lane_kind": pd.Categorical.from_codes(lane_kind_code[lane], dtype=LANE_KIND_DTYPE),
-            "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane],
-            "lane_label": pd.Categorical.from_codes(label_code[lane], categories=pd.Index(labels, dtype=object)),
-            "kind": _categorical(x["arg_kind"], INTERVAL_KIND_DTYPE, index, "args.kind"),
-            "name": x["name"].cat.remove_unused_categories().array,
-            "start_ns": start,
-            "end_ns": start + x["dur_ns"].to_numpy(),
-            "bytes": np.maximum(x["arg_bytes"].to_numpy(), 0),
-            "memory_kind": memory,
-            "non_blocking": x["arg_non_blocking"].to_numpy(),
-            "step": x["arg_step"].to_numpy(),
-            "source": x["arg_source"].cat.remove_unused_categories().array,
-            "cause": x["arg_cause"].cat.remove_unused_categories().array,
-            "launch_id": x["arg_launch_id"].to_numpy(),
-        }
-    )
-    return conform_intervals(frame)
+    ids = rows.num("arg_id")
+    start = base + rows.num("ts_ns")
+    dur = rows.num("dur_ns")
+    columns = {
+        "id": np.where(ids < 0, np.arange(len(ids)), ids),
+        "rank": rank,
+        "lane": lane.astype(np.int32),
+        "lane_kind": pd.Categorical.from_codes(lane_kind_code[lane], dtype=LANE_KIND_DTYPE),
+        "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane],
+        "lane_label": pd.Categorical.from_codes(label_code[lane], categories=labels),
+        "kind": _categorical(rows.cat("arg_kind"), INTERVAL_KIND_DTYPE, index, "args.kind"),
+        "name": rows.cat("name"),
+        "start_ns": start,
+        "end_ns": start + dur,
+        "dur_ns": dur.copy(),
+        "bytes": np.maximum(rows.num("arg_bytes"), 0),
+        "memory_kind": _categorical(rows.cat("arg_memory_kind"), MEMORY_KIND_DTYPE, index, "args.memory_kind"),
+        "non_blocking": rows.num("arg_non_blocking").copy(),
+        "step": rows.num("arg_step").astype(np.int32),
+        "source": rows.cat("arg_source"),
+        "cause": rows.cat("arg_cause"),
+        "launch_id": rows.num("arg_launch_id").copy(),
+    }
+    frame = pd.DataFrame(columns)
+    if not _conforms(frame):
+        frame = conform_intervals(frame)  # pragma: no cover - the frame above is built to the contract
+    return frame
+
+
+def _conforms(frame: pd.DataFrame) -> bool:
+    """True when ``frame`` already has INTERVAL_COLUMNS' names, order and dtypes (so no copy is needed)."""
+    if list(frame.columns) != list(INTERVAL_COLUMNS):
+        return False
+    for name, (dtype, _) in INTERVAL_COLUMNS.items():
+        have = frame[name].dtype
+        if isinstance(dtype, pd.CategoricalDtype) or dtype == "category":
+            if not isinstance(have, pd.CategoricalDtype) or (dtype != "category" and have != dtype):
+                return False
+        elif str(have) != str(dtype):
+            return False
+    return True
