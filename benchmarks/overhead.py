@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--md", help="write the Markdown section here")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     name = torch.cuda.get_device_name(0)
     overlap = _compare(overlap_step(), 60, [("plain", "plain", 1), ("recorded", "record", 1)], args.rounds)

@@ -200,12 +200,13 @@ DEMOS: dict[str, Demo] = {
              "copies block the host and serialize with compute; the GPU idles during every copy and sync", naive),
         Demo("pinned", "pinned batches with non_blocking=True, no per-step sync, one stream",
              "pinned copies run ~10x faster and the host runs ahead; copies still wait in line with compute",
-             pinned),
+             pinned, steps=150),
         Demo("overlap", "next batch copied on a transfer stream while this one computes",
-             "copies on their own stream hide under compute: the step is as long as compute alone", overlap),
+             "copies on their own stream hide under compute: the step is as long as compute alone", overlap,
+             steps=150),
         Demo("sync-trap", "a good loop with print(loss) and `if loss.item() > x:` inside",
              "each print/item waits for the GPU: the host can no longer run ahead, so host work and launch "
-             "gaps add to every step (the sync_wait intervals point at the two lines)", sync_trap),
+             "gaps add to every step (the sync_wait intervals point at the two lines)", sync_trap, steps=150),
         Demo("d2h", "results copied back every step: blocking .cpu() then non_blocking into pinned buffers",
              "a blocking .cpu() stalls the host on a slow pageable copy; non_blocking copies into pinned "
              "buffers on a side stream cost almost nothing", d2h, steps=60),

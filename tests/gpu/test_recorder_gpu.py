@@ -208,6 +208,8 @@ def test_every_nth_step_and_annotations() -> None:
         for _ in range(9):
             with torch.profiler.record_function("my-range"):
                 x.mul_(1.0)
+            with torch.cuda.nvtx.range("nvtx-range"):
+                x.mul_(1.0)
             rec.step()
 
     trace = _record(work, every=4)
@@ -215,7 +217,32 @@ def test_every_nth_step_and_annotations() -> None:
     iv = trace.intervals
     assert sorted(set(iv["step"])) == [0, 4, 8]
     ann = iv[iv["kind"] == "annotation"]
-    assert list(ann["name"].astype(str)) == ["my-range"] * 3
+    assert sorted(ann["name"].astype(str)) == ["my-range"] * 3 + ["nvtx-range"] * 3
+    assert (iv["kind"] == "kernel").sum() == 6
+
+
+def test_cuda_graph_replay_is_one_interval() -> None:
+    import torch
+
+    x = torch.randn(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            x.mul_(1.0)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+
+    def work(rec):  # type: ignore[no-untyped-def]
+        with torch.cuda.graph(graph):
+            for _ in range(5):
+                x.mul_(1.0)
+        graph.replay()
+        graph.replay()
+
+    iv = _record(work).intervals
+    gpu = iv[iv["lane_kind"] != "cpu_thread"]
+    assert list(gpu["name"].astype(str)) == ["cuda_graph_replay", "cuda_graph_replay"]
 
 
 def test_gpu_durations_match_matmul_time() -> None:
