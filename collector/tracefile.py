@@ -90,7 +90,7 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "wb") as raw:
             if path.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as gz:
                     _write(trace, gz)
             else:
                 _write(trace, raw)
@@ -195,46 +195,62 @@ def _marker_events(mk: pd.DataFrame, base: int) -> Iterator[list[str]]:
     ]
 
 
-def _optional(values: list[Any], default: Any, key: str, fmt: Any = str) -> list[str]:
-    return ["" if v == default else f',"{key}":{fmt(v)}' for v in values]
+def _optional(values: list[Any], default: Any, key: str) -> list[str]:
+    return ["" if v == default else f',"{key}":{v}' for v in values]
+
+
+def _optional_strings(col: pd.Series, key: str) -> list[str]:
+    """``,"key":"value"`` for each row of a string column ('' where the value is ''), escaped once per value."""
+    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
+    lits = [f',"{key}":{json.dumps(str(c), ensure_ascii=False)}' if str(c) else "" for c in cat.cat.categories]
+    return [lits[c] for c in cat.cat.codes.tolist()]
 
 
 def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[str]:
-    start = iv["start_ns"].to_numpy(np.int64)
     lane = iv["lane"].to_numpy(np.int64)
-    kinds = iv["kind"].astype(str).tolist()
-    on_gpu = gpu_lane[lane].tolist()
-    cats = [
-        "gpu_user_annotation" if g and k == "annotation" else CATEGORIES[k] for k, g in zip(kinds, on_gpu, strict=True)
+    on_gpu = gpu_lane[lane]
+    kind_codes = iv["kind"].cat.codes.to_numpy()
+    kinds = [str(k) for k in iv["kind"].cat.categories]
+    # one head string per (kind, lane on GPU): '{"ph":"X","cat":"kernel","name":'
+    heads = [
+        '{"ph":"X","cat":"%s","name":' % ("gpu_user_annotation" if g and k == "annotation" else CATEGORIES[k])
+        for g in (False, True)
+        for k in kinds
     ]
-    stream = ["" if not g else f',"stream":{s}' for g, s in zip(on_gpu, iv["stream"].tolist(), strict=True)]
+    head = [heads[h] for h in (kind_codes + on_gpu * len(kinds)).tolist()]
+    kind = [kinds[k] for k in kind_codes.tolist()]
+    stream = ["" if not g else f',"stream":{s}' for g, s in zip(on_gpu.tolist(), iv["stream"].tolist(), strict=True)]
     extra = zip(
         _optional(iv["bytes"].tolist(), 0, "bytes"),
-        _optional(iv["memory_kind"].astype(str).tolist(), "", "memory_kind", json.dumps),
-        _optional(iv["non_blocking"].tolist(), False, "non_blocking", lambda v: "true"),
+        _optional_strings(iv["memory_kind"], "memory_kind"),
+        ["" if not v else ',"non_blocking":true' for v in iv["non_blocking"].tolist()],
         _optional(iv["step"].tolist(), -1, "step"),
-        _optional(iv["source"].astype(str).tolist(), "", "source", lambda v: json.dumps(v, ensure_ascii=False)),
-        _optional(iv["cause"].astype(str).tolist(), "", "cause", lambda v: json.dumps(v, ensure_ascii=False)),
+        _optional_strings(iv["source"], "source"),
+        _optional_strings(iv["cause"], "cause"),
         _optional(iv["launch_id"].tolist(), -1, "launch_id"),
         stream,
         strict=True,
     )
+    start = iv["start_ns"].to_numpy(np.int64)
+    ts_us, ts_frac = np.divmod(start - base, 1000)
+    dur_us, dur_frac = np.divmod(iv["end_ns"].to_numpy(np.int64) - start, 1000)
     rows = zip(
-        cats,
+        head,
         _json_strings(iv["name"]),
         iv["rank"].tolist(),
         lane.tolist(),
-        _us(start - base),
-        _us(iv["end_ns"].to_numpy(np.int64) - start),
-        kinds,
+        ts_us.tolist(),
+        ts_frac.tolist(),
+        dur_us.tolist(),
+        dur_frac.tolist(),
+        kind,
         iv["id"].tolist(),
         ("".join(e) for e in extra),
         strict=True,
     )
     return [
-        f'{{"ph":"X","cat":"{c}","name":{n},"pid":{r},"tid":{ln},"ts":{t},"dur":{d},'
-        f'"args":{{"kind":"{k}","id":{i}{x}}}}}'
-        for c, n, r, ln, t, d, k, i, x in rows
+        f'{h}{n},"pid":{r},"tid":{ln},"ts":{t}.{tf:03d},"dur":{d}.{df:03d},"args":{{"kind":"{k}","id":{i}{x}}}}}'
+        for h, n, r, ln, t, tf, d, df, k, i, x in rows
     ]
 
 
