@@ -290,8 +290,8 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     launch_id = np.where(linked, new_id[np.maximum(launch_at, 0)], NO_LAUNCH)
 
     non_blocking = np.zeros(nr, dtype=bool)
-    non_blocking[nh: nh + len(gpu_ev)] = is_copy_g & (launch_pos_g >= 0) & non_blocking_launch[
-        np.maximum(launch_pos_g, 0)]
+    linked_g = np.flatnonzero(launch_pos_g >= 0)
+    non_blocking[nh + linked_g] = is_copy_g[linked_g] & non_blocking_launch[launch_pos_g[linked_g]]
     has_bytes = np.isin(kinds, [KIND_CODE[k] for k in (*COPY_KINDS, "memset")]) & is_gpu
     nbytes = np.where(has_bytes, np.maximum(ev["arg_bytes"].to_numpy(np.int64)[rows], 0), 0)
     mem = np.zeros(nr, dtype=np.int8)

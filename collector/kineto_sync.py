@@ -37,6 +37,7 @@ SYNC_API_CAUSE: dict[str, str] = {
     "cudaEventSynchronize": "event_synchronize",
     "cuEventSynchronize": "event_synchronize",
     "cudaFree": "cuda_free",
+    "cudaFreeHost": "cuda_free",
     "cuMemFree": "cuda_free",
     "cuMemFree_v2": "cuda_free",
 }
