@@ -28,7 +28,8 @@ CRITICAL_FRAC = 0.20
 MIN_COPY_BYTES = 1 << 20
 """Copies under 1 MiB (scalars read by .item(), small tensors) are latency, not bandwidth problems."""
 IN_LOOP_STEP_FRAC = 0.5
-"""A sync seen in at least half the steps is part of the loop, not a one-off (checkpoint, eval)."""
+"""A sync seen in at least half the steps is part of the loop, not a one-off (checkpoint, eval); a cost that
+hits fewer steps than that is reported as info whatever its size."""
 FALLBACK_PINNED_SPEEDUP = 2.0
 """Without a bandwidth probe or pinned copies to measure, assume pinned copies run only 2x faster than
 pageable ones (FIELD-NOTES measured 10x on an H200): a deliberately modest estimate."""
@@ -132,6 +133,10 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         sev = severity(per_step / step_ref if step_ref > 0 else 0.0, floor)
         if sev is None:
             return
+        hit = int((costs[rule] >= INFO_FRAC * step_ref).sum()) if step_ref > 0 else 0
+        if sev != "info" and hit < IN_LOOP_STEP_FRAC * n_win:
+            sev = "info"  # concentrated in a few steps: a one-off (checkpoint, eval, a pause), not the loop
+            detail += f" Only {hit} of {n_win} steps are affected."
         title, default_fix = FIXES[rule]
         found.append(Finding(rule, title, sev, int(round(per_step)), fix or default_fix, detail, sources, evidence))
 
@@ -148,8 +153,12 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         achieved = nbytes[pr].sum() / max(dur[pr].sum(), 1)
         bw = (f"{pinned_gbps:.1f} GB/s pinned (bandwidth probe)" if not math.isnan(pinned_gbps)
               else f"an assumed {FALLBACK_PINNED_SPEEDUP:.0f}x faster pinned copy")
-        detail = (f"{len(pr)} copies of {nbytes[pr].sum() / len(pr) / 2**20:.1f} MiB on average from pageable memory ran "
-                  f"at {achieved:.1f} GB/s; against {bw} they would save {_ms(save_pinned.sum() / n_win)} per step.")
+        n_h2d = int((rd.kind[pr] == rd.code(IntervalKind.MEMCPY_H2D)).sum())
+        what = " and ".join(x for x in (f"{n_h2d} host-to-device" if n_h2d else "",
+                                        f"{len(pr) - n_h2d} device-to-host" if len(pr) > n_h2d else "") if x)
+        detail = (f"{what} copies of {nbytes[pr].sum() / len(pr) / 2**20:.1f} MiB on average through pageable "
+                  f"memory ran at {achieved:.1f} GB/s; against {bw} they would save "
+                  f"{_ms(save_pinned.sum() / n_win)} per step.")
         add("pageable-copy", save_pinned.sum(), "info", detail, _top_sources(_sources(rd, pr), dur[pr]),
             _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr], (_launch_rows(rd, pr),)))
     h2d = rd.kind[big] == rd.code(IntervalKind.MEMCPY_H2D)

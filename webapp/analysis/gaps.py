@@ -5,10 +5,11 @@ this order (vectorized over all gaps):
 
 ``QUEUED``    the GPU work that ends the gap had been launched before the gap began: the device waited
               on itself (scheduling bubble, cross-stream dependency), not on the host.
-``BLOCKING``  the gap follows a blocking host-to-device copy (or overlaps a copy's own sync wait): the
-              host sat in the copy and only then issued the next work.
-``SYNC``      the gap overlaps a host ``sync_wait``: the queue drained while the host waited or was
-              coming back from the wait.
+``BLOCKING``  the gap follows a blocking host-to-device copy (or is SYNC-like with a copy's own wait):
+              the host sat in the copy and only then issued the next work.
+``SYNC``      the gap overlaps a host ``sync_wait``, or a sync in this or the previous step drained the
+              queue and the host has been issuing just in time since (the work ending the gap was
+              launched during it) -- unless the host needs longer to issue a step than the GPU to run it.
 ``STARVED``   the host was issuing the work that ends the gap while the GPU idled: launch-bound.
 ``HOST``      the host was doing something else (Python, data loading, unrecorded work).
 
@@ -36,6 +37,10 @@ events resolve ~1 us, a launch costs several us); without launch links they are 
 LONG_GAP_NS = 50_000
 """A launch costs ~5-10 us of host time; a single gap of 50 us or more is not launch overhead but the
 host doing other work, unless it was busy issuing ops for most of the gap."""
+
+CLOCK_SLACK_NS = 100_000
+"""Host and GPU times agree to within tens of us (in the H200 samples a blocking copy's host wait ends ~30 us
+before its copy does): a host wait ending this little before a GPU event still counts as covering it."""
 
 HOST_BUSY_FRAC = 0.5
 """A gap counts as launch-bound (without a launch link) when the host issued work for at least half of it."""
@@ -71,7 +76,7 @@ def blocked_copies(rd: RunData) -> np.ndarray:
     rows = np.flatnonzero(h2d & ~nb)
     if not len(rows):
         return rows
-    waiting = rd.sync.measure_in(rd.e[rows] - 1, rd.e[rows]) > 0
+    waiting = rd.sync.measure_in(rd.e[rows] - CLOCK_SLACK_NS, rd.e[rows]) > 0
     pageable = rd.mem[rows] == rd.mem_code("pageable")
     return rows[waiting | pageable]
 
@@ -112,23 +117,44 @@ def find_gaps(rd: RunData, blocked: np.ndarray) -> Gaps:
 
     # SYNC: the gap overlaps a host sync wait (a copy's own wait counts as BLOCKING)
     srows = np.flatnonzero(rd.sync_mask)
+    codes, cats = rd.codes_of("cause")
+    is_copy_cause = np.array([c in COPY_SYNC_CAUSES for c in cats] + [False])
     if len(srows) and undecided.any():
-        order = np.argsort(rd.s[srows], kind="stable")
-        srows = srows[order]
-        ss, se = rd.s[srows], rd.e[srows]
+        by_start = srows[np.argsort(rd.s[srows], kind="stable")]
+        ss, se = rd.s[by_start], rd.e[by_start]
         run = np.maximum.accumulate(se)
         owner = np.maximum.accumulate(np.where(se >= run, np.arange(len(se)), 0))
-        j = np.searchsorted(ss, ge, side="left") - 1
-        hit = undecided & (j >= 0) & (run[np.maximum(j, 0)] > gs)
-        row = srows[owner[np.maximum(j, 0)]]
+        # blame the wait in progress when the GPU went idle (it drained the queue), else the first one
+        # that began during the gap
+        j = np.searchsorted(ss, gs, side="right") - 1
+        in_progress = (j >= 0) & (run[np.maximum(j, 0)] > gs - CLOCK_SLACK_NS)
+        j1 = np.minimum(j + 1, len(ss) - 1)
+        began = (j + 1 < len(ss)) & (ss[j1] < ge)
+        hit = undecided & (in_progress | began)
+        row = np.where(in_progress, by_start[owner[np.maximum(j, 0)]], by_start[j1])
         sync_row = np.where(hit, row, -1)
-        codes, cats = rd.codes_of("cause")
-        is_copy_cause = np.array([c in COPY_SYNC_CAUSES for c in cats] + [False])
-        copy_wait = np.zeros(n, dtype=bool)
-        if hit.any():
-            copy_wait[hit] = is_copy_cause[codes[row[hit]]]
-        cause[hit] = np.where(copy_wait[hit], BLOCKING, SYNC)
+        cause[hit] = np.where(is_copy_cause[codes[row[hit]]], BLOCKING, SYNC)
         undecided &= ~hit
+
+    # DRAIN: a sync in this or the previous step emptied the GPU queue, and the work that ends the gap was
+    # issued during the gap: the host never got ahead again. Without the sync the host would run ahead and
+    # the gap would not exist -- unless the host needs longer to issue a step than the GPU needs to run it
+    # (then the step is launch-bound either way).
+    win = iv.window_index(rd.win, gs)
+    if len(srows) and undecided.any():
+        by_end = srows[np.argsort(rd.e[srows], kind="stable")]
+        ee = rd.e[by_end]
+        k = np.searchsorted(ee, ge, side="right") - 1
+        swin = iv.window_index(rd.win, ee[np.maximum(k, 0)])
+        a, b = rd.win.starts, rd.win.ends
+        host_bound = (rd.host.measure_in(a, b) - rd.sync.measure_in(a, b)) >= rd.gpu.measure_in(a, b)
+        recent = (k >= 0) & (swin >= 0) & (win >= 0) & (swin >= win - 1) & (swin <= win)
+        recent &= rd.win_rank[np.maximum(swin, 0)] == rd.win_rank[np.maximum(win, 0)]
+        drained = undecided & recent & ~host_bound[np.maximum(win, 0)]
+        row = by_end[np.maximum(k, 0)]
+        sync_row = np.where(drained, row, sync_row)
+        cause[drained] = np.where(is_copy_cause[codes[row[drained]]], BLOCKING, SYNC)
+        undecided &= ~drained
 
     # STARVED: short linked gaps ended by work issued during the gap; long or unlinked gaps only when the
     # host was issuing work (launch, cpu_op) for most of the gap, else HOST
@@ -141,4 +167,4 @@ def find_gaps(rd: RunData, blocked: np.ndarray) -> Gaps:
             issuing = rd.host.measure_in(a, b) - rd.sync.measure_in(a, b)
             starved[check] = issuing >= HOST_BUSY_FRAC * (b - a)
         cause[u[starved]] = STARVED
-    return Gaps(gs, ge, iv.window_index(rd.win, gs), cause, sync_row, next_row)
+    return Gaps(gs, ge, win, cause, sync_row, next_row)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 FIXES: dict[str, tuple[str, str]] = {
     "pageable-copy": (
-        "Host-to-device copies from pageable memory",
+        "Copies through pageable host memory",
         "Copy from pinned memory: DataLoader(..., pin_memory=True), or tensor.pin_memory() once for a reused "
         "buffer, then .to(device, non_blocking=True). For large device-to-host reads, copy into a preallocated "
         "pinned buffer: buf = torch.empty(shape, pin_memory=True); buf.copy_(x, non_blocking=True).",

@@ -1,0 +1,46 @@
+"""The analysis on the real H200 sample traces (sample_traces/): findings and the what-if check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collector.tracefile import load_trace
+from webapp.analysis import analyze
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _load(name: str):
+    path = SAMPLES / f"{name}.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    return analyze(load_trace(str(path)))
+
+
+def _rules(result, at_least: str = "warning") -> set[str]:
+    keep = ("warning", "critical") if at_least == "warning" else ("info", "warning", "critical")
+    return {f.rule for f in result.findings if f.severity in keep}
+
+
+def test_overlap_demo_is_clean() -> None:
+    assert _rules(_load("overlap")) == set()
+
+
+def test_naive_estimate_within_10_percent_of_overlap() -> None:
+    naive, overlap = _load("naive"), _load("overlap")
+    est, measured = naive.what_if["step_time_fixed_ns"], overlap.metrics["step_time_median_ns"]
+    assert abs(est - measured) / measured <= 0.10
+    assert {"pageable-copy", "no-copy-overlap", "sync-in-loop"} <= _rules(naive)
+
+
+@pytest.mark.parametrize("name, rule", [("pinned", "no-copy-overlap"), ("sync-trap", "sync-in-loop"),
+                                        ("d2h", "pageable-copy")])
+def test_each_demo_gets_its_finding(name: str, rule: str) -> None:
+    assert rule in _rules(_load(name))
+
+
+def test_sync_trap_names_its_lines() -> None:
+    f = next(f for f in _load("sync-trap").findings if f.rule == "sync-in-loop")
+    assert any(s.startswith("collector/demos.py:") for s in f.sources)
