@@ -20,6 +20,10 @@ kernels -> comm, any other kernel -> compute. CPU lanes: one per (pid, tid). A G
 ``launch_id`` is the id of the runtime call with its correlation id (``ac2g`` flows when args lack it);
 its ``step`` is its launch's step. Times stay on Kineto's clock, in int64 ns (the same clock on every rank
 of one job). Vectorized throughout: no Python loop over events.
+
+Limits: sync sources name the user's *function* and the line where it starts (torch.profiler records no
+call lines); without ``with_stack=True`` sources are empty. Pre-2.0 category names ("Kernel", "Runtime",
+"Operator") are not recognised. Each file is one rank; merge ranks downstream.
 """
 
 from __future__ import annotations
