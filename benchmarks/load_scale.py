@@ -133,14 +133,14 @@ def generate(path: Path, target_bytes: int, seed: int = 0) -> int:
         text = json.dumps(head, indent=2)[:-2] + ',\n  "traceEvents": [\n'
         f.write(text)
         written += len(text)
-        meta = [f'  {{"name": "process_name", "ph": "M", "ts": 0, "pid": 0, "tid": 0, "args": {{"name": "GPU 0"}}}}']
+        meta = ['  {"name": "process_name", "ph": "M", "ts": 0, "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}']
         meta += [f'  {{"name": "thread_name", "ph": "M", "ts": 0, "pid": 0, "tid": {s}, "args": {{"name": "stream {s}"}}}}'
                  for s in (7, 13, 14, 20, 21, 22, 23, 24, 25, 26)]
         f.write(",\n".join(meta))
         i = 0
         while written < target_bytes:
             block = []
-            for _ in range(2000):
+            for _ in range(max(10, min(2000, target_bytes // 50_000))):
                 evs, ts = _unit(rng, i, ts, 4242)
                 i += 1
                 block.extend(evs)
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             "| file | loaded by | events/rows | seconds | MB/s | peak RSS | RSS / file | frame in memory |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for mb, mode, size, r in rows:
+        for _mb, mode, size, r in rows:
             lines.append(
                 f"| {size / 1e6:,.0f} MB | {mode} | {r['rows']:,} | {r['secs']:.1f} | {size / 1e6 / r['secs']:.0f} | "
                 f"{r['peak'] / 1e6:,.0f} MB | {r['peak'] / size:.2f}x | {r['frame_bytes'] / 1e6:,.0f} MB |"

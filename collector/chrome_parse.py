@@ -483,10 +483,11 @@ def _top_and_events(data: Any) -> tuple[dict[str, Any], list[Any], tuple[int, in
     del doc
     try:
         top = {k: msgspec.json.decode(v) for k, v in top_raw.items()}
-        events = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
+        if not isinstance(events_raw, list):
+            events_raw = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
     except msgspec.ValidationError:
         raise TraceFileError("'traceEvents' is not an array") from None
-    return top, events, None
+    return top, events_raw, None
 
 
 def _explain(exc: Exception, chunk: Sequence[Any], start: int, fields: Sequence[int]) -> TraceFileError:

@@ -11,7 +11,6 @@ import pytest
 
 from collector.model import INTERVAL_COLUMNS, IntervalKind, LaneKind, Trace, conform_intervals
 from collector.tracefile import CATEGORIES, META_KEY, load_trace, read_trace, write_trace
-from tests.format.conftest import full_trace
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -103,9 +102,9 @@ def test_write_is_atomic(tmp_path: Path, trace: Trace) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
 
 
-def test_large_times_stay_exact(tmp_path: Path) -> None:
+def test_large_times_stay_exact(tmp_path: Path, trace: Trace) -> None:
     """Nanosecond precision over a long run: ts is relative to baseTimeNanoseconds, so doubles suffice."""
-    base = full_trace()
+    base = trace
     iv = base.intervals.copy()
     iv["start_ns"] = iv["start_ns"] + (iv.index.to_numpy() * 3_600_000_000_007)  # hours apart, odd ns
     iv["end_ns"] = iv["start_ns"] + 1
