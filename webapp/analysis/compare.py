@@ -26,7 +26,7 @@ HIGHER_IS_BETTER = frozenset({
 })
 """Metrics where a larger value is an improvement; every other metric is neutral (better = None)."""
 
-_NEUTRAL = frozenset({"h2d_pinned_probe_gbps", "h2d_pageable_probe_gbps", "sync_wait_count", "pageable_copy_count"})
+_NEUTRAL = frozenset({"h2d_pinned_probe_gbps", "h2d_pageable_probe_gbps"})
 
 
 def direction(metric: str) -> int:

@@ -92,8 +92,12 @@ class RunAnalysis:
     """Everything :func:`webapp.analysis.analyze` computes for one run.
 
     ``metrics`` keys carry their unit (``*_ns`` nanoseconds, ``*_frac`` 0..1, ``*_bytes``, ``*_gbps``
-    GB/s = 1e9 bytes/s, ``*_count``); see :data:`webapp.analysis.metrics.METRICS` for the full list.
-    The DataFrames' columns are documented where they are computed (webapp.analysis.metrics).
+    GB/s = 1e9 bytes/s, ``*_count``); they are listed in :func:`webapp.analysis.metrics.run_metrics`.
+    The DataFrames' columns are documented where they are built: ``per_step``
+    (:data:`webapp.analysis.metrics.PER_STEP_COLUMNS` plus :data:`webapp.analysis.run.EXTRA_STEP_COLUMNS`),
+    ``per_rank`` (:func:`~webapp.analysis.metrics.per_rank_frame`), ``kernels``
+    (:func:`~webapp.analysis.metrics.kernel_table`), ``sync_sources`` (:func:`~webapp.analysis.run.sync_table`).
+    ``what_if`` is described in :func:`webapp.analysis.whatif.what_if`; ``notes`` says how steps were placed.
     """
 
     metrics: dict[str, float]

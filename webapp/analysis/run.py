@@ -15,6 +15,19 @@ from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame
 from webapp.analysis.records import RunAnalysis
 from webapp.analysis.whatif import fixed_per_step, what_if
 
+EXTRA_STEP_COLUMNS: dict[str, str] = {
+    **{f"cost_{r.replace('-', '_')}_ns": f"what the {r} finding costs in this step, ns" for r in RULES},
+    "step_time_fixed_ns": "estimated step time with the copy and sync findings fixed (webapp.analysis.whatif), ns",
+}
+"""Columns analyze() adds to the per-step table after the findings."""
+
+_BASIS_NOTES = {
+    "gpu": "Step windows follow the GPU: each starts where the work launched in that step starts on the "
+           "streams that run kernels (the host may run steps ahead).",
+    "host": "Step windows are the step markers (no GPU work is tagged with its step).",
+    "span": "No step markers: each rank's whole run is one step.",
+}
+
 
 def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
     """Sync waits per (cause, source) over the whole run, most costly first. Columns: ``cause``,
@@ -67,4 +80,5 @@ def analyze(trace: Trace) -> RunAnalysis:
         sync_sources=sync_table(rd, gaps),
         findings=findings,
         what_if=what_if(per_step, ordered, pinned),
+        notes=(_BASIS_NOTES[rd.step_basis],),
     )
