@@ -38,6 +38,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     SAMPLES_DIR         default $STREAMSCOPE_SAMPLES_DIR or PACKAGE_ROOT/sample_traces
     RECORD_ENABLED      force recording on/off (default: detect CUDA in a subprocess)
     RECORD_COMMAND      the recorder's argv prefix (default: [sys.executable, "-m", "collector"])
+    WARM_RUNS           load this many of the newest runs into memory in the background (default 0;
+                        ``streamscope serve`` uses 1) so the first zoom does not wait for the disk
     """
     from flask import Flask
 
@@ -49,6 +51,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         IMPORT_SAMPLES=True,
         SAMPLES_DIR=os.environ.get("STREAMSCOPE_SAMPLES_DIR") or str(PACKAGE_ROOT / "sample_traces"),
         RECORD_ENABLED=None,
+        WARM_RUNS=0,
         JSON_SORT_KEYS=False,
     )
     if test_config:
@@ -64,6 +67,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
         import_samples(store, Path(app.config["SAMPLES_DIR"]))
 
+    for info in store.list_runs()[: int(app.config["WARM_RUNS"])]:
+        store.warm(info.id)
     _install_token_check(app)
     from webapp import api, compare, errors, formatting, record, runs, static_assets, upload
 

@@ -13,6 +13,7 @@ GET    /api/compare?a=<id>&b=<id>         metric deltas, op diff, findings fixed
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request
@@ -122,8 +123,11 @@ def timeline(run_id: str) -> Response:
     width = _int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
     rank = request.args.get("rank")
     rank_value = _int_arg("rank") if rank not in (None, "") else None
+    t0 = time.perf_counter()
     payload = view_payload(index, index.origin_ns + start, index.origin_ns + end, width, rank=rank_value)
-    return _fast_json(payload)
+    response = _fast_json(payload)
+    response.headers["Server-Timing"] = f"lod;dur={(time.perf_counter() - t0) * 1000:.1f}"
+    return response
 
 
 @bp.get("/runs/<run_id>/overview")

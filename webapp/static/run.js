@@ -65,13 +65,21 @@
     }
   } else box.textContent = "No estimate for this run.";
 
-  // tables
-  fillTable(document.getElementById("steps-table"), analysis.per_step, ["rank", "step", "step_time_ns", "gpu_busy_frac",
-    "compute_busy_ns", "transfer_busy_ns", "copy_compute_overlap_frac", "exposed_copy_ns", "gpu_idle_ns",
-    "idle_sync_stall_ns", "sync_wait_count", "sync_wait_ns"], (rec) => goStep(rec.step));
-  fillTable(document.getElementById("kernels-table"), analysis.kernels, ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]);
-  fillTable(document.getElementById("syncs-table"), analysis.sync_sources, ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]);
+  // tables: built after the timeline's first paint (the per-step one) or when their tab opens
+  const tables = {
+    "tab-steps": () => fillTable(document.getElementById("steps-table"), analysis.per_step, ["rank", "step", "step_time_ns",
+      "gpu_busy_frac", "compute_busy_ns", "transfer_busy_ns", "copy_compute_overlap_frac", "exposed_copy_ns", "gpu_idle_ns",
+      "idle_sync_stall_ns", "sync_wait_count", "sync_wait_ns"], (rec) => goStep(rec.step)),
+    "tab-kernels": () => fillTable(document.getElementById("kernels-table"), analysis.kernels,
+      ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
+    "tab-syncs": () => fillTable(document.getElementById("syncs-table"), analysis.sync_sources,
+      ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
+  };
+  const built = new Set();
+  const build = (id) => { if (!built.has(id) && tables[id]) { built.add(id); tables[id](); } };
+  root.addEventListener("tl-firstpaint", () => build("tab-steps"), { once: true });
   document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
+    build(b.dataset.tab);
     document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
     document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
   }));
