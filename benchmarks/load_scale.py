@@ -11,6 +11,10 @@ else ``collector.chrome.read_events``; the script prints MB/s and peak RSS / fil
     python3 benchmarks/load_scale.py                 # 100 MB and 1 GB
     python3 benchmarks/load_scale.py --sizes 100     # just 100 MB
     python3 benchmarks/load_scale.py --stdlib        # also time the stdlib-json fallback (slow)
+    python3 benchmarks/load_scale.py --ours 3000000  # our own format: write + load of 3M intervals
+
+It also writes a synthetic run of ``--ours`` intervals (collector.synthetic) in our own format, .json and
+.json.gz, times ``write_trace`` and loads each back through ``load_trace`` in a fresh process.
 """
 
 from __future__ import annotations
@@ -180,6 +184,31 @@ def measure(path: Path, how: str) -> dict:
     return json.loads(out.stdout)
 
 
+def write_ours(n: int) -> list[tuple[Path, float]]:
+    """Write a synthetic run of about ``n`` intervals as .json and .json.gz; return (path, seconds)."""
+    import time
+
+    sys.path.insert(0, str(ROOT))
+    from collector.synthetic import synthetic_trace
+    from collector.tracefile import write_trace
+
+    trace = synthetic_trace(n, ranks=2)
+    out = []
+    for suffix in (".json", ".json.gz"):
+        path = DATA / f"ours-{n // 1000}k{suffix}"
+        t0 = time.perf_counter()
+        write_trace(trace, path)
+        out.append((path, time.perf_counter() - t0))
+    return out
+
+
+_LABELS = {
+    "load_trace": "load_trace (msgspec reader + torch.profiler import)",
+    "read_events": "read_events (msgspec reader)",
+    "stdlib": "read_events (stdlib json fallback)",
+}
+
+
 def _how() -> str:
     try:
         import collector.kineto  # noqa: F401
@@ -204,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,1000", help="file sizes in MB, comma separated")
     parser.add_argument("--stdlib", action="store_true", help="also measure the stdlib json fallback")
+    parser.add_argument("--ours", type=int, default=3_000_000, help="intervals in our-format run (0: skip)")
     parser.add_argument("--no-results", action="store_true", help="do not write benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     DATA.mkdir(exist_ok=True)
@@ -222,22 +252,46 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name} via {mode}: {r['rows']:,} rows in {r['secs']:.1f} s = {size / 1e6 / r['secs']:.0f} MB/s; "
                   f"peak RSS {r['peak'] / 1e6:,.0f} MB = {r['peak'] / size:.2f}x the file "
                   f"(baseline {r['base'] / 1e6:.0f} MB); frame {r['frame_bytes'] / 1e6:,.0f} MB")
+    ours = []
+    if args.ours:
+        for path, write_s in write_ours(args.ours):
+            size = path.stat().st_size
+            r = measure(path, "load_trace")
+            ours.append((path, write_s, size, r))
+            print(f"{path.name}: {r['rows']:,} intervals, {size / 1e6:,.0f} MB; write_trace {write_s:.1f} s; "
+                  f"load_trace {r['secs']:.1f} s, peak RSS {r['peak'] / 1e6:,.0f} MB")
     if not args.no_results:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         lines = [
             f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'}: "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, `python3 benchmarks/load_scale.py`.",
             "Synthetic Kineto-like trace (python_function, cpu_op, cuda_runtime + ac2g flows, kernels with long "
             "templated names on 10 streams, copies, memsets, syncs), each load in a fresh process; peak RSS "
             "includes the interpreter with pandas/numpy imported (baseline). Target: 1 GB in <= 20 s at <= 3x.",
+            f"Load average when measured: {load:.1f} (a shared machine: timings vary by tens of percent).",
             "",
             "| file | loaded by | events/rows | seconds | MB/s | peak RSS | RSS / file | frame in memory |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for _mb, mode, size, r in rows:
             lines.append(
-                f"| {size / 1e6:,.0f} MB | {mode} | {r['rows']:,} | {r['secs']:.1f} | {size / 1e6 / r['secs']:.0f} | "
+                f"| {size / 1e6:,.0f} MB | {_LABELS[mode]} | {r['rows']:,} | {r['secs']:.1f} | {size / 1e6 / r['secs']:.0f} | "
                 f"{r['peak'] / 1e6:,.0f} MB | {r['peak'] / size:.2f}x | {r['frame_bytes'] / 1e6:,.0f} MB |"
             )
+        if ours:
+            lines += [
+                "",
+                "Our own format (collector.synthetic run, 2 ranks), written by `write_trace` and read back by "
+                "`load_trace` in a fresh process:",
+                "",
+                "| file | intervals | size | write_trace s | load_trace s | peak RSS | RSS / file |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for path, write_s, size, r in ours:
+                lines.append(
+                    f"| {path.name} | {r['rows']:,} | {size / 1e6:,.0f} MB | {write_s:.1f} | {r['secs']:.1f} | "
+                    f"{r['peak'] / 1e6:,.0f} MB | {r['peak'] / size:.2f}x |"
+                )
         write_section(lines)
         print(f"wrote the ## {SECTION} section of {RESULTS.relative_to(ROOT)}")
     return 0
