@@ -102,22 +102,31 @@ def _gpu_step_bounds(rank: np.ndarray, step: np.ndarray, start: np.ndarray, end:
     r, st = rank[m], step[m].astype(np.int64)
     n_steps = int(st.max()) + 1
     key = r * n_steps + st
-    uniq, inv = np.unique(key, return_inverse=True) if len(key) < 64 or n_steps * (r.max() + 1) > 4 * len(key) \
-        else _dense(key)
+    size = int(key.max()) + 1
+    if size > 4 * len(key) + 4096:  # sparse steps: compact the keys first
+        uniq, inv = np.unique(key, return_inverse=True)
+    else:
+        uniq, inv = np.arange(size), key
     lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(lo, inv, start[m])
     np.maximum.at(hi, inv, end[m])
+    present = hi >= lo
+    uniq, lo, hi = uniq[present], lo[present], hi[present]
     return pd.DataFrame({"rank": uniq // n_steps, "step": uniq % n_steps, "gpu_start_ns": lo, "gpu_end_ns": hi})
 
 
-def _dense(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    present = np.zeros(int(key.max()) + 1, dtype=bool)
-    present[key] = True
-    uniq = np.flatnonzero(present)
-    index = np.full(len(present), -1, dtype=np.int64)
-    index[uniq] = np.arange(len(uniq))
-    return uniq, index[key]
+def _spans(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    """Each rank's first start and last end: rank, start_ns, end_ns."""
+    if not len(rank):
+        return pd.DataFrame({"rank": [], "start_ns": [], "end_ns": []}, dtype="int64")
+    n = int(rank.max()) + 1
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, rank, start)
+    np.maximum.at(hi, rank, end)
+    present = np.flatnonzero(hi >= lo)
+    return pd.DataFrame({"rank": present, "start_ns": lo[present], "end_ns": hi[present]})
 
 
 def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray, gpu: np.ndarray,
@@ -147,11 +156,8 @@ def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray,
         nxt = steps.groupby("rank")["start_ns"].shift(-1)
         steps["end_ns"] = nxt.fillna(last_end.loc[steps.index]).astype("int64")
         steps = steps[["rank", "step", "start_ns", "end_ns"]]
-    ranks_with = set(steps["rank"].tolist())
-    spans = pd.DataFrame({"rank": rank, "start_ns": start, "end_ns": end}).groupby("rank").agg(
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
-    ).reset_index()
-    spans = spans[~spans["rank"].isin(ranks_with)]
+    spans = _spans(rank, start, end)
+    spans = spans[~spans["rank"].isin(set(steps["rank"].tolist()))]
     spans.insert(1, "step", 0)
     frame = pd.concat([steps, spans], ignore_index=True) if len(spans) else steps
     frame = frame.astype({"rank": "int64", "step": "int64", "start_ns": "int64", "end_ns": "int64"})
@@ -170,7 +176,8 @@ def prepare(trace: Trace) -> RunData:
                          IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
     compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
     lane = np.asarray(df["lane"], dtype=np.int64)
-    on_compute_lanes = gpu_mask & np.isin(lane, np.unique(lane[compute_mask]))
+    lanes_with_kernels = np.flatnonzero(np.bincount(lane[compute_mask], minlength=len(trace.lanes)))
+    on_compute_lanes = gpu_mask & np.isin(lane, lanes_with_kernels)
     steps, step_basis = _windows(trace, rank, start, end, gpu_mask, on_compute_lanes)
     lo = int(start.min()) if len(start) else 0
     hi = int(end.max()) if len(end) else 0

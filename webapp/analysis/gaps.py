@@ -83,10 +83,9 @@ def blocked_copies(rd: RunData) -> np.ndarray:
 
 def find_gaps(rd: RunData, blocked: np.ndarray) -> Gaps:
     """All GPU idle gaps inside step windows, with causes."""
-    idle = iv.complement_in(rd.win, rd.gpu)
+    idle, win, seg = iv.complement_index(rd.win, rd.gpu)  # seg: the GPU busy segment that ends the gap
     gs, ge = idle.starts, idle.ends
     n = len(gs)
-    seg = np.searchsorted(rd.gpu.starts, ge, side="left")  # GPU segment that ends the gap
     has_next = seg < len(rd.gpu)
     next_row = np.where(has_next, rd.gpu_first[np.minimum(seg, max(len(rd.gpu) - 1, 0))] if len(rd.gpu) else -1,
                         -1)
@@ -140,7 +139,6 @@ def find_gaps(rd: RunData, blocked: np.ndarray) -> Gaps:
     # issued during the gap: the host never got ahead again. Without the sync the host would run ahead and
     # the gap would not exist -- unless the host needs longer to issue a step than the GPU needs to run it
     # (then the step is launch-bound either way).
-    win = iv.window_index(rd.win, gs)
     if len(srows) and undecided.any():
         by_end = srows[np.argsort(rd.e[srows], kind="stable")]
         ee = rd.e[by_end]

@@ -123,8 +123,14 @@ def union_of(*sets: Segments) -> Segments:
 
 def intersect(a: Segments, b: Segments) -> Segments:
     """Intersection of two Segments: each range of ``a`` against the ranges of ``b`` it overlaps."""
+    return intersect_index(a, b)[0]
+
+
+def intersect_index(a: Segments, b: Segments) -> tuple[Segments, np.ndarray, np.ndarray]:
+    """Intersection as in :func:`intersect`, plus for each piece the index of its range in ``a`` and ``b``."""
+    none = np.zeros(0, dtype=np.int64)
     if not len(a) or not len(b):
-        return empty()
+        return empty(), none, none
     lo = np.searchsorted(b.ends, a.starts, side="right")  # first b ending after a starts
     hi = np.searchsorted(b.starts, a.ends, side="left")  # first b starting at or after a ends
     n = np.maximum(hi - lo, 0)
@@ -134,16 +140,22 @@ def intersect(a: Segments, b: Segments) -> Segments:
     s = np.maximum(a.starts[ai], b.starts[bi])
     e = np.minimum(a.ends[ai], b.ends[bi])
     keep = e > s
-    return Segments.from_sorted(s[keep], e[keep])
+    if not keep.all():
+        s, e, ai, bi = s[keep], e[keep], ai[keep], bi[keep]
+    return Segments.from_sorted(s, e), ai, bi
 
 
 def complement_in(windows: Segments, busy: Segments) -> Segments:
     """The parts of ``windows`` not covered by ``busy`` (e.g. GPU idle time inside steps)."""
-    if not len(busy):
-        return windows
+    return complement_index(windows, busy)[0]
+
+
+def complement_index(windows: Segments, busy: Segments) -> tuple[Segments, np.ndarray, np.ndarray]:
+    """:func:`complement_in`, plus for each piece its window index and the index of the ``busy`` range
+    that follows it (``len(busy)`` when none does)."""
     gap_s = np.concatenate(([np.iinfo(np.int64).min // 2], busy.ends))
     gap_e = np.concatenate((busy.starts, [np.iinfo(np.int64).max // 2]))
-    return intersect(windows, Segments.from_sorted(gap_s, gap_e))
+    return intersect_index(windows, Segments.from_sorted(gap_s, gap_e))
 
 
 def window_index(windows: Segments, t: np.ndarray) -> np.ndarray:

@@ -71,7 +71,6 @@ def analyze(trace: Trace) -> RunAnalysis:
     for rule in RULES:
         per_step[f"cost_{rule.replace('-', '_')}_ns"] = ordered[rule]
     per_step["step_time_fixed_ns"] = fixed_per_step(per_step, ordered, pinned).round().astype(np.int64)
-    metrics = run_metrics(rd, per_step)
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),
