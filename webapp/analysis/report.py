@@ -60,6 +60,14 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     lines.append("Metrics")
     for label, key, how in KEY_METRICS:
         lines.append(f"  {label:<28} {fmt(m.get(key), how):>16}")
+    if len(result.per_rank) > 1:
+        lines.append("")
+        lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14} {'GPU busy':>9}")
+        for row in result.per_rank.itertuples(index=False):
+            lines.append(f"  {row.rank:<6} {row.steps:>6} {fmt(row.step_time_median_ns, 'ms'):>14} "
+                         f"{fmt(row.step_time_p90_ns, 'ms'):>14} {fmt(row.gpu_busy_frac, 'pct'):>9}")
+    for note in result.notes:
+        lines.extend(_wrap(note, "  "))
     lines.append("")
     if result.findings:
         lines.append(f"Findings ({len(result.findings)})")
@@ -75,8 +83,9 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     w = result.what_if
     now, fixed = w.get("step_time_now_ns"), w.get("step_time_fixed_ns")
     lines.append("What if the copy and sync findings were fixed")
+    speedup = w.get("speedup", math.nan)
     lines.append(f"  step time now {fmt(now, 'ms')}, estimated {fmt(fixed, 'ms')}"
-                 f" ({w.get('speedup', math.nan):.2f}x)")
+                 + (f" ({speedup:.2f}x)" if math.isfinite(speedup) else ""))
     savings = [(k[len("saving_"):-3].replace("_", "-"), v) for k, v in w.items()
                if k.startswith("saving_") and k != "saving_applied_ns" and v > 0]
     for rule, v in sorted(savings, key=lambda kv: -kv[1]):
