@@ -63,9 +63,10 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     if len(result.per_rank) > 1:
         lines.append("")
         lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14} {'GPU busy':>9}")
-        for row in result.per_rank.itertuples(index=False):
-            lines.append(f"  {row.rank:<6} {row.steps:>6} {fmt(row.step_time_median_ns, 'ms'):>14} "
-                         f"{fmt(row.step_time_p90_ns, 'ms'):>14} {fmt(row.gpu_busy_frac, 'pct'):>9}")
+        for rec in result.per_rank.to_dict(orient="records"):
+            lines.append(f"  {int(rec['rank']):<6} {int(rec['steps']):>6} "
+                         f"{fmt(float(rec['step_time_median_ns']), 'ms'):>14} "
+                         f"{fmt(float(rec['step_time_p90_ns']), 'ms'):>14} {fmt(float(rec['gpu_busy_frac']), 'pct'):>9}")
     for note in result.notes:
         lines.extend(_wrap(note, "  "))
     lines.append("")
