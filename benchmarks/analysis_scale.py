@@ -109,10 +109,10 @@ def _best(runs: list[dict[str, float]]) -> dict[str, float]:
 def part2(kineto: Path, hta_python: str, repeats: int, hta_repeats: int) -> dict[str, dict[str, float]]:
     if not kineto.exists():
         sys.path.insert(0, str(ROOT / "benchmarks"))
-        from load_scale import generate  # type: ignore[import-not-found]
+        import importlib
 
         kineto.parent.mkdir(parents=True, exist_ok=True)
-        generate(kineto, 100 * 10**6)
+        importlib.import_module("load_scale").generate(kineto, 100 * 10**6)
     ours = _best([_run(sys.executable, _OURS, str(kineto)) for _ in range(repeats)])
     with tempfile.TemporaryDirectory() as d:  # HTA reads every trace file in a directory
         os.symlink(kineto.resolve(), Path(d) / "rank-0.json")
