@@ -291,6 +291,8 @@ class _Coarse:
     busy_cum: np.ndarray
     kinds: np.ndarray
     kind_cum: np.ndarray  # shape (len(kinds), n + 1)
+    gap_order: np.ndarray  # positions (in the lane) sorted by gap before them, largest first
+    gap_neg_sorted: np.ndarray  # -gap in that order (ascending), for searchsorted
 
     @classmethod
     def build(cls, index: RunIndex, lo: int, hi: int) -> _Coarse:
@@ -303,14 +305,22 @@ class _Coarse:
         kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
         for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
             np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
-        return cls(lo, index, busy_cum, kinds, kind_cum)
+        gap = s[1:] - pm[1:]
+        order = np.argsort(-gap, kind="stable").astype(np.int32) + 1
+        return cls(lo, index, busy_cum, kinds, kind_cum, order, -gap[order - 1])
 
     def view(self, lane: int, a: int, b: int, t0: int, t1: int, width_px: int, cap: int) -> LaneLod:
         ix = self.index
         span = max(1, t1 - t0)
         px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
-        gap = ix.start[a + 1:b] - ix.prev_max[a + 1:b]
-        first = np.concatenate([[a], np.flatnonzero(gap >= px) + a + 1])
+        k = int(np.searchsorted(self.gap_neg_sorted, -px, side="right"))  # gaps of at least px
+        if k < b - a:  # few wide gaps in the whole lane: pick those inside the window
+            cand = self.gap_order[:k].astype(np.int64) + self.lo
+            inside = np.sort(cand[(cand > a) & (cand < b)])
+        else:
+            gap = ix.start[a + 1:b] - ix.prev_max[a + 1:b]
+            inside = np.flatnonzero(gap >= px) + a + 1
+        first = np.concatenate([[a], inside])
         last = np.append(first[1:], b) - 1
         f, la = first - self.lo, last - self.lo + 1
         busy = self.busy_cum[la] - self.busy_cum[f]
