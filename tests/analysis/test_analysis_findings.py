@@ -117,3 +117,41 @@ def test_synthetic_clean_run_has_no_warnings() -> None:
 def test_finding_to_dict_is_json_ready() -> None:
     d = analyze(pageable_run()).findings[0].to_dict()
     assert d["rule"] == "pageable-copy" and isinstance(d["evidence"][0]["interval_ids"], list)
+
+
+def _refill_run(launch_us: int) -> object:
+    """Two 10 ms steps: a 5 ms kernel, an item() sync ending 30 us *before* it (host/GPU clock skew), then
+    ten kernels of 100 us each launched just in time by ``launch_us`` long launches."""
+    rows, markers, i = [], [], 0
+    for k in range(2):
+        t = k * 10 * MS
+        rows += [iv(CPU, "launch", t, t + 5 * US, id=i, step=k),
+                 iv(COMPUTE, "kernel", t + 10 * US, t + 5 * MS, "big", launch_id=i, id=i + 1, step=k),
+                 iv(CPU, "sync_wait", t + 20 * US, t + 5 * MS - 30 * US, "sync", cause="item", source="a.py:1",
+                    id=i + 2, step=k)]
+        i += 3
+        h = t + 5 * MS
+        for _ in range(10):
+            rows += [iv(CPU, "launch", h, h + launch_us * US, id=i, step=k),
+                     iv(COMPUTE, "kernel", h + launch_us * US, h + (launch_us + 100) * US, "small", launch_id=i,
+                        id=i + 1, step=k)]
+            h += (launch_us + 100) * US
+            i += 2
+        markers.append((t, t + 10 * MS))
+    return trace(rows, steps(*markers))
+
+
+def test_refill_after_a_sync_is_blamed_on_the_sync() -> None:
+    result = analyze(_refill_run(launch_us=50))
+    f = _by_rule(result)
+    assert "sync-in-loop" in f and "launch-bound" not in f
+    ps = result.per_step.iloc[0]
+    # the 50 us launch gap before each of the ten small kernels drains into the sync's cost
+    assert ps["cost_sync_in_loop_ns"] >= 10 * 50 * US
+    assert ps["idle_launch_bound_ns"] == 0
+
+
+def test_host_slower_than_gpu_is_launch_bound_even_after_a_sync() -> None:
+    # launches of 600 us for 100 us kernels: the host needs longer to issue a step than the GPU to run it
+    f = _by_rule(analyze(_refill_run(launch_us=600)))
+    assert "launch-bound" in f
