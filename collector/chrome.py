@@ -42,7 +42,9 @@ batches, garbage collector paused); without msgspec the stdlib ``json`` module g
 
 from __future__ import annotations
 
+import mmap
 import os
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,9 +114,60 @@ def read_events(
 
     if fast is None:
         fast = chrome_parse.HAVE_MSGSPEC
-    parse = chrome_parse.parse_fast if fast else chrome_parse.parse_stdlib
+    if fast:
+        from collector import chrome_fast
+
+        parse = chrome_fast.parse_fast
+    else:
+        parse = chrome_parse.parse_stdlib
     try:
-        top, columns, id_names = parse(chrome_parse.read_bytes(os.fspath(path), max_inflated_bytes))
+        top, columns, id_names = parse(read_bytes(os.fspath(path), max_inflated_bytes))
     except TraceFileError as exc:
         raise TraceFileError(f"{os.fspath(path)}: {exc}") from None
     return EventTable(top, pd.DataFrame(columns), id_names)
+
+
+
+def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
+    """The file's JSON bytes, writable (the fast path brackets batches in place).
+
+    A plain file is memory-mapped copy-on-write (no copy is made; the file itself never changes); a gzip
+    file is inflated in chunks and refused once it passes ``max_inflated_bytes``.
+    """
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+            f.seek(0)
+            if magic == b"\x1f\x8b":
+                return _inflate(f, max_inflated_bytes)
+            if os.fstat(f.fileno()).st_size == 0:
+                return bytearray(f.read())  # empty, or a pipe: no size to map
+            try:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+            except (OSError, ValueError):  # a file system that cannot map files
+                return bytearray(f.read())
+    except OSError as exc:
+        raise TraceFileError(f"cannot read the file ({exc.strerror or exc})") from None
+
+
+def _inflate(f: Any, limit: int) -> bytearray:
+    out = bytearray()
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        while chunk := f.read(1 << 20):
+            while chunk:
+                out += inflater.decompress(chunk, 1 << 24)
+                if len(out) > limit:
+                    raise TraceFileError(
+                        f"gzip inflates past the limit of {limit:,} bytes (max_inflated_bytes); "
+                        "refusing a likely gzip bomb"
+                    )
+                chunk = inflater.unconsumed_tail
+                if inflater.eof and not chunk and inflater.unused_data.strip(b"\0"):
+                    chunk = inflater.unused_data  # another gzip member follows
+                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    except zlib.error as exc:
+        raise TraceFileError(f"gzip data does not inflate ({exc}); the .gz file is corrupt") from None
+    if not inflater.eof:
+        raise TraceFileError("gzip data ends early; the .gz file is truncated")
+    return out

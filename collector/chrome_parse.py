@@ -1,27 +1,20 @@
-"""Bytes to event columns for :func:`collector.chrome.read_events` (internal).
+"""Event rows to columns for :func:`collector.chrome.read_events` (internal), and the stdlib-json path.
 
-* :func:`read_bytes`: the file's bytes; gzip (by magic bytes) is inflated in chunks with a cap.
-* :func:`parse_fast`: msgspec. The top level is decoded with ``traceEvents`` kept as raw slices of the
-  input, then events are decoded into typed structs in batches (garbage collector paused) and each batch
-  is turned into columns at once, so only one batch of Python objects is alive at a time.
-* :func:`parse_stdlib`: the same table with the stdlib ``json`` module (fallback, slower, more memory).
+* :data:`SPEC`: the fields read from each event and their EVENT_COLUMNS column.
+* :func:`check_event`: one event's fields, or a one-line error naming the event; both paths use it, so a bad
+  event gets the same message whichever path found it.
+* ``Columns``: preallocated numpy columns filled batch by batch; strings become category codes on the fly.
+* :func:`parse_stdlib`: the whole table with the stdlib ``json`` module (the fallback without msgspec).
 
-Both paths run every event through one checker (:func:`check_event`) so that a bad event gets the same
-one-line message whichever path found it.
+The fast path is collector.chrome_fast (msgspec).
 """
 
 from __future__ import annotations
 
-import gc
+import importlib.util
 import json
 import math
-import mmap
-import os
-import re
-import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from operator import attrgetter
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,13 +22,16 @@ import pandas as pd
 
 from collector.chrome import STREAMSCOPE_KEY, TraceFileError
 
-try:
-    import msgspec
 
-    HAVE_MSGSPEC = True
-except ImportError:  # pragma: no cover - exercised where msgspec is missing
-    msgspec = None  # type: ignore[assignment]
-    HAVE_MSGSPEC = False
+def _have_msgspec() -> bool:
+    try:
+        return importlib.util.find_spec("msgspec") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+HAVE_MSGSPEC = _have_msgspec()
+"""Whether the fast path (collector.chrome_fast) can run."""
 
 BATCH = 25_000
 """Events decoded per batch on the fast path (bounds the Python objects alive at once)."""
@@ -94,51 +90,6 @@ TS, DUR = 5, 6  # SPEC positions of ts and dur
 def active(ours: bool) -> list[int]:
     """SPEC positions read from a file: all for ours, the non-``ours`` ones for any other trace."""
     return [i for i, f in enumerate(SPEC) if ours or not f.ours]
-
-
-# ------------------------------------------------------------------------------------------- bytes
-
-
-def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
-    """The file's JSON bytes, writable (the fast path brackets batches in place).
-
-    A plain file is memory-mapped copy-on-write (no copy is made; the file itself never changes); a gzip
-    file is inflated in chunks and refused once it passes ``max_inflated_bytes``.
-    """
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(2)
-            f.seek(0)
-            if magic == b"\x1f\x8b":
-                return _inflate(f, max_inflated_bytes)
-            if os.fstat(f.fileno()).st_size == 0:
-                return bytearray()
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    except OSError as exc:
-        raise TraceFileError(f"cannot read the file ({exc.strerror or exc})") from None
-
-
-def _inflate(f: Any, limit: int) -> bytearray:
-    out = bytearray()
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        while chunk := f.read(1 << 20):
-            while chunk:
-                out += inflater.decompress(chunk, 1 << 24)
-                if len(out) > limit:
-                    raise TraceFileError(
-                        f"gzip inflates past the limit of {limit:,} bytes (max_inflated_bytes); "
-                        "refusing a likely gzip bomb"
-                    )
-                chunk = inflater.unconsumed_tail
-                if inflater.eof and not chunk and inflater.unused_data.strip(b"\0"):
-                    chunk = inflater.unused_data  # another gzip member follows
-                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    except zlib.error as exc:
-        raise TraceFileError(f"gzip data does not inflate ({exc}); the .gz file is corrupt") from None
-    if not inflater.eof:
-        raise TraceFileError("gzip data ends early; the .gz file is truncated")
-    return out
 
 
 # ------------------------------------------------------------------------------------ event check
@@ -201,7 +152,7 @@ class _Codes(dict[str, int]):
         return code
 
 
-class _Columns:
+class Columns:
     """Preallocated event columns filled batch by batch; strings become category codes on the fly.
 
     ``fields`` are the SPEC positions filled from the file; the others keep their default.
@@ -290,7 +241,7 @@ def _ns(us: np.ndarray, key: str, start: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------ stdlib
 
 
-def _syntax_error(data: Any, detail: str, pos: int | None) -> TraceFileError:
+def syntax_error(data: Any, detail: str, pos: int | None) -> TraceFileError:
     if len(data) < (1 << 20) and not bytes(data).strip():
         return TraceFileError("the file is empty; expected Chrome trace JSON")
     if pos is not None and pos >= len(data):
@@ -298,7 +249,7 @@ def _syntax_error(data: Any, detail: str, pos: int | None) -> TraceFileError:
     return TraceFileError(f"not valid JSON ({detail}); expected Chrome trace JSON")
 
 
-def _split_top(doc: Any) -> tuple[dict[str, Any], Any]:
+def split_top(doc: Any) -> tuple[dict[str, Any], Any]:
     if isinstance(doc, list):
         return {}, doc
     if not isinstance(doc, dict):
@@ -314,190 +265,17 @@ def parse_stdlib(data: Any) -> tuple[dict[str, Any], dict[str, Any], dict[int, s
         doc = json.loads(data if isinstance(data, (bytes, bytearray)) else data[:])
     except json.JSONDecodeError as exc:
         pos = len(data) if exc.pos >= len(exc.doc.rstrip()) else exc.pos
-        raise _syntax_error(data, f"{exc.msg} at character {exc.pos}", pos) from None
+        raise syntax_error(data, f"{exc.msg} at character {exc.pos}", pos) from None
     except UnicodeDecodeError:
         raise TraceFileError("not valid JSON (not UTF-8 text); expected Chrome trace JSON") from None
-    top, events = _split_top(doc)
+    top, events = split_top(doc)
     del doc
     if not isinstance(events, list):
         raise TraceFileError("'traceEvents' is not an array")
     fields = active(STREAMSCOPE_KEY in top)
-    columns = _Columns(len(events), fields)
+    columns = Columns(len(events), fields)
     for start in range(0, len(events), BATCH):
         rows = [check_event(ev, start + k, fields) for k, ev in enumerate(events[start : start + BATCH])]
         columns.add(start, len(rows), list(zip(*rows, strict=True)) if rows else [()] * len(fields))
     out, id_names = columns.finish()
     return top, out, id_names
-
-
-# ------------------------------------------------------------------------------------ msgspec
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-if HAVE_MSGSPEC:
-
-    class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
-        name: str = ""
-        stream: int = -1
-        device: int = -1
-        correlation: int = -1
-        external_id: int = msgspec.field(default=-1, name="External id")
-        bytes: int = -1
-        python_id: int = msgspec.field(default=-1, name="Python id")
-        python_parent_id: int = msgspec.field(default=-1, name="Python parent id")
-
-    class _OurArgs(_KinetoArgs, gc=False, frozen=True):
-        kind: str = ""
-        memory_kind: str = ""
-        non_blocking: bool = False
-        step: int = -1
-        source: str = ""
-        cause: str = ""
-        launch_id: int = -1
-        id: int = -1
-
-    class _Top(msgspec.Struct):
-        traceEvents: list[msgspec.Raw]
-
-    _NO_KINETO_ARGS = _KinetoArgs()
-    _NO_OUR_ARGS = _OurArgs()
-
-    class _KinetoEvent(msgspec.Struct, gc=False):
-        ph: str
-        cat: str = ""
-        name: str = ""
-        pid: int | str = -1
-        tid: int | str = -1
-        ts: float = math.nan
-        dur: float = math.nan
-        id: int | str = -1
-        args: _KinetoArgs = _NO_KINETO_ARGS
-
-    class _OurEvent(msgspec.Struct, gc=False):
-        ph: str
-        cat: str = ""
-        name: str = ""
-        pid: int | str = -1
-        tid: int | str = -1
-        ts: float = math.nan
-        dur: float = math.nan
-        id: int | str = -1
-        args: _OurArgs = _NO_OUR_ARGS
-
-
-_RAW_AT = re.compile(r"at `\$\[(\d+)\]")
-
-
-def parse_fast(data: bytearray | mmap.mmap) -> tuple[dict[str, Any], dict[str, Any], dict[int, str]]:
-    """Top-level object, columns (EVENT_COLUMNS) and id names, with msgspec in batches.
-
-    One pass finds the events (``traceEvents`` as raw slices of ``data``, no copies). Each batch of events
-    is then decoded in place: the commas just outside it are swapped for ``[`` and ``]`` for the decode
-    and restored after, so no batch is ever copied.
-    """
-    top, events, span = _top_and_events(data)
-    ours = STREAMSCOPE_KEY in top
-    fields = active(ours)
-    getters = [attrgetter(f.attr) for f in (SPEC[i] for i in fields) if not f.key.startswith("args.")]
-    arg_getters = [attrgetter(f.attr[5:]) for f in (SPEC[i] for i in fields) if f.key.startswith("args.")]
-    args_of = attrgetter("args")
-    event_type: Any = _OurEvent if ours else _KinetoEvent
-    decoder = msgspec.json.Decoder(list[event_type])
-    columns = _Columns(len(events), fields)
-    view = memoryview(data)
-    with _gc_paused():
-        for lo in range(0, len(events), BATCH):
-            chunk = events[lo : lo + BATCH]
-            try:
-                decoded = _decode_batch(decoder, data, view, chunk, span, lo == 0, lo + BATCH >= len(events))
-            except msgspec.ValidationError as exc:
-                raise _explain(exc, chunk, lo, fields) from None
-            args = list(map(args_of, decoded))
-            cols = [map(g, decoded) for g in getters] + [map(g, args) for g in arg_getters]
-            columns.add(lo, len(decoded), cols)
-            del decoded, args, cols
-    del events
-    view.release()
-    out, id_names = columns.finish()
-    return top, out, id_names
-
-
-def _address(buf: Any) -> int:
-    return int(np.frombuffer(buf, dtype=np.uint8).ctypes.data)
-
-
-def _decode_batch(
-    decoder: Any, data: Any, view: memoryview, chunk: Sequence[Any], span: tuple[int, int] | None,
-    first: bool, last: bool,
-) -> Any:
-    if span is None:  # events not located in data: decode a joined copy
-        return decoder.decode(b"".join((b"[", b",".join(chunk), b"]")))
-    base = _address(data)
-    start = _address(chunk[0]) - base
-    end = _address(chunk[-1]) - base + len(chunk[-1])
-    left = span[0] if first else data.rfind(b",", 0, start)
-    right = span[1] if last else data.find(b",", end)
-    saved = data[left], data[right]
-    data[left], data[right] = 0x5B, 0x5D  # "[" and "]"
-    try:
-        return decoder.decode(view[left : right + 1])
-    finally:
-        data[left], data[right] = saved
-
-
-def _top_and_events(data: Any) -> tuple[dict[str, Any], list[Any], tuple[int, int] | None]:
-    """Top-level object (without traceEvents), the events as msgspec.Raw, and the array's [ ] positions."""
-    try:
-        events = msgspec.json.decode(data, type=_Top).traceEvents
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        events = None  # not the usual shape: the general path below finds out what it is
-    if events:
-        base = _address(data)
-        first = _address(events[0]) - base
-        last_end = _address(events[-1]) - base + len(events[-1])
-        open_at, close_at = data.rfind(b"[", 0, first), data.find(b"]", last_end)
-        if data[open_at + 1 : first].strip() == b"" and data[last_end:close_at].strip() == b"":
-            rest = bytes(data[:open_at]) + b"[]" + bytes(data[close_at + 1 :])
-            top = msgspec.json.decode(rest, type=dict[str, Any])
-            top.pop("traceEvents", None)
-            return top, events, (open_at, close_at)
-    try:
-        doc = msgspec.json.decode(data, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
-    except msgspec.ValidationError:
-        raise TraceFileError("the JSON is not a trace: expected an object with 'traceEvents' or an array") from None
-    except msgspec.DecodeError as exc:
-        text = str(exc)
-        pos = len(data) if "truncated" in text else None
-        raise _syntax_error(data, text.replace("JSON is malformed: ", ""), pos) from None
-    top_raw, events_raw = _split_top(doc)
-    del doc
-    try:
-        top = {k: msgspec.json.decode(v) for k, v in top_raw.items()}
-        if not isinstance(events_raw, list):
-            events_raw = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
-    except msgspec.ValidationError:
-        raise TraceFileError("'traceEvents' is not an array") from None
-    return top, events_raw, None
-
-
-def _explain(exc: Exception, chunk: Sequence[Any], start: int, fields: Sequence[int]) -> TraceFileError:
-    """The checker's message for the event msgspec refused (same text as the stdlib path)."""
-    found = _RAW_AT.search(str(exc))
-    if not found:
-        return TraceFileError(f"bad event ({exc})")
-    k = int(found.group(1))
-    try:
-        check_event(json.loads(bytes(chunk[k])), start + k, fields)
-    except TraceFileError as err:
-        return err
-    return TraceFileError(f"event {start + k}: {str(exc).split(' - at ')[0]}")

@@ -109,7 +109,9 @@ def test_without_msgspec_the_stdlib_path_is_used(tmp_path: Path, monkeypatch: py
     path = kineto_like(tmp_path / "k.json")
     expected = read_events(path, fast=True).events
     monkeypatch.setattr(chrome_parse, "HAVE_MSGSPEC", False)
-    monkeypatch.setattr(chrome_parse, "parse_fast", None)  # would fail if called
+    from collector import chrome_fast
+
+    monkeypatch.setattr(chrome_fast, "parse_fast", None)  # would fail if called
     pd.testing.assert_frame_equal(read_events(path).events, expected)
 
 

@@ -1,0 +1,225 @@
+"""Write a :class:`~collector.model.Trace` as our Chrome-trace file (see collector.tracefile, docs/trace-format.md).
+
+Stdlib only (json + gzip). Events are built a chunk of rows at a time from per-column Python lists (each
+distinct string escaped once), written to a temp file in the destination folder and renamed into place.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+
+from collector.chrome import STREAMSCOPE_KEY
+from collector.model import FORMAT_VERSION, IntervalKind, LaneKind, MarkerKind, Trace
+
+META_KEY = STREAMSCOPE_KEY
+"""Top-level key of our metadata object (format_version, meta, lanes)."""
+
+CATEGORIES: dict[str, str] = {
+    IntervalKind.KERNEL.value: "kernel",
+    IntervalKind.MEMCPY_H2D.value: "gpu_memcpy",
+    IntervalKind.MEMCPY_D2H.value: "gpu_memcpy",
+    IntervalKind.MEMCPY_D2D.value: "gpu_memcpy",
+    IntervalKind.MEMSET.value: "gpu_memset",
+    IntervalKind.CPU_OP.value: "cpu_op",
+    IntervalKind.LAUNCH.value: "cuda_runtime",
+    IntervalKind.SYNC_WAIT.value: "cuda_sync",
+    IntervalKind.COLLECTIVE.value: "kernel",
+    IntervalKind.ANNOTATION.value: "user_annotation",
+    MarkerKind.STEP.value: "step",
+    MarkerKind.MARK.value: "mark",
+}
+"""Chrome ``cat`` of each interval / marker kind (Kineto's names where the meaning is the same).
+An annotation on a GPU lane is written as ``gpu_user_annotation``."""
+
+MARKER_TID = 999_999_999
+"""``tid`` of the per-rank thread that holds step and mark events."""
+
+_LANE_ORDER = {k.value: i for i, k in enumerate(LaneKind)}
+_CHUNK = 100_000
+
+
+# ------------------------------------------------------------------------------------------ write
+
+
+def write_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
+    """Write ``trace`` to ``path`` (gzip when it ends in ``.gz``), atomically: never a half-written file.
+
+    Raises ValueError for a trace that cannot be written faithfully (an interval that ends before it
+    starts, or one on a lane that does not exist).
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if path.endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as gz:
+                    _write(trace, gz)
+            else:
+                _write(trace, raw)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _write(trace: Trace, out: IO[bytes] | gzip.GzipFile) -> None:
+    iv, mk = trace.intervals, trace.markers
+    if len(iv):
+        if (iv["end_ns"].to_numpy() < iv["start_ns"].to_numpy()).any():
+            raise ValueError("an interval ends before it starts; cannot write a negative duration")
+        lane = iv["lane"].to_numpy()
+        if lane.min() < 0 or lane.max() >= len(trace.lanes):
+            raise ValueError("an interval refers to a lane that does not exist")
+    if len(mk) and (mk["end_ns"].to_numpy() < mk["start_ns"].to_numpy()).any():
+        raise ValueError("a marker ends before it starts")
+    starts = [int(f["start_ns"].min()) for f in (iv, mk) if len(f)]
+    base = min(starts) if starts else 0
+    head = {
+        META_KEY: {
+            "format_version": FORMAT_VERSION,
+            "meta": {**trace.meta.to_dict(), "format_version": FORMAT_VERSION},
+            "lanes": [
+                {"rank": ln.rank, "kind": LaneKind(ln.kind).value, "ident": ln.ident, "label": ln.label}
+                for ln in trace.lanes
+            ],
+        },
+        "baseTimeNanoseconds": base,
+        "displayTimeUnit": "ns",
+        "traceName": trace.meta.workload or "streamscope",
+    }
+    text = json.dumps(head, ensure_ascii=False, default=str)
+    out.write(text[:-1].encode() + b', "traceEvents": [\n')
+    first = True
+    for block in _event_blocks(trace, base):
+        if block:
+            out.write(((",\n" if not first else "") + ",\n".join(block)).encode())
+            first = False
+    out.write(b"\n]}\n")
+
+
+def _event_blocks(trace: Trace, base: int) -> Iterator[list[str]]:
+    yield _metadata_events(trace)
+    yield from _marker_events(trace.markers, base)
+    iv = trace.intervals
+    gpu_lane = np.array([LaneKind(ln.kind).is_gpu for ln in trace.lanes], dtype=bool)
+    for lo in range(0, len(iv), _CHUNK):
+        yield _interval_events(iv.iloc[lo : lo + _CHUNK], base, gpu_lane)
+
+
+def _metadata_events(trace: Trace) -> list[str]:
+    def meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> str:
+        return json.dumps({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}, ensure_ascii=False)
+
+    events = []
+    ranks = sorted({ln.rank for ln in trace.lanes} | set(trace.markers["rank"].tolist()))
+    for rank in ranks:
+        events.append(meta("process_name", rank, 0, {"name": f"rank {rank}"}))
+        events.append(meta("process_sort_index", rank, 0, {"sort_index": rank}))
+        events.append(meta("thread_name", rank, MARKER_TID, {"name": "steps & marks"}))
+        events.append(meta("thread_sort_index", rank, MARKER_TID, {"sort_index": -1}))
+    for tid, ln in enumerate(trace.lanes):
+        order = _LANE_ORDER[LaneKind(ln.kind).value] * 1_000_000 + tid
+        events.append(meta("thread_name", ln.rank, tid, {"name": ln.label}))
+        events.append(meta("thread_sort_index", ln.rank, tid, {"sort_index": order}))
+    return events
+
+
+def _us(ns: np.ndarray) -> list[str]:
+    """Non-negative nanoseconds as exact microsecond decimals ("12.345")."""
+    return [f"{v // 1000}.{v % 1000:03d}" for v in ns.tolist()]
+
+
+def _json_strings(col: pd.Series) -> list[str]:
+    """A string column as JSON string literals, escaping each distinct value once."""
+    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
+    lits = [json.dumps(str(c), ensure_ascii=False) for c in cat.cat.categories]
+    return [lits[c] for c in cat.cat.codes.tolist()]
+
+
+def _marker_events(mk: pd.DataFrame, base: int) -> Iterator[list[str]]:
+    if not len(mk):
+        return
+    start = mk["start_ns"].to_numpy(np.int64)
+    rows = zip(
+        mk["kind"].astype(str).tolist(),
+        _json_strings(mk["name"].astype(str)),
+        mk["rank"].tolist(),
+        _us(start - base),
+        _us(mk["end_ns"].to_numpy(np.int64) - start),
+        mk["step"].tolist(),
+        strict=True,
+    )
+    yield [
+        f'{{"ph":"X","cat":"{CATEGORIES[k]}","name":{n},"pid":{r},"tid":{MARKER_TID},"ts":{t},"dur":{d},'
+        f'"args":{{"kind":"{k}","step":{s}}}}}'
+        for k, n, r, t, d, s in rows
+    ]
+
+
+def _optional(values: list[Any], default: Any, key: str) -> list[str]:
+    return ["" if v == default else f',"{key}":{v}' for v in values]
+
+
+def _optional_strings(col: pd.Series, key: str) -> list[str]:
+    """``,"key":"value"`` for each row of a string column ('' where the value is ''), escaped once per value."""
+    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
+    lits = [f',"{key}":{json.dumps(str(c), ensure_ascii=False)}' if str(c) else "" for c in cat.cat.categories]
+    return [lits[c] for c in cat.cat.codes.tolist()]
+
+
+def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[str]:
+    lane = iv["lane"].to_numpy(np.int64)
+    on_gpu = gpu_lane[lane]
+    kind_codes = iv["kind"].cat.codes.to_numpy()
+    kinds = [str(k) for k in iv["kind"].cat.categories]
+    # one head string per (kind, lane on GPU): '{"ph":"X","cat":"kernel","name":'
+    heads = [
+        '{"ph":"X","cat":"%s","name":' % ("gpu_user_annotation" if g and k == "annotation" else CATEGORIES[k])
+        for g in (False, True)
+        for k in kinds
+    ]
+    head = [heads[h] for h in (kind_codes + on_gpu * len(kinds)).tolist()]
+    kind = [kinds[k] for k in kind_codes.tolist()]
+    stream = ["" if not g else f',"stream":{s}' for g, s in zip(on_gpu.tolist(), iv["stream"].tolist(), strict=True)]
+    extra = zip(
+        _optional(iv["bytes"].tolist(), 0, "bytes"),
+        _optional_strings(iv["memory_kind"], "memory_kind"),
+        ["" if not v else ',"non_blocking":true' for v in iv["non_blocking"].tolist()],
+        _optional(iv["step"].tolist(), -1, "step"),
+        _optional_strings(iv["source"], "source"),
+        _optional_strings(iv["cause"], "cause"),
+        _optional(iv["launch_id"].tolist(), -1, "launch_id"),
+        stream,
+        strict=True,
+    )
+    start = iv["start_ns"].to_numpy(np.int64)
+    ts_us, ts_frac = np.divmod(start - base, 1000)
+    dur_us, dur_frac = np.divmod(iv["end_ns"].to_numpy(np.int64) - start, 1000)
+    rows = zip(
+        head,
+        _json_strings(iv["name"]),
+        iv["rank"].tolist(),
+        lane.tolist(),
+        ts_us.tolist(),
+        ts_frac.tolist(),
+        dur_us.tolist(),
+        dur_frac.tolist(),
+        kind,
+        iv["id"].tolist(),
+        ("".join(e) for e in extra),
+        strict=True,
+    )
+    return [
+        f'{h}{n},"pid":{r},"tid":{ln},"ts":{t}.{tf:03d},"dur":{d}.{df:03d},"args":{{"kind":"{k}","id":{i}{x}}}}}'
+        for h, n, r, ln, t, tf, d, df, k, i, x in rows
+    ]
