@@ -151,17 +151,20 @@ def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
 
 
 def _inflate(f: Any, limit: int) -> bytearray:
-    out = bytearray()
+    out = _presized(f, limit)
+    size = 0
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         while chunk := f.read(1 << 20):
             while chunk:
-                out += inflater.decompress(chunk, 1 << 24)
-                if len(out) > limit:
+                piece = inflater.decompress(chunk, 1 << 24)
+                if size + len(piece) > limit:
                     raise TraceFileError(
                         f"gzip inflates past the limit of {limit:,} bytes (max_inflated_bytes); "
                         "refusing a likely gzip bomb"
                     )
+                out[size : size + len(piece)] = piece  # in place while it fits, else grows
+                size += len(piece)
                 chunk = inflater.unconsumed_tail
                 if inflater.eof and not chunk and inflater.unused_data.strip(b"\0"):
                     chunk = inflater.unused_data  # another gzip member follows
@@ -170,4 +173,17 @@ def _inflate(f: Any, limit: int) -> bytearray:
         raise TraceFileError(f"gzip data does not inflate ({exc}); the .gz file is corrupt") from None
     if not inflater.eof:
         raise TraceFileError("gzip data ends early; the .gz file is truncated")
+    del out[size:]
     return out
+
+
+def _presized(f: Any, limit: int) -> bytearray:
+    """A buffer of the size the gzip trailer announces (ISIZE, the size mod 2**32), so inflating does not
+    keep reallocating; trusted only up to 32x the compressed size and the limit (a bomb gets no more)."""
+    compressed = os.fstat(f.fileno()).st_size
+    if compressed < 18:
+        return bytearray()
+    f.seek(-4, os.SEEK_END)
+    announced = int.from_bytes(f.read(4), "little")
+    f.seek(0)
+    return bytearray(min(announced, 32 * compressed, limit))
