@@ -106,3 +106,22 @@ def test_empty_trace_does_not_fail() -> None:
     result = analyze(trace([]))
     assert result.summary()["steps"] == 0 and result.findings == ()
     assert result.to_dict()["what_if"]["step_time_now_ns"] is None
+
+
+def test_step_annotations_stand_in_for_missing_markers() -> None:
+    # record_function("step N") on the host, no markers; the host runs ahead, the GPU takes 10 ms a step
+    rows = [iv(CPU, "cpu_op", 0, 10 * US, "setup", id=99)]
+    for k in range(3):
+        rows += [iv(CPU, "annotation", 100 * US + k * MS, 100 * US + (k + 1) * MS - 10 * US, f"step {k}", id=3 * k),
+                 iv(CPU, "launch", 200 * US + k * MS, 205 * US + k * MS, id=3 * k + 1),
+                 iv(COMPUTE, "kernel", 5 * MS + k * 10 * MS, 15 * MS + k * 10 * MS, launch_id=3 * k + 1,
+                    id=3 * k + 2)]
+    result = analyze(trace(rows))
+    assert result.per_step["step"].tolist() == [0, 1, 2]
+    assert result.per_step["step_time_ns"].tolist() == [10 * MS] * 3
+    assert "annotations" in result.notes[0]
+
+
+def test_run_without_steps_spans_its_gpu_work() -> None:
+    rows = [iv(CPU, "cpu_op", 0, 1 * MS, id=0), iv(COMPUTE, "kernel", 3 * MS, 5 * MS, id=1)]
+    assert analyze(trace(rows)).per_step["step_time_ns"].tolist() == [2 * MS]

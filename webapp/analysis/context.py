@@ -14,6 +14,7 @@ import pandas as pd
 
 from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, IntervalKind, Trace
 from webapp.analysis import intervals as iv
+from webapp.analysis.steps import step_windows
 
 COPY_SYNC_CAUSES = frozenset({"blocking_copy", "memcpy", "copy"})
 """Sync causes that are a blocking copy's own wait (judged by the copy rules, not sync-in-loop)."""
@@ -61,7 +62,7 @@ class RunData:
     gpu_mask: np.ndarray
     copy_mask: np.ndarray
     sync_mask: np.ndarray
-    step_basis: str  # "gpu": windows follow each step's GPU work; "host": markers; "span": no markers
+    step_basis: str  # how windows were placed: see webapp.analysis.steps.step_windows
 
     def code(self, kind: IntervalKind) -> int:
         return _KIND_CODE[kind.value]
@@ -92,78 +93,6 @@ class RunData:
         return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]
 
 
-def _gpu_step_bounds(rank: np.ndarray, step: np.ndarray, start: np.ndarray, end: np.ndarray,
-                     gpu: np.ndarray) -> pd.DataFrame:
-    """First start and last end of the GPU work launched in each (rank, step): rank, step, gpu_start_ns,
-    gpu_end_ns."""
-    m = gpu & (step >= 0)
-    if not m.any():
-        return pd.DataFrame({"rank": [], "step": [], "gpu_start_ns": [], "gpu_end_ns": []}, dtype="int64")
-    r, st = rank[m], step[m].astype(np.int64)
-    n_steps = int(st.max()) + 1
-    key = r * n_steps + st
-    size = int(key.max()) + 1
-    if size > 4 * len(key) + 4096:  # sparse steps: compact the keys first
-        uniq, inv = np.unique(key, return_inverse=True)
-    else:
-        uniq, inv = np.arange(size), key
-    lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
-    hi = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(lo, inv, start[m])
-    np.maximum.at(hi, inv, end[m])
-    present = hi >= lo
-    uniq, lo, hi = uniq[present], lo[present], hi[present]
-    return pd.DataFrame({"rank": uniq // n_steps, "step": uniq % n_steps, "gpu_start_ns": lo, "gpu_end_ns": hi})
-
-
-def _spans(rank: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
-    """Each rank's first start and last end: rank, start_ns, end_ns."""
-    if not len(rank):
-        return pd.DataFrame({"rank": [], "start_ns": [], "end_ns": []}, dtype="int64")
-    n = int(rank.max()) + 1
-    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-    np.minimum.at(lo, rank, start)
-    np.maximum.at(hi, rank, end)
-    present = np.flatnonzero(hi >= lo)
-    return pd.DataFrame({"rank": present, "start_ns": lo[present], "end_ns": hi[present]})
-
-
-def _windows(trace: Trace, rank: np.ndarray, start: np.ndarray, end: np.ndarray, gpu: np.ndarray,
-             compute: np.ndarray) -> tuple[pd.DataFrame, str]:
-    """Step windows per rank, and how they were placed ("gpu", "host" or "span").
-
-    With ``step`` markers, a step's window starts where the work launched in that step starts on the
-    streams that run kernels and ends where the next step's starts (the last one at the later of its marker's end and its GPU
-    work's end): the GPU's pace, which is the job's throughput even when the host runs steps ahead.
-    Prefetch copies do not place windows (they run as early as the host issues them). Without kernels any
-    GPU work is used; steps without tagged GPU work use their markers. A rank without markers is one step, its whole span.
-    """
-    steps = trace.steps()
-    steps = steps[steps["end_ns"] >= steps["start_ns"]].astype("int64")
-    basis = "host" if len(steps) else "span"
-    if len(steps):
-        step_col = np.asarray(trace.intervals["step"], dtype=np.int64)
-        bounds = _gpu_step_bounds(rank, step_col, start, end, compute)
-        if bounds.empty:
-            bounds = _gpu_step_bounds(rank, step_col, start, end, gpu)
-        steps = steps.merge(bounds, on=["rank", "step"], how="left")
-        if steps["gpu_start_ns"].notna().any():
-            basis = "gpu"
-        ws = steps["gpu_start_ns"].fillna(steps["start_ns"]).astype("int64")
-        last_end = np.maximum(steps["end_ns"], steps["gpu_end_ns"].fillna(steps["end_ns"])).astype("int64")
-        steps = steps.assign(start_ns=ws).sort_values(["rank", "start_ns"], kind="stable")
-        nxt = steps.groupby("rank")["start_ns"].shift(-1)
-        steps["end_ns"] = nxt.fillna(last_end.loc[steps.index]).astype("int64")
-        steps = steps[["rank", "step", "start_ns", "end_ns"]]
-    spans = _spans(rank, start, end)
-    spans = spans[~spans["rank"].isin(set(steps["rank"].tolist()))]
-    spans.insert(1, "step", 0)
-    frame = pd.concat([steps, spans], ignore_index=True) if len(spans) else steps
-    frame = frame.astype({"rank": "int64", "step": "int64", "start_ns": "int64", "end_ns": "int64"})
-    return frame.sort_values(["rank", "start_ns"]).reset_index(drop=True), basis
-
-
 def prepare(trace: Trace) -> RunData:
     """Build RunData. Raises ValueError for a run that cannot be placed on one axis."""
     df = trace.intervals
@@ -178,7 +107,7 @@ def prepare(trace: Trace) -> RunData:
     lane = np.asarray(df["lane"], dtype=np.int64)
     lanes_with_kernels = np.flatnonzero(np.bincount(lane[compute_mask], minlength=len(trace.lanes)))
     on_compute_lanes = gpu_mask & np.isin(lane, lanes_with_kernels)
-    steps, step_basis = _windows(trace, rank, start, end, gpu_mask, on_compute_lanes)
+    steps, step_basis = step_windows(trace, kind, rank, start, end, gpu_mask, on_compute_lanes)
     lo = int(start.min()) if len(start) else 0
     hi = int(end.max()) if len(end) else 0
     if len(steps):

@@ -127,9 +127,9 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
     costs: dict[str, np.ndarray] = {r: np.zeros(len(rd.win), dtype=np.int64) for r in RULES}
     found: list[Finding] = []
 
-    def add(rule: str, total: float, floor: str | None, detail: str, sources: tuple[str, ...],
+    def add(rule: str, floor: str | None, detail: str, sources: tuple[str, ...],
             evidence: tuple[Evidence, ...], fix: str | None = None) -> None:
-        per_step = total / n_win
+        per_step = float(costs[rule].sum()) / n_win  # the per-step columns and the what-if use the same costs
         sev = severity(per_step / step_ref if step_ref > 0 else 0.0, floor)
         if sev is None:
             return
@@ -159,7 +159,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         detail = (f"{what} copies of {nbytes[pr].sum() / len(pr) / 2**20:.1f} MiB on average through pageable "
                   f"memory ran at {achieved:.1f} GB/s; against {bw} they would save "
                   f"{_ms(save_pinned.sum() / n_win)} per step.")
-        add("pageable-copy", save_pinned.sum(), "info", detail, _top_sources(_sources(rd, pr), dur[pr]),
+        add("pageable-copy", "info", detail, _top_sources(_sources(rd, pr), dur[pr]),
             _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr], (_launch_rows(rd, pr),)))
     h2d = rd.kind[big] == rd.code(IntervalKind.MEMCPY_H2D)
     left = np.where(h2d, exposed - save_pinned, 0).astype(np.int64)
@@ -169,7 +169,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         detail = (f"{len(rows)} host-to-device copies ran while no kernel ran, "
                   f"{_ms(left.sum() / n_win)} per step (after pinning); overlap with compute was "
                   f"{metrics.get('copy_compute_overlap_frac', math.nan) * 100:.0f}% of copy time.")
-        add("no-copy-overlap", left.sum(), None, detail, _top_sources(_sources(rd, rows), left[left > 0]),
+        add("no-copy-overlap", None, detail, _top_sources(_sources(rd, rows), left[left > 0]),
             _evidence(rd, rows, rd.s[rows], rd.e[rows], left[left > 0], (_launch_rows(rd, rows),)))
 
     # gap-based rules
@@ -180,7 +180,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
     if len(blk):
         detail = (f"{len(blk)} host-to-device copies held the host until they finished; the GPU then waited "
                   f"{_ms(length[gmask].sum() / n_win)} per step for the next launch.")
-        add("blocking-copy", length[gmask].sum(), "info", detail, _top_sources(_sources(rd, blk), dur[blk]),
+        add("blocking-copy", "info", detail, _top_sources(_sources(rd, blk), dur[blk]),
             _evidence(rd, blk, rd.s[blk], rd.e[blk], dur[blk], (_launch_rows(rd, blk),)))
 
     _sync_rule(rd, gaps, costs, add, n_win)
@@ -195,7 +195,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
                   f"work ({launches / n_win:.0f} launches per step, median kernel {kmed / 1e3:.1f} us, host "
                   f"issuing {_ms(float(per_step['host_issue_ns'].mean()))} per step).")
         rows = gaps.next_row[gmask]
-        add("launch-bound", length[gmask].sum(), None, detail, (),
+        add("launch-bound", None, detail, (),
             _evidence(rd, rows, gaps.s[gmask], gaps.e[gmask], length[gmask]))
 
     gmask = ((gaps.cause == gp.HOST) | (gaps.cause == gp.QUEUED)) & (length >= gp.LONG_GAP_NS)
@@ -209,7 +209,7 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
                   f"{_ms(tot / n_win)} per step; meanwhile the host was issuing work {issuing / tot:.0%}, "
                   f"waiting in syncs {syncing / tot:.0%} and otherwise idle or in unrecorded code "
                   f"{max(1 - (issuing + syncing) / tot, 0):.0%} of that time.")
-        add("idle-gaps", tot, None, detail, (),
+        add("idle-gaps", None, detail, (),
             _evidence(rd, gaps.next_row[gmask], a, b, b - a))
     order = {s: i for i, s in enumerate(("critical", "warning", "info"))}
     found.sort(key=lambda f: (order[f.severity], -f.cost_per_step_ns))
@@ -248,6 +248,6 @@ def _sync_rule(rd: RunData, gaps: gp.Gaps, costs: dict[str, np.ndarray], add: Ad
               f"{_ms(total / n_win)} per step until new work arrived.")
     pos = frame.index.to_numpy()[keep]
     srows, scost = rows[pos], cost[pos]
-    add("sync-in-loop", total, "info", detail, tuple(s for (_, s) in loop.index if s)[:5],
+    add("sync-in-loop", "info", detail, tuple(s for (_, s) in loop.index if s)[:5],
         _evidence(rd, srows, rd.s[srows], rd.e[srows], scost + (rd.e[srows] - rd.s[srows]) // 1000),
         sync_fix(tuple(c for (c, _) in loop.index)))

@@ -25,7 +25,9 @@ _BASIS_NOTES = {
     "gpu": "Step windows follow the GPU: each starts where the work launched in that step starts on the "
            "streams that run kernels (the host may run steps ahead).",
     "host": "Step windows are the step markers (no GPU work is tagged with its step).",
-    "span": "No step markers: each rank's whole run is one step.",
+    "annotation": "No step markers: steps come from 'step N' annotations (record_function), and each window "
+                  "follows the GPU work launched in that step.",
+    "span": "No step markers: each rank's whole run (first to last GPU interval) is one step.",
 }
 
 
