@@ -60,10 +60,16 @@ def _annotation_steps(trace: Trace, kind: np.ndarray, start: np.ndarray, end: np
     # GPU work: the step of the row that launched it
     ids = np.asarray(df["id"], dtype=np.int64)
     launch = np.asarray(df["launch_id"], dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    pos = np.minimum(np.searchsorted(ids[order], launch), max(len(ids) - 1, 0))
-    linked = (launch >= 0) & (ids[order][pos] == launch)
-    step = np.where(linked, step[order[pos]], np.where(cpu_lanes[lane], step, -1))
+    n = len(ids)
+    if n and ids[0] == 0 and ids[-1] == n - 1 and (ids[1:] > ids[:-1]).all():  # ids are row numbers
+        row = np.clip(launch, 0, n - 1)
+        linked = (launch >= 0) & (launch < n)
+    else:
+        order = np.argsort(ids, kind="stable")
+        pos = np.minimum(np.searchsorted(ids[order], launch), max(n - 1, 0))
+        row = order[pos]
+        linked = (launch >= 0) & (ids[row] == launch)
+    step = np.where(linked, step[row], np.where(cpu_lanes[lane], step, -1))
     return marks, step
 
 
