@@ -145,10 +145,11 @@ def per_rank_frame(per_step: pd.DataFrame) -> pd.DataFrame:
 
 def _bandwidth(rd: RunData, memory: str) -> tuple[float, float]:
     """Achieved H2D bandwidth (GB/s) and bytes over copies >= MIN_BANDWIDTH_BYTES of that memory kind."""
-    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
-    m = (rd.kind == rd.code(IntervalKind.MEMCPY_H2D)) & (rd.mem == rd.mem_code(memory))
+    rows = np.flatnonzero(rd.copy_mask)
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)[rows]
+    m = (rd.kind[rows] == rd.code(IntervalKind.MEMCPY_H2D)) & (rd.mem[rows] == rd.mem_code(memory))
     m &= nbytes >= MIN_BANDWIDTH_BYTES
-    total_b, total_t = float(nbytes[m].sum()), float((rd.e - rd.s)[m].sum())
+    total_b, total_t = float(nbytes[m].sum()), float((rd.e[rows] - rd.s[rows])[m].sum())
     return (total_b / total_t if total_t > 0 else math.nan), total_b
 
 
@@ -191,9 +192,10 @@ def kernel_table(rd: RunData) -> pd.DataFrame:
     keep = rd.kind != rd.code(IntervalKind.ANNOTATION)
     n_names = max(len(name_cats), 1)
     key = rd.kind.astype(np.int64) * (n_names + 1) + (names.astype(np.int64) + 1)
-    key = key[keep]
-    dur = (rd.e - rd.s)[keep]
-    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)[keep]
+    dur = rd.e - rd.s
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    if not keep.all():
+        key, dur, nbytes = key[keep], dur[keep], nbytes[keep]
     span = len(INTERVAL_KIND_DTYPE.categories) * (n_names + 1)
     if span <= 2 * len(key) + 4096:  # dense keys: bincount directly
         count_all = np.bincount(key, minlength=span)

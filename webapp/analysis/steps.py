@@ -148,8 +148,11 @@ def step_windows(trace: Trace, kind: np.ndarray, rank: np.ndarray, start: np.nda
         nxt = steps.groupby("rank")["start_ns"].shift(-1)
         steps["end_ns"] = nxt.fillna(last_end.loc[steps.index]).astype("int64")
         steps = steps[["rank", "step", "start_ns", "end_ns"]]
+    with_steps = set(steps["rank"].tolist())
+    if {ln.rank for ln in trace.lanes} <= with_steps:
+        return steps.sort_values(["rank", "start_ns"]).reset_index(drop=True).astype("int64"), basis
     spans = _spans(rank, start, end, gpu)
-    spans = spans[~spans["rank"].isin(set(steps["rank"].tolist()))]
+    spans = spans[~spans["rank"].isin(with_steps)]
     spans.insert(1, "step", 0)
     frame = pd.concat([steps, spans], ignore_index=True) if len(spans) else steps
     frame = frame.astype({"rank": "int64", "step": "int64", "start_ns": "int64", "end_ns": "int64"})
