@@ -181,7 +181,7 @@ def d2h(ctx: DemoContext) -> Generator[None, None, None]:
             with torch.profiler.record_function("results: non_blocking into pinned"):
                 k = i % slots
                 if done[k] is not None:
-                    done[k].synchronize()  # the copy from two steps ago is long finished
+                    done[k].synchronize()  # waits only while the host runs two steps ahead of the GPU
                     checksum += float(bufs[k][0, 0])
                 d2h_stream.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(d2h_stream):

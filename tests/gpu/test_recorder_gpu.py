@@ -80,7 +80,7 @@ def test_sync_trap_waits_point_at_the_lines() -> None:
     from collector import demos
 
     lines, first = inspect.getsourcelines(demos.sync_trap)
-    print_line = first + next(i for i, s in enumerate(lines) if "print(" in s)
+    print_line = first + next(i for i, s in enumerate(lines) if 'print(f"step' in s)
     item_line = first + next(i for i, s in enumerate(lines) if "if loss.item()" in s)
     iv = _demo_trace("sync-trap", 12).intervals
     waits = iv[iv["kind"] == "sync_wait"]
