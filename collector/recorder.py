@@ -71,7 +71,7 @@ class Recorder:
         out: str | None = None,
         *,
         every: int = 1,
-        rank: int = 0,
+        rank: int | None = None,
         probe: bool = True,
         source: str = "recorded",
         command: str | None = None,
@@ -83,7 +83,7 @@ class Recorder:
         self.workload = workload
         self.out = out
         self.every = int(every)
-        self.rank = int(rank)
+        self.rank = int(rank if rank is not None else os.environ.get("RANK", 0) or 0)
         self.probe = probe
         self.source = source
         self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
@@ -135,13 +135,16 @@ class Recorder:
         self._started = True
         self._torch = torch
         sourceline.add_skipped_dir(os.path.dirname(torch.__file__))
-        self._device = torch.cuda.current_device()
-        self._meta = device_info(self._device)
-        self._meta["bandwidth_probe"] = probe_bandwidth() if self.probe else {}
-        self._event_overhead_ms = event_overhead_ms() if self.calibrate else 0.0
-        torch.cuda.synchronize()
-        self._anchor: Any
-        self._anchor, self._host0 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
+        self._device = _pick_device(torch)
+        with torch.cuda.device(self._device):
+            self._meta = device_info(self._device)
+            self._meta["bandwidth_probe"] = probe_bandwidth() if self.probe else {}
+            self._event_overhead_ms = event_overhead_ms() if self.calibrate else 0.0
+            torch.cuda.synchronize()
+            self._anchor: Any
+            self._anchor, self._host0 = take_anchor(
+                torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns
+            )
         self._record_ev = torch._C._CudaEventBase.record
         self._elapsed = torch._C._CudaEventBase.elapsed_time
         self._get_stream = torch._C._cuda_getCurrentStream
@@ -227,9 +230,10 @@ class Recorder:
         if step_open and has_work:
             self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
         self._seal()
-        torch.cuda.synchronize()
         last: Any
-        last, host1 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
+        with torch.cuda.device(self._device):
+            torch.cuda.synchronize()
+            last, host1 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
         self._try_resolve(force=True)
         clock = ClockMap.from_anchors(self._host0, host1, self._elapsed(self._anchor, last))
         meta = RunMeta.new(
@@ -458,6 +462,15 @@ class Recorder:
                 pool.append(ev_e)
 
 
+def _pick_device(torch: Any) -> int:
+    """The device to record: ``LOCAL_RANK`` under a distributed launcher (before the script picks it),
+    else the current one."""
+    local = os.environ.get("LOCAL_RANK", "")
+    if local.isdigit() and int(local) < torch.cuda.device_count():
+        return int(local)
+    return int(torch.cuda.current_device())
+
+
 def _has_bool_index(args: Any) -> bool:
     """Whether an index/index_put_ call uses a boolean (or uint8) mask among its indices."""
     import torch
@@ -506,7 +519,8 @@ def _copy_facts(name: str, args: Any, kwargs: dict[str, Any], tensor: Any) -> tu
 def record(workload: str = "", out: str | None = None, **options: Any) -> Recorder:
     """A :class:`Recorder`; use as a context manager (``with record(...) as rec``) or call start()/stop().
 
-    Options: ``every`` (record every Nth step, default 1), ``rank``, ``probe`` (H2D bandwidth probe at start,
+    Options: ``every`` (record every Nth step, default 1), ``rank`` (default: ``RANK`` from the environment,
+    else 0; the device is ``LOCAL_RANK``'s when set, else the current one), ``probe`` (H2D bandwidth probe at start,
     default True), ``source``, ``command``, ``auto_steps`` (a step boundary after each optimizer step),
     ``calibrate`` (measure the events' own overhead at start and subtract it from GPU intervals, default True).
     """

@@ -130,3 +130,15 @@ def test_importing_the_collector_does_not_import_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False"
+
+
+def test_rank_defaults_to_the_launchers(monkeypatch: Any) -> None:
+    from collector.recorder import Recorder
+
+    monkeypatch.setenv("RANK", "3")
+    assert Recorder("w").rank == 3
+    assert Recorder("w", rank=1).rank == 1
+    monkeypatch.delenv("RANK")
+    assert Recorder("w").rank == 0
+    with pytest.raises(ValueError, match="every"):
+        Recorder("w", every=0)
