@@ -1,13 +1,19 @@
-"""Classify dispatcher ops once per overload: skipped (no GPU work), kernel, copy, memset or sync op.
+"""Classify dispatcher ops once per overload (skipped, kernel, copy, memset or sync op), and read the
+facts of one copy call (direction, bytes, host memory kind, non_blocking, whether the host waits).
 
-Pure Python over op names, so the rules are testable without torch.
+The classification is pure Python over op names, testable without torch.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Any
 
+from collector import syncs
+from collector.model import IntervalKind, MemoryKind
 from collector.syncs import MASKABLE_INDEX_OPS, SYNC_OP_CAUSES
+
+_K = IntervalKind
 
 
 class OpClass(enum.IntEnum):
@@ -48,3 +54,48 @@ def classify_op(name: str, is_view: bool = False) -> OpClass:
     if name in MEMSET_OPS:
         return OpClass.MEMSET
     return OpClass.KERNEL
+
+
+def has_bool_index(args: Any) -> bool:
+    """Whether an index/index_put_ call uses a boolean (or uint8) mask among its indices."""
+    import torch
+
+    indices = args[1] if len(args) > 1 else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
+
+
+def copy_facts(name: str, args: Any, kwargs: dict[str, Any], tensor: Any) -> tuple[Any, int, str, bool, bool]:
+    """``(kind, bytes, memory_kind, non_blocking, blocks)`` of a copy op call (kind KERNEL for a cast)."""
+    src: Any
+    dst: Any
+    if name == "aten::_to_copy":
+        src = args[0]
+        device = kwargs.get("device")
+        dst_cuda = bool(src.is_cuda if device is None else device.type == "cuda")
+        dtype = kwargs.get("dtype")
+        same_dtype = dtype is None or dtype == src.dtype
+        nb = bool(kwargs.get("non_blocking", False))
+        dst_pinned = bool(kwargs.get("pin_memory") or False)
+        dst = None
+    else:
+        if name == "aten::_copy_from":
+            src, dst = args[0], args[1]
+        else:
+            dst, src = args[0], args[1]
+        if not isinstance(src, tensor) or not isinstance(dst, tensor):
+            return _K.KERNEL, 0, "", False, False
+        nb = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+        dst_cuda = bool(dst.is_cuda)
+        same_dtype = dst.dtype == src.dtype
+        dst_pinned = False
+    src_cuda = bool(src.is_cuda)
+    kind = syncs.copy_kind(src_cuda, dst_cuda)
+    nbytes = src.numel() * src.element_size()
+    if kind is _K.MEMCPY_D2D:
+        return (kind if same_dtype else _K.KERNEL), nbytes, MemoryKind.DEVICE.value, nb, False
+    if kind is _K.MEMCPY_H2D:
+        pinned = bool(src.is_pinned())
+    else:
+        pinned = dst_pinned if dst is None else bool(dst.is_pinned())
+    mem = MemoryKind.PINNED.value if pinned else MemoryKind.PAGEABLE.value
+    return kind, nbytes, mem, nb, syncs.copy_blocks(kind, bool(pinned), nb)

@@ -30,10 +30,10 @@ import time
 from collections import deque
 from typing import Any
 
-from collector import ranges, sourceline, syncs
+from collector import graphs, ranges, sourceline, syncs
 from collector.clock import ClockMap, take_anchor
 from collector.model import IntervalKind, MemoryKind, RunMeta, Trace
-from collector.ops import OpClass, classify_op
+from collector.ops import OpClass, classify_op, copy_facts, has_bool_index
 from collector.tracebuild import build_trace
 
 NO_CUDA_MESSAGE = "no CUDA device: recording needs an NVIDIA GPU; browsing and analysis work without one"
@@ -151,7 +151,7 @@ class Recorder:
         self._Tensor = torch.Tensor
         self._undo.append(syncs.install(self._on_host_wait))
         self._undo.append(ranges.install(self._on_range, self._on_mark))
-        self._undo.append(self._patch_graphs(torch))
+        self._undo.append(graphs.install(self))
         if self.auto_steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -289,32 +289,6 @@ class Recorder:
         if self._on:
             self._markers.append(("mark", name, t, t, self._step))
 
-    def _patch_graphs(self, torch: Any) -> Any:
-        """Graph replays become one ``cuda_graph_replay`` interval; nothing is timed while capturing."""
-        graph_cls = torch.cuda.CUDAGraph
-        patches = syncs._Patches()
-        begin, end, replay = graph_cls.capture_begin, graph_cls.capture_end, graph_cls.replay
-
-        def capture_begin(g: Any, *a: Any, **k: Any) -> Any:
-            self._capturing += 1
-            return begin(g, *a, **k)
-
-        def capture_end(g: Any, *a: Any, **k: Any) -> Any:
-            try:
-                return end(g, *a, **k)
-            finally:
-                self._capturing -= 1
-
-        def graph_replay(g: Any, *a: Any, **k: Any) -> Any:
-            if not self._on or self._capturing:
-                return replay(g, *a, **k)
-            return self._timed(lambda: replay(g, *a, **k), "cuda_graph_replay", OpClass.KERNEL)
-
-        patches.set(graph_cls, "capture_begin", capture_begin)
-        patches.set(graph_cls, "capture_end", capture_end)
-        patches.set(graph_cls, "replay", graph_replay)
-        return patches.undo
-
     # ------------------------------------------------------------------ hot path
     def _dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         if not self._on or self._capturing:
@@ -391,7 +365,7 @@ class Recorder:
         kind, nbytes, mem, nb, cause, src = _K.KERNEL, 0, "", False, "", ""
         context = syncs.current_cause()
         if cls is OpClass.COPY:
-            kind, nbytes, mem, nb, blocks = _copy_facts(name, args, kwargs or {}, self._Tensor)
+            kind, nbytes, mem, nb, blocks = copy_facts(name, args, kwargs or {}, self._Tensor)
             if blocks:
                 cause = context or "blocking_copy"
             if kind is not _K.KERNEL:
@@ -401,7 +375,7 @@ class Recorder:
             if name == "aten::_local_scalar_dense":
                 kind, nbytes, mem = _K.MEMCPY_D2H, args[0].element_size(), MemoryKind.PAGEABLE.value
         elif cls is OpClass.MASKABLE:
-            if _has_bool_index(args):
+            if has_bool_index(args):
                 cause = context or "masked_index"
         elif cls is OpClass.MEMSET:
             kind = _K.MEMSET
@@ -469,51 +443,6 @@ def _pick_device(torch: Any) -> int:
     if local.isdigit() and int(local) < torch.cuda.device_count():
         return int(local)
     return int(torch.cuda.current_device())
-
-
-def _has_bool_index(args: Any) -> bool:
-    """Whether an index/index_put_ call uses a boolean (or uint8) mask among its indices."""
-    import torch
-
-    indices = args[1] if len(args) > 1 else ()
-    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices or ())
-
-
-def _copy_facts(name: str, args: Any, kwargs: dict[str, Any], tensor: Any) -> tuple[Any, int, str, bool, bool]:
-    """``(kind, bytes, memory_kind, non_blocking, blocks)`` of a copy op call (kind KERNEL for a cast)."""
-    src: Any
-    dst: Any
-    if name == "aten::_to_copy":
-        src = args[0]
-        device = kwargs.get("device")
-        dst_cuda = bool(src.is_cuda if device is None else device.type == "cuda")
-        dtype = kwargs.get("dtype")
-        same_dtype = dtype is None or dtype == src.dtype
-        nb = bool(kwargs.get("non_blocking", False))
-        dst_pinned = bool(kwargs.get("pin_memory") or False)
-        dst = None
-    else:
-        if name == "aten::_copy_from":
-            src, dst = args[0], args[1]
-        else:
-            dst, src = args[0], args[1]
-        if not isinstance(src, tensor) or not isinstance(dst, tensor):
-            return _K.KERNEL, 0, "", False, False
-        nb = bool(args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
-        dst_cuda = bool(dst.is_cuda)
-        same_dtype = dst.dtype == src.dtype
-        dst_pinned = False
-    src_cuda = bool(src.is_cuda)
-    kind = syncs.copy_kind(src_cuda, dst_cuda)
-    nbytes = src.numel() * src.element_size()
-    if kind is _K.MEMCPY_D2D:
-        return (kind if same_dtype else _K.KERNEL), nbytes, MemoryKind.DEVICE.value, nb, False
-    if kind is _K.MEMCPY_H2D:
-        pinned = bool(src.is_pinned())
-    else:
-        pinned = dst_pinned if dst is None else bool(dst.is_pinned())
-    mem = MemoryKind.PINNED.value if pinned else MemoryKind.PAGEABLE.value
-    return kind, nbytes, mem, nb, syncs.copy_blocks(kind, bool(pinned), nb)
 
 
 def record(workload: str = "", out: str | None = None, **options: Any) -> Recorder:
