@@ -19,6 +19,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from webapp import get_store
+from webapp.figures import step_time_figure
 from webapp.ingest import IngestError, TooLarge, ingest_stream
 from webapp.store import RunInfo, RunNotFound
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
@@ -177,5 +178,8 @@ def _fast_json(payload: Any) -> Response:
 
 @bp.get("/runs/<run_id>/analysis")
 def run_analysis(run_id: str) -> Response:
+    """The stored analysis (RunAnalysis.to_dict()) plus ``step_figure``, a Plotly figure of step times."""
     _info(run_id)
-    return jsonify(get_store().analysis(run_id))
+    analysis = get_store().analysis(run_id)
+    analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [])
+    return _fast_json(analysis)

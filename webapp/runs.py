@@ -7,11 +7,14 @@ from typing import Any
 from flask import Blueprint, abort, render_template, url_for
 
 from webapp import get_store
-from webapp.figures import metric_cards, step_time_figure
+from webapp.figures import metric_cards
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound
 
 bp = Blueprint("runs", __name__)
+
+MAX_EMBEDDED_STEPS = 20_000
+"""Step windows embedded in the run page (for "go to step"); the tables fetch the full analysis later."""
 
 
 def run_row(info: RunInfo) -> dict[str, Any]:
@@ -42,11 +45,14 @@ def run_page(run_id: str) -> str:
     except RunNotFound:
         abort(404, f"no run with id {run_id!r}")
     store.warm(run_id)  # zooming needs the run's arrays: start loading them now
+    light = {k: analysis.get(k) for k in ("findings", "what_if", "notes")}
+    light["steps"] = [{"rank": r.get("rank", 0), "step": r["step"], "start_ns": r["start_ns"], "end_ns": r["end_ns"]}
+                      for r in analysis.get("per_step") or [] if "start_ns" in r and "step" in r][:MAX_EMBEDDED_STEPS]
     page = {
-        "run": info.to_dict(), "lanes": lanes, "analysis": analysis,
+        "run": info.to_dict(), "lanes": lanes, "analysis": light,
+        "analysis_url": url_for("api.run_analysis", run_id=run_id),
         "api": url_for("api.get_run", run_id=run_id),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
-        "step_figure": step_time_figure(analysis.get("per_step") or []),
     }
     others = [r for r in store.list_runs() if r.id != run_id]
     return render_template("run.html", run=info.to_dict(), analysis=analysis, page=page,

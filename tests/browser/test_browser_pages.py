@@ -62,7 +62,9 @@ def test_names_from_traces_render_as_text(page, server, traces, shot) -> None:
     page.wait_for_selector(".upload-list li.done")
     page.click(".upload-list li.done a")
     page.wait_for_function(FIRST_PAINT)
-    page.click("#tab-kernels-btn") if page.locator("#tab-kernels-btn").count() else page.click("text=Kernels and ops")
+    page.wait_for_selector("#steps-table td")  # the full analysis has arrived
+    page.click("text=Kernels and ops")
+    page.wait_for_selector("#kernels-table td")
     assert page.locator("#kernels-table td", has_text="</script><img src=x onerror=alert(1)>").count() == 1
     assert page.locator("img[src=x]").count() == 0
     page.goto(server + "/")

@@ -9,7 +9,7 @@
   tlLegend(document.getElementById("tl-legend"));
   tl.load().catch((e) => tl.showError(e.message));
 
-  const steps = (analysis.per_step || []).filter((s) => s.rank === 0 || s.rank === undefined);
+  const steps = (analysis.steps || []).filter((s) => s.rank === 0 || s.rank === undefined);
   const stepBy = {};
   for (const s of steps) stepBy[s.step] = s;
   const goStep = (n) => {
@@ -65,31 +65,34 @@
     }
   } else box.textContent = "No estimate for this run.";
 
-  // tables: built after the timeline's first paint (the per-step one) or when their tab opens
+  // tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
+  let full = null;
   const tables = {
-    "tab-steps": () => fillTable(document.getElementById("steps-table"), analysis.per_step, ["rank", "step", "step_time_ns",
+    "tab-steps": () => fillTable(document.getElementById("steps-table"), full.per_step, ["rank", "step", "step_time_ns",
       "gpu_busy_frac", "compute_busy_ns", "transfer_busy_ns", "copy_compute_overlap_frac", "exposed_copy_ns", "gpu_idle_ns",
       "idle_sync_stall_ns", "sync_wait_count", "sync_wait_ns"], (rec) => goStep(rec.step)),
-    "tab-kernels": () => fillTable(document.getElementById("kernels-table"), analysis.kernels,
+    "tab-kernels": () => fillTable(document.getElementById("kernels-table"), full.kernels,
       ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
-    "tab-syncs": () => fillTable(document.getElementById("syncs-table"), analysis.sync_sources,
+    "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
       ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
   };
   const built = new Set();
-  const build = (id) => { if (!built.has(id) && tables[id]) { built.add(id); tables[id](); } };
-  root.addEventListener("tl-firstpaint", () => build("tab-steps"), { once: true });
+  let active = "tab-steps";
+  const build = (id) => { if (full && !built.has(id) && tables[id]) { built.add(id); tables[id](); } };
   document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
-    build(b.dataset.tab);
+    active = b.dataset.tab;
+    build(active);
     document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
     document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
   }));
-
-  // the step chart uses Plotly from the server; load it after the timeline's first paint
-  root.addEventListener("tl-firstpaint", () => {
-    if (!P.step_figure) return;
+  root.addEventListener("tl-firstpaint", async () => {
+    try { full = await SS.json(P.analysis_url); } catch (e) { return; }
+    build(active);
+    const fig = full.step_figure;
+    if (!fig) return;
     const s = document.createElement("script");
     s.src = P.plotly; s.async = true;
-    s.onload = () => window.Plotly.newPlot("step-chart", P.step_figure.data, P.step_figure.layout, { displaylogo: false, responsive: true });
+    s.onload = () => window.Plotly.newPlot("step-chart", fig.data, fig.layout, { displaylogo: false, responsive: true });
     document.body.appendChild(s);
   }, { once: true });
 })();
