@@ -187,7 +187,7 @@ def write_section(lines: list[str], section: str = SECTION) -> None:
     if head in text:
         start = text.index(head)
         nxt = text.find("\n## ", start + len(head))
-        text = text[:start] + body + ("" if nxt < 0 else text[nxt + 1:])
+        text = text[:start] + body + ("" if nxt < 0 else "\n" + text[nxt + 1:])
     else:
         text = text.rstrip("\n") + "\n\n" + body
     RESULTS.write_text(text)
@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.python_version()} (`python3 benchmarks/analysis_scale.py`).",
         "",
         f"- analyze() on a synthetic run of {p1['intervals']:,.0f} intervals ({args.ranks} rank(s), pattern naive): "
-        f"best {p1['best_s']:.2f} s of {args.repeats} (target <= 5 s); building the run took {p1['build_s']:.2f} s.",
+        f"best {p1['best_s']:.2f} s, worst {p1['worst_s']:.2f} s of {args.repeats} (target <= 5 s; other jobs share "
+        f"this machine, hence the spread); building the run took {p1['build_s']:.2f} s.",
     ]
     if not args.skip_hta:
         if not Path(args.hta_python).exists():
