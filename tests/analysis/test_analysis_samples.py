@@ -44,3 +44,18 @@ def test_each_demo_gets_its_finding(name: str, rule: str) -> None:
 def test_sync_trap_names_its_lines() -> None:
     f = next(f for f in _load("sync-trap").findings if f.rule == "sync-in-loop")
     assert any(s.startswith("collector/demos.py:") for s in f.sources)
+
+
+def test_torch_profiler_overlap_trace_is_clean() -> None:
+    from collector.chrome import TraceFileError
+
+    path = SAMPLES / "torch-profiler-overlap.pt.trace.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    try:
+        trace = load_trace(str(path))
+    except TraceFileError as exc:  # the reader's business, not the analysis'
+        pytest.skip(f"cannot read the sample yet: {exc}")
+    result = analyze(trace)
+    assert result.metrics["steps"] >= 2
+    assert _rules(result) == set()
