@@ -1,8 +1,8 @@
 """One pass over the run DataFrame: interval classes, step windows and the unions every metric needs.
 
 :func:`prepare` turns a Trace into :class:`RunData`: numpy arrays on one time axis for all ranks
-(webapp.analysis.intervals.Timebase), the step windows (from ``step`` markers; the whole rank's span
-as step 0 where a rank has none) and the unions of GPU, compute, copy, host and sync time.
+(webapp.analysis.intervals.Timebase), the step windows (webapp.analysis.steps) and the unions of GPU,
+compute, copy, host and sync time.
 """
 
 from __future__ import annotations
