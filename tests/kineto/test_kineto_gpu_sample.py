@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.chrome import EventTable
+from collector.chrome import EventTable, read_events
 from collector.kineto import trace_from_kineto
 from collector.model import LaneKind, Trace
 
@@ -60,9 +60,41 @@ def test_sync_waits_with_causes_and_source(trace: Trace) -> None:
     assert syncs["cause"].astype(str).tolist() == [
         "blocking_copy", "blocking_copy", "item", "nonzero", "masked_index", "synchronize", "cpu", "cpu"
     ]
-    assert set(syncs["source"].astype(str)) == {"make_gpu_trace.py:21 (train_step)"}
+    assert set(syncs["source"].astype(str)) == {"make_gpu_trace.py:25 (train_step)"}
     assert (iv[iv["kind"] == "sync_wait"]["step"].value_counts().loc[[2, 3]] == 8).all()
 
 
 def test_steps(trace: Trace) -> None:
     assert trace.steps()["step"].tolist() == [2, 3]
+
+
+TRAIN = Path(__file__).parent / "data" / "gpu_train.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def train() -> Trace:
+    return trace_from_kineto(read_events(TRAIN), source_name=str(TRAIN))  # the real reader: no stacks here
+
+
+def test_training_step_backward_thread_gets_its_own_lane(train: Trace) -> None:
+    cpu = [ln for ln in train.lanes if ln.kind is LaneKind.CPU_THREAD]
+    assert len(cpu) == 2 and cpu[1].label.endswith("(pt_autograd_0)")
+    iv = train.intervals
+    backward = iv[iv["lane"] == 1]
+    assert backward["name"].astype(str).str.startswith("autograd::engine::evaluate_function").any()
+    assert (backward["step"].isin([2, 3])).all()
+
+
+def test_training_step_kernels_all_linked_and_stepped(train: Trace) -> None:
+    iv = train.intervals
+    gpu = iv[(iv["lane_kind"] != "cpu_thread") & (iv["kind"] != "annotation")]
+    assert len(gpu) == 60 and (gpu["launch_id"] >= 0).all()
+    assert gpu["step"].value_counts().to_dict() == {2: 30, 3: 30}
+    copies = gpu[gpu["kind"] == "memcpy_h2d"]
+    assert copies[["bytes", "memory_kind", "non_blocking", "step"]].astype(str).values.tolist() == [
+        ["131072", "pinned", "True", "2"], ["512", "pinned", "True", "2"],
+        ["131072", "pinned", "True", "3"], ["512", "pinned", "True", "3"],
+    ]
+    syncs = iv[iv["kind"] == "sync_wait"]
+    assert syncs["cause"].astype(str).tolist() == ["synchronize"]  # the profiler's own, after the steps
+    assert syncs["step"].tolist() == [-1]
