@@ -17,11 +17,11 @@ import mmap
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 import numpy as np
-from msgspec.structs import astuple
 
 from collector import chrome_parse
 from collector.chrome import STREAMSCOPE_KEY, TraceFileError
@@ -101,8 +101,10 @@ def parse_fast(data: bytearray | mmap.mmap) -> tuple[dict[str, Any], dict[str, A
     top, events, span = _top_and_events(data)
     ours = STREAMSCOPE_KEY in top
     fields = active(ours)
+    getters = [attrgetter(f.attr) for f in (SPEC[i] for i in fields) if not f.key.startswith("args.")]
+    arg_getters = [attrgetter(f.attr[5:]) for f in (SPEC[i] for i in fields) if f.key.startswith("args.")]
+    args_of = attrgetter("args")
     event_type: Any = _OurEvent if ours else _KinetoEvent
-    order = _field_order(event_type, fields)
     decoder = msgspec.json.Decoder(list[event_type])
     columns = Columns(len(events), fields)
     view = memoryview(data)
@@ -114,24 +116,14 @@ def parse_fast(data: bytearray | mmap.mmap) -> tuple[dict[str, Any], dict[str, A
                 decoded = _decode_batch(decoder, data, view, chunk, span, lo == 0, lo + batch >= len(events))
             except msgspec.ValidationError as exc:
                 raise _explain(exc, chunk, lo, fields) from None
-            # transpose in C: struct -> tuple -> one tuple per field (args last, then its own fields)
-            top_cols = list(zip(*map(astuple, decoded), strict=True))
-            cols = top_cols[:-1] + list(zip(*map(astuple, top_cols[-1]), strict=True))
-            columns.add(lo, len(decoded), [cols[k] for k in order])
-            del decoded, top_cols, cols
+            args = list(map(args_of, decoded))
+            cols = [map(g, decoded) for g in getters] + [map(g, args) for g in arg_getters]
+            columns.add(lo, len(decoded), cols)
+            del decoded, args, cols
     del events
     view.release()
     out, id_names = columns.finish()
     return top, out, id_names
-
-
-def _field_order(event_type: Any, fields: Sequence[int]) -> list[int]:
-    """Positions, in an event struct's flattened fields (args' fields replacing args), of SPEC ``fields``."""
-    flat = [name for name in event_type.__struct_fields__ if name != "args"]
-    args_type = event_type.__annotations__["args"]
-    args_type = globals()[args_type] if isinstance(args_type, str) else args_type
-    flat += ["args." + name for name in args_type.__struct_fields__]
-    return [flat.index(SPEC[i].attr) for i in fields]
 
 
 def _address(buf: Any) -> int:
