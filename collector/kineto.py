@@ -76,8 +76,23 @@ _MEM = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
 _MEMCPY = re.compile(r"Memcpy (?P<dir>\w+) \((?P<src>\w+) -> (?P<dst>\w+)\)")
 _STEP = re.compile(r"ProfilerStep#\d+")
 _DIRECTION = {"HtoD": "memcpy_h2d", "DtoH": "memcpy_d2h", "DtoD": "memcpy_d2d", "PtoP": "memcpy_d2d"}
-_NEEDED = ("ph", "cat", "name", "pid", "tid", "ts_ns", "dur_ns", "flow_id", "arg_name", "arg_stream",
-           "arg_device", "arg_correlation", "arg_bytes", "arg_python_id", "arg_python_parent_id")
+_NEEDED = (
+    "ph",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "flow_id",
+    "arg_name",
+    "arg_stream",
+    "arg_device",
+    "arg_correlation",
+    "arg_bytes",
+    "arg_python_id",
+    "arg_python_parent_id",
+)
 
 
 def memcpy_kind(name: str) -> tuple[str, str]:
@@ -126,11 +141,16 @@ def _step_ranges(ev: pd.DataFrame, rows: np.ndarray, numbers: np.ndarray, rank: 
     if len(rows) == 0:
         return empty_markers()
     start = ev["ts_ns"].to_numpy(np.int64)[rows]
-    steps = pd.DataFrame({
-        "rank": rank, "kind": MarkerKind.STEP.value, "name": [f"ProfilerStep#{n}" for n in numbers],
-        "step": numbers, "start_ns": start,
-        "end_ns": start + np.maximum(ev["dur_ns"].to_numpy(np.int64)[rows], 0),
-    })
+    steps = pd.DataFrame(
+        {
+            "rank": rank,
+            "kind": MarkerKind.STEP.value,
+            "name": [f"ProfilerStep#{n}" for n in numbers],
+            "step": numbers,
+            "start_ns": start,
+            "end_ns": start + np.maximum(ev["dur_ns"].to_numpy(np.int64)[rows], 0),
+        }
+    )
     return conform_markers(steps.sort_values("start_ns").drop_duplicates("step"))
 
 
@@ -213,8 +233,12 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     kind_g = np.full(len(gpu_ev), KIND_CODE["annotation"], dtype=np.int8)
     mem_g = np.zeros(len(gpu_ev), dtype=np.int8)
     k, m = g_is["kernel"], g_is["gpu_memcpy"]
-    kind_g[k] = np.where(by_name(gpu_ev[k], lambda c: "nccl" in c.lower(), bool), KIND_CODE["collective"], KIND_CODE["kernel"])
-    kind_g[m] = by_name(gpu_ev[m], lambda c: KIND_CODE.get(memcpy_kind(c)[0], KIND_CODE["annotation"]), np.int8)
+    kind_g[k] = np.where(
+        by_name(gpu_ev[k], lambda c: "nccl" in c.lower(), bool), KIND_CODE["collective"], KIND_CODE["kernel"]
+    )
+    kind_g[m] = by_name(
+        gpu_ev[m], lambda c: KIND_CODE.get(memcpy_kind(c)[0], KIND_CODE["annotation"]), np.int8
+    )
     mem_g[m] = by_name(gpu_ev[m], lambda c: _MEM[memcpy_kind(c)[1]], np.int8)
     kind_g[g_is["gpu_memset"]] = KIND_CODE["memset"]
     mem_g[g_is["gpu_memset"]] = _MEM["device"]
@@ -239,8 +263,10 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     syn = np.flatnonzero(api_cause != "")
     copy_launch = np.unique(launch_pos_g[is_copy_g & (launch_pos_g >= 0)])
     pts = np.concatenate([syn, copy_launch])
-    outer = outermost_enclosing(key[cause_ops], ts[cause_ops], end[cause_ops], key[api_rows[pts]], ts[api_rows[pts]])
-    syn_outer, copy_outer = outer[: len(syn)], outer[len(syn):]
+    outer = outermost_enclosing(
+        key[cause_ops], ts[cause_ops], end[cause_ops], key[api_rows[pts]], ts[api_rows[pts]]
+    )
+    syn_outer, copy_outer = outer[: len(syn)], outer[len(syn) :]
     op_cause = np.full(len(syn), "", dtype=object)
     op_cause[syn_outer >= 0] = by_name(cause_ops[syn_outer[syn_outer >= 0]], CAUSE_BY_OP.__getitem__, object)
     api_cause[syn] = np.where(op_cause != "", op_cause, api_cause[syn])
@@ -251,8 +277,12 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
 
     py_rows = np.flatnonzero(ph_x & cat_in(cat, ("python_function",)))
     frames = PyFrames(
-        key[py_rows], ts[py_rows], end[py_rows], ncodes[py_rows],
-        ev["arg_python_id"].to_numpy(np.int64)[py_rows], ev["arg_python_parent_id"].to_numpy(np.int64)[py_rows],
+        key[py_rows],
+        ts[py_rows],
+        end[py_rows],
+        ncodes[py_rows],
+        ev["arg_python_id"].to_numpy(np.int64)[py_rows],
+        ev["arg_python_parent_id"].to_numpy(np.int64)[py_rows],
     )
     sources, py_cause = python_sources(frames, ncats, key[api_rows[syn]], ts[api_rows[syn]])
     api_cause[syn] = np.where(py_cause != "", py_cause, api_cause[syn])
@@ -268,23 +298,33 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     gpu_rows = np.concatenate([gpu_ev, unk_gpu])
     rows = np.concatenate([host_rows, gpu_rows])
     nh, nr = len(host_rows), len(host_rows) + len(gpu_rows)
-    kinds = np.concatenate([
-        np.where(api_cause != "", KIND_CODE["sync_wait"], KIND_CODE["launch"]).astype(np.int8),
-        np.full(len(op_rows), KIND_CODE["cpu_op"], np.int8), np.full(len(ann_rows) + len(unk_cpu), KIND_CODE["annotation"], np.int8),
-        kind_g, np.full(len(unk_gpu), KIND_CODE["annotation"], np.int8),
-    ])
+    kinds = np.concatenate(
+        [
+            np.where(api_cause != "", KIND_CODE["sync_wait"], KIND_CODE["launch"]).astype(np.int8),
+            np.full(len(op_rows), KIND_CODE["cpu_op"], np.int8),
+            np.full(len(ann_rows) + len(unk_cpu), KIND_CODE["annotation"], np.int8),
+            kind_g,
+            np.full(len(unk_gpu), KIND_CODE["annotation"], np.int8),
+        ]
+    )
     device_arg = ev["arg_device"].to_numpy(np.int64)[gpu_rows]
     is_gpu = np.arange(nr) >= nh
     lane_a = np.concatenate([pid[host_rows], np.where(device_arg >= 0, device_arg, pid[gpu_rows])])
-    lane_b = np.concatenate([tid[host_rows], np.where(stream_arg[gpu_rows] >= 0, stream_arg[gpu_rows],
-                                                      _named_id(tid[gpu_rows], table.id_names))])
+    lane_b = np.concatenate(
+        [
+            tid[host_rows],
+            np.where(
+                stream_arg[gpu_rows] >= 0, stream_arg[gpu_rows], _named_id(tid[gpu_rows], table.id_names)
+            ),
+        ]
+    )
     lane_idx = pd.DataFrame({"g": is_gpu, "a": lane_a, "b": lane_b}).groupby(["g", "a", "b"]).ngroup()
     lane_idx = lane_idx.to_numpy(np.int32)
     lanes = build_lanes(ev, rank, lane_idx, is_gpu, lane_a, lane_b, kinds)
 
     # api_rows lead `rows`, so a position in api_rows is a position in `rows`
     launch_at = np.full(nr, -1, dtype=np.int64)
-    launch_at[nh: nh + len(gpu_ev)] = launch_pos_g
+    launch_at[nh : nh + len(gpu_ev)] = launch_pos_g
     linked = launch_at >= 0
     step = _step_at(steps, ts[rows])
     step[linked] = step[launch_at[linked]]  # GPU work belongs to the step that launched it
@@ -299,32 +339,36 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     has_bytes = np.isin(kinds, [KIND_CODE[k] for k in (*COPY_KINDS, "memset")]) & is_gpu
     nbytes = np.where(has_bytes, np.maximum(ev["arg_bytes"].to_numpy(np.int64)[rows], 0), 0)
     mem = np.zeros(nr, dtype=np.int8)
-    mem[nh: nh + len(gpu_ev)] = np.where(kind_g == KIND_CODE["annotation"], 0, mem_g)
+    mem[nh : nh + len(gpu_ev)] = np.where(kind_g == KIND_CODE["annotation"], 0, mem_g)
     sync_pos = np.full(nr, -1, dtype=np.int64)
     sync_pos[syn] = np.arange(len(syn))  # api_rows leads `rows`, so api_rows positions are row positions
     sync_o = sync_pos[order]
     where_sync = np.flatnonzero(sync_o >= 0)
     lane_o = lane_idx[order]
-    frame = pd.DataFrame({
-        "id": np.arange(nr, dtype=np.int64),
-        "rank": np.full(nr, rank, dtype=np.int32),
-        "lane": lane_o,
-        "lane_kind": per_lane([ln.kind.value for ln in lanes], lane_o),
-        "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
-        "lane_label": per_lane([ln.label for ln in lanes], lane_o),
-        "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
-        "name": pd.Categorical.from_codes(ncodes[rows][order], categories=ncats).remove_unused_categories(),
-        "start_ns": ts[rows][order],
-        "end_ns": end[rows][order],
-        "bytes": nbytes[order],
-        "memory_kind": pd.Categorical.from_codes(mem[order], dtype=MEMORY_KIND_DTYPE),
-        "non_blocking": non_blocking[order],
-        "step": step[order],
-        "cause": _sparse_strings(nr, where_sync, api_cause[syn][sync_o[where_sync]]),
-        "source": _sparse_strings(nr, where_sync, sources[sync_o[where_sync]]),
-        "launch_id": launch_id[order],
-    })
-    meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist())
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(nr, dtype=np.int64),
+            "rank": np.full(nr, rank, dtype=np.int32),
+            "lane": lane_o,
+            "lane_kind": per_lane([ln.kind.value for ln in lanes], lane_o),
+            "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
+            "lane_label": per_lane([ln.label for ln in lanes], lane_o),
+            "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
+            "name": pd.Categorical.from_codes(
+                ncodes[rows][order], categories=ncats
+            ).remove_unused_categories(),
+            "start_ns": ts[rows][order],
+            "end_ns": end[rows][order],
+            "bytes": nbytes[order],
+            "memory_kind": pd.Categorical.from_codes(mem[order], dtype=MEMORY_KIND_DTYPE),
+            "non_blocking": non_blocking[order],
+            "step": step[order],
+            "cause": _sparse_strings(nr, where_sync, api_cause[syn][sync_o[where_sync]]),
+            "source": _sparse_strings(nr, where_sync, sources[sync_o[where_sync]]),
+            "launch_id": launch_id[order],
+        }
+    )
+    meta = run_meta(
+        table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist()
+    )
     return Trace(meta, tuple(lanes), conform_intervals(frame), steps)
-
-

@@ -18,8 +18,10 @@ KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
 """IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
 COPY_KINDS = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")
 ROLE_WORD = {
-    LaneKind.COMPUTE_STREAM: "compute", LaneKind.TRANSFER_STREAM: "transfer",
-    LaneKind.COMM_STREAM: "comm", LaneKind.OTHER_STREAM: "other",
+    LaneKind.COMPUTE_STREAM: "compute",
+    LaneKind.TRANSFER_STREAM: "transfer",
+    LaneKind.COMM_STREAM: "comm",
+    LaneKind.OTHER_STREAM: "other",
 }
 
 
@@ -74,11 +76,20 @@ def per_lane(values: list[str], lane_o: np.ndarray) -> pd.Categorical:
     """A categorical column from one value per lane, spread over the rows' lane indices."""
     uniques = list(dict.fromkeys(values))
     codes = np.array([uniques.index(v) for v in values], dtype=np.int32)
-    return pd.Categorical.from_codes(codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object))
+    return pd.Categorical.from_codes(
+        codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object)
+    )
 
 
-def build_lanes(ev: pd.DataFrame, rank: int, lane_idx: np.ndarray, is_gpu: np.ndarray, a: np.ndarray,
-           b: np.ndarray, kinds: np.ndarray) -> list[Lane]:
+def build_lanes(
+    ev: pd.DataFrame,
+    rank: int,
+    lane_idx: np.ndarray,
+    is_gpu: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    kinds: np.ndarray,
+) -> list[Lane]:
     """Lane per index, CPU threads first then (device, stream); stream roles inferred from content."""
     if len(lane_idx) == 0:
         return []
@@ -119,27 +130,48 @@ def build_lanes(ev: pd.DataFrame, rank: int, lane_idx: np.ndarray, is_gpu: np.nd
     return lanes
 
 
-def run_meta(top: Mapping[str, Any], source_name: str, world_size: int, rank: int, unknown_cats: pd.Series,
-             devices: list[int]) -> RunMeta:
+def run_meta(
+    top: Mapping[str, Any],
+    source_name: str,
+    world_size: int,
+    rank: int,
+    unknown_cats: pd.Series,
+    devices: list[int],
+) -> RunMeta:
     """Run metadata; device name and properties are those of the first device with GPU work."""
     props = [p for p in top.get("deviceProperties") or [] if isinstance(p, Mapping)]
     used = [p for p in props if devices and p.get("id") == devices[0]]
     first = dict((used or props or [{}])[0])
     skipped = unknown_cats.astype(str).value_counts()
     notes: dict[str, Any] = {
-        "kineto": {k: top[k] for k in ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "traceName",
-                                        "distributedInfo", "trace_id") if k in top},
+        "kineto": {
+            k: top[k]
+            for k in (
+                "schemaVersion",
+                "baseTimeNanoseconds",
+                "displayTimeUnit",
+                "traceName",
+                "distributedInfo",
+                "trace_id",
+            )
+            if k in top
+        },
         "rank": rank,
         "clock_note": "torch.profiler timestamps (microseconds with ns precision) as int ns; "
-                      "one clock for all ranks of a job",
+        "one clock for all ranks of a job",
         "unknown_categories_as_annotations": {str(k): int(v) for k, v in skipped.items()},
     }
     if len(props) > 1:
         notes["devices"] = [dict(p) for p in props]
     workload = os.path.basename(source_name or str(top.get("traceName") or ""))
     values: dict[str, Any] = {
-        "device_name": str(first.get("name", "")), "device_properties": first, "world_size": world_size,
-        "source": "torch.profiler", "clock": "kineto_ns", "workload": workload, "notes": notes,
+        "device_name": str(first.get("name", "")),
+        "device_properties": first,
+        "world_size": world_size,
+        "source": "torch.profiler",
+        "clock": "kineto_ns",
+        "workload": workload,
+        "notes": notes,
     }
     if top.get("host_name"):
         values["host"] = str(top["host_name"])

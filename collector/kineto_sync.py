@@ -4,9 +4,9 @@ Used by :mod:`collector.kineto`. Everything here is vectorized over the event ta
 API-name tables, CPU threads' frame depth, or the categories of a column, never over events.
 
 Cause vocabulary (the ``cause`` column of ``sync_wait`` intervals), shared with the recorder
-(:mod:`collector.syncs`). The most specific evidence wins: a Tensor method on the Python stack (``item``,
-``tolist``, ``numpy``, ``cpu``, ``print``), then the outermost syncing aten op (``item``, ``bool``, ``nonzero``,
-``masked_index``, ``unique``, ``implicit``, ``blocking_copy`` for ``.to()`` / ``copy_``), then the API call
+(:mod:`collector.syncs`). The most specific evidence wins: a Tensor method on the Python stack
+(``item``, ``tolist``, ``numpy``, ``cpu``, ``print``), then the outermost syncing aten op (``item``, ``bool``,
+``nonzero``, ``masked_index``, ``unique``, ``implicit``, ``blocking_copy`` for ``.to()`` / ``copy_``), then the API call
 itself (``synchronize`` for cudaDeviceSynchronize, ``stream_synchronize``, ``event_synchronize``,
 ``blocking_copy`` for cudaMemcpy or a copy from/to pageable memory, ``cuda_free`` for cudaFree, which waits
 for the whole device).
@@ -69,9 +69,27 @@ CAUSE_BY_OP: dict[str, str] = {
 
 LIBRARY_ROOTS = frozenset(
     {
-        "torch", "torchvision", "torchaudio", "torchtext", "functorch", "triton", "numpy", "transformers",
-        "accelerate", "deepspeed", "apex", "lightning", "pytorch_lightning", "megatron", "timm", "diffusers",
-        "peft", "datasets", "tqdm", "streamscope", "collector",
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "functorch",
+        "triton",
+        "numpy",
+        "transformers",
+        "accelerate",
+        "deepspeed",
+        "apex",
+        "lightning",
+        "pytorch_lightning",
+        "megatron",
+        "timm",
+        "diffusers",
+        "peft",
+        "datasets",
+        "tqdm",
+        "streamscope",
+        "collector",
     }
 )
 """Top-level packages never reported as the user's source (plus the standard library and site-packages)."""
@@ -128,7 +146,9 @@ class PyFrames(NamedTuple):
     parent_id: np.ndarray
 
 
-def latest_start(iv_key: np.ndarray, iv_start: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray) -> np.ndarray:
+def latest_start(
+    iv_key: np.ndarray, iv_start: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray
+) -> np.ndarray:
     """Per point (key, t): position of the interval with that key and the latest start <= t, or -1."""
     out = np.full(len(pt_t), -1, dtype=np.int64)
     if len(iv_start) == 0 or len(pt_t) == 0:

@@ -20,8 +20,13 @@ from collector.chrome import EVENT_COLUMNS, EventTable
 DATA = Path(__file__).parent / "data"
 
 _ARGS = {
-    "arg_name": "name", "arg_stream": "stream", "arg_device": "device", "arg_correlation": "correlation",
-    "arg_external_id": "External id", "arg_bytes": "bytes", "arg_python_id": "Python id",
+    "arg_name": "name",
+    "arg_stream": "stream",
+    "arg_device": "device",
+    "arg_correlation": "correlation",
+    "arg_external_id": "External id",
+    "arg_bytes": "bytes",
+    "arg_python_id": "Python id",
     "arg_python_parent_id": "Python parent id",
 }
 

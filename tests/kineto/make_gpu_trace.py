@@ -22,8 +22,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 
-def train_step(model: torch.nn.Module, pageable: torch.Tensor, pinned: torch.Tensor,
-               side: torch.cuda.Stream) -> torch.Tensor:
+def train_step(
+    model: torch.nn.Module, pageable: torch.Tensor, pinned: torch.Tensor, side: torch.cuda.Stream
+) -> torch.Tensor:
     a = pageable.to("cuda")
     b = pinned.to("cuda", non_blocking=True)
     with torch.cuda.stream(side):
@@ -69,7 +70,9 @@ def record_training(out_dir: str) -> None:
 
 def main(out_dir: str) -> None:
     os.makedirs(out_dir, exist_ok=True)
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)).cuda()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
+    ).cuda()
     pageable = torch.randn(256, 1024)
     pinned = torch.randn(256, 1024).pin_memory()
     side = torch.cuda.Stream()

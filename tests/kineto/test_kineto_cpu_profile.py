@@ -43,7 +43,8 @@ def _profile(out: Path, with_stack: bool) -> int:
 
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "with_stack"])
 def profiled(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
     plain_reader: Callable[[Path], EventTable],
 ) -> tuple[Trace, int]:
     out = tmp_path_factory.mktemp("kineto") / "cpu.pt.trace.json"
@@ -71,7 +72,7 @@ def test_profiler_steps_become_markers_and_step_column(profiled: tuple[Trace, in
     steps = trace.steps()
     assert steps["step"].tolist() == [2, 3]
     assert (steps["end_ns"] > steps["start_ns"]).all()
-    assert (steps["start_ns"].iloc[1] >= steps["end_ns"].iloc[0])
+    assert steps["start_ns"].iloc[1] >= steps["end_ns"].iloc[0]
     iv = trace.intervals
     blocks = iv[iv["name"] == "my_block"]
     assert blocks["kind"].astype(str).tolist() == ["annotation", "annotation"]
@@ -80,7 +81,9 @@ def test_profiler_steps_become_markers_and_step_column(profiled: tuple[Trace, in
     assert mm["step"].tolist() == [2, 3]
     inside = iv["step"] >= 0
     bounds = steps.set_index("step")
-    assert (iv.loc[inside, "start_ns"].to_numpy() >= bounds.loc[iv.loc[inside, "step"], "start_ns"].to_numpy()).all()
+    assert (
+        iv.loc[inside, "start_ns"].to_numpy() >= bounds.loc[iv.loc[inside, "step"], "start_ns"].to_numpy()
+    ).all()
 
 
 def test_meta_and_times(profiled: tuple[Trace, int]) -> None:

@@ -1,4 +1,4 @@
-"""Edge cases of the Kineto importer: several devices, named streams, driver launches, no steps, odd events."""
+"""Edge cases of the Kineto importer: several devices, named streams, driver launches, odd events."""
 
 from __future__ import annotations
 
@@ -16,7 +16,15 @@ from collector.model import INTERVAL_COLUMNS, LaneKind, Trace
 
 
 def _x(cat: str, name: str, pid: Any, tid: Any, ts: float, dur: float | None, **args: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "args": args}
+    event: dict[str, Any] = {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": ts,
+        "args": args,
+    }
     if dur is not None:
         event["dur"] = dur
     return event
@@ -31,16 +39,30 @@ def _import(tmp_path: Path, reader: Callable[[Path], EventTable], events: list[d
 def test_two_devices_named_streams_and_driver_launches(
     tmp_path: Path, plain_reader: Callable[[Path], EventTable]
 ) -> None:
-    trace = _import(tmp_path, plain_reader, [
-        _x("cuda_driver", "cuLaunchKernel", 10, 11, 1.0, 2.0, correlation=1),
-        _x("kernel", "triton_poi_fused_add_0", 0, 7, 5.0, 3.0, device=0, stream=7, correlation=1),
-        _x("cuda_runtime", "cudaLaunchKernel", 10, 11, 4.0, 2.0, correlation=2),
-        _x("kernel", "k2", 1, "stream 9", 8.0, 1.0, device=1, correlation=2),
-        _x("cuda_runtime", "cudaMemcpy", 10, 11, 10.0, 5.0, correlation=3),
-        _x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 1, 9, 11.0, 2.0, device=1, stream=9,
-           correlation=3, bytes=64),
-        _x("cpu_op", "aten::empty", 10, 11, 20.0, None),
-    ])
+    trace = _import(
+        tmp_path,
+        plain_reader,
+        [
+            _x("cuda_driver", "cuLaunchKernel", 10, 11, 1.0, 2.0, correlation=1),
+            _x("kernel", "triton_poi_fused_add_0", 0, 7, 5.0, 3.0, device=0, stream=7, correlation=1),
+            _x("cuda_runtime", "cudaLaunchKernel", 10, 11, 4.0, 2.0, correlation=2),
+            _x("kernel", "k2", 1, "stream 9", 8.0, 1.0, device=1, correlation=2),
+            _x("cuda_runtime", "cudaMemcpy", 10, 11, 10.0, 5.0, correlation=3),
+            _x(
+                "gpu_memcpy",
+                "Memcpy DtoH (Device -> Pageable)",
+                1,
+                9,
+                11.0,
+                2.0,
+                device=1,
+                stream=9,
+                correlation=3,
+                bytes=64,
+            ),
+            _x("cpu_op", "aten::empty", 10, 11, 20.0, None),
+        ],
+    )
     assert [(ln.kind, ln.ident, ln.label) for ln in trace.lanes] == [
         (LaneKind.CPU_THREAD, 11, "thread 11"),
         (LaneKind.COMPUTE_STREAM, 7, "GPU 0 stream 7 (compute)"),
@@ -51,7 +73,9 @@ def test_two_devices_named_streams_and_driver_launches(
     assert iv.loc[kernels["launch_id"], "name"].astype(str).tolist() == ["cuLaunchKernel", "cudaLaunchKernel"]
     sync = iv[iv["kind"] == "sync_wait"]
     assert sync["name"].astype(str).tolist() == ["cudaMemcpy"]
-    assert sync["cause"].astype(str).tolist() == ["blocking_copy"] and sync["source"].astype(str).tolist() == [""]
+    assert sync["cause"].astype(str).tolist() == ["blocking_copy"] and sync["source"].astype(
+        str
+    ).tolist() == [""]
     empty_op = iv[iv["name"] == "aten::empty"]
     assert empty_op["dur_ns"].tolist() == [0]  # an X event without dur is kept as an instant
     assert (iv["step"] == -1).all() and trace.markers.empty
@@ -60,11 +84,15 @@ def test_two_devices_named_streams_and_driver_launches(
 def test_only_annotations_on_a_stream_make_it_other(
     tmp_path: Path, plain_reader: Callable[[Path], EventTable]
 ) -> None:
-    trace = _import(tmp_path, plain_reader, [
-        _x("gpu_user_annotation", "region", 0, 3, 1.0, 2.0),
-        _x("overhead", "Instrumentation", -1, 0, 1.0, 2.0),  # no usable thread: skipped
-        {"ph": "i", "s": "t", "name": "mark", "pid": 10, "tid": 11, "ts": 1.0},
-    ])
+    trace = _import(
+        tmp_path,
+        plain_reader,
+        [
+            _x("gpu_user_annotation", "region", 0, 3, 1.0, 2.0),
+            _x("overhead", "Instrumentation", -1, 0, 1.0, 2.0),  # no usable thread: skipped
+            {"ph": "i", "s": "t", "name": "mark", "pid": 10, "tid": 11, "ts": 1.0},
+        ],
+    )
     assert [(ln.kind, ln.label) for ln in trace.lanes] == [(LaneKind.OTHER_STREAM, "stream 3 (other)")]
     assert trace.intervals["kind"].astype(str).tolist() == ["annotation"]
 

@@ -50,18 +50,36 @@ def test_lanes_one_per_stream_with_roles_and_rank(trace: Trace) -> None:
 def test_kinds_counts(trace: Trace) -> None:
     counts = trace.intervals["kind"].astype(str).value_counts().to_dict()
     assert counts == {
-        "cpu_op": 10, "launch": 7, "sync_wait": 4, "annotation": 3, "kernel": 2, "memcpy_h2d": 2,
-        "memcpy_d2h": 1, "memcpy_d2d": 1, "memset": 1, "collective": 1,
+        "cpu_op": 10,
+        "launch": 7,
+        "sync_wait": 4,
+        "annotation": 3,
+        "kernel": 2,
+        "memcpy_h2d": 2,
+        "memcpy_d2h": 1,
+        "memcpy_d2d": 1,
+        "memset": 1,
+        "collective": 1,
     }
     names = set(trace.intervals["name"].astype(str))
-    assert not names & {"ProfilerStep#0", "ProfilerStep#1", "PyTorch Profiler (0)", "Stream Sync", "Context Sync"}
-    assert not any(n.startswith(("train.py", "<built-in", "torch/")) for n in names)  # python frames not imported
+    assert not names & {
+        "ProfilerStep#0",
+        "ProfilerStep#1",
+        "PyTorch Profiler (0)",
+        "Stream Sync",
+        "Context Sync",
+    }
+    assert not any(
+        n.startswith(("train.py", "<built-in", "torch/")) for n in names
+    )  # python frames not imported
 
 
 def test_copies_bytes_memory_kinds_and_non_blocking(trace: Trace) -> None:
     cols = ["kind", "lane", "bytes", "memory_kind", "non_blocking", "start_ns", "end_ns"]
     copies = trace.intervals[trace.intervals["kind"].astype(str).str.startswith("mem")][cols]
-    got = {tuple(str(v) if i in (0, 3) else v for i, v in enumerate(r)) for r in copies.itertuples(index=False)}
+    got = {
+        tuple(str(v) if i in (0, 3) else v for i, v in enumerate(r)) for r in copies.itertuples(index=False)
+    }
     assert got == {
         ("memcpy_h2d", 1, 4194304, "pageable", False, 1_020_000, 1_060_000),
         ("memcpy_h2d", 2, 8388608, "pinned", True, 1_090_000, 1_120_000),
@@ -91,7 +109,9 @@ def test_launch_links_by_correlation_and_by_flow(trace: Trace) -> None:
 
 def test_sync_waits_causes_and_sources(trace: Trace) -> None:
     syncs = trace.intervals[trace.intervals["kind"] == "sync_wait"]
-    got = [(str(r.name), r.start_ns, r.end_ns, str(r.cause), str(r.source), r.step) for r in syncs.itertuples()]
+    got = [
+        (str(r.name), r.start_ns, r.end_ns, str(r.cause), str(r.source), r.step) for r in syncs.itertuples()
+    ]
     assert got == [
         ("cudaMemcpyAsync", 1_015_000, 1_065_000, "blocking_copy", "train.py:20 (train_step)", 0),
         ("cudaStreamSynchronize", 1_066_000, 1_068_000, "blocking_copy", "train.py:20 (train_step)", 0),
@@ -110,7 +130,9 @@ def test_steps_markers_and_step_column(trace: Trace) -> None:
         {"rank": 1, "step": 0, "start_ns": 1_000_000, "end_ns": 1_500_000},
         {"rank": 1, "step": 1, "start_ns": 1_600_000, "end_ns": 1_900_000},
     ]
-    late = by_name(trace, trace.intervals["name"].astype(str)[trace.intervals["start_ns"] == 1_950_000].iloc[0])
+    late = by_name(
+        trace, trace.intervals["name"].astype(str)[trace.intervals["start_ns"] == 1_950_000].iloc[0]
+    )
     assert late["step"].tolist() == [1]  # runs after step 1 ends, but step 1 launched it
     assert one(trace, "custom thing")["step"] == 0
     assert one(trace, "cudaLaunchKernel", start_ns=1_800_000)["step"] == 1
@@ -120,7 +142,9 @@ def test_steps_markers_and_step_column(trace: Trace) -> None:
 def test_annotations_and_unknown_categories(trace: Trace) -> None:
     ann = trace.intervals[trace.intervals["kind"] == "annotation"]
     assert sorted(zip(ann["name"].astype(str), ann["lane"], strict=True)) == [
-        ("custom thing", 0), ("forward", 0), ("train_step", 1)
+        ("custom thing", 0),
+        ("forward", 0),
+        ("train_step", 1),
     ]
     assert trace.meta.notes["unknown_categories_as_annotations"] == {"my_custom_category": 1}
 

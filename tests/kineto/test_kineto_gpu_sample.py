@@ -1,4 +1,4 @@
-"""The Kineto importer on a small trace recorded by torch.profiler on an H200 (tests/kineto/make_gpu_trace.py)."""
+"""The Kineto importer on small traces recorded by torch.profiler on an H200 (see make_gpu_trace.py)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_copies_per_step(trace: Trace) -> None:
     iv = trace.intervals
     big = iv[iv["kind"].astype(str).str.startswith("memcpy") & (iv["bytes"] == 1 << 20)]
     got = sorted(
-        (r.step, str(r.kind), str(r.memory_kind), r.non_blocking, trace.lanes[r.lane].ident) for r in big.itertuples()
+        (r.step, str(r.kind), str(r.memory_kind), r.non_blocking, trace.lanes[r.lane].ident)
+        for r in big.itertuples()
     )
     per_step = [
         ("memcpy_d2h", "pageable", False, 7),
@@ -59,7 +60,14 @@ def test_sync_waits_with_causes_and_source(trace: Trace) -> None:
     iv = trace.intervals
     syncs = iv[(iv["kind"] == "sync_wait") & (iv["step"] == 2)]
     assert syncs["cause"].astype(str).tolist() == [
-        "blocking_copy", "blocking_copy", "item", "nonzero", "masked_index", "synchronize", "cpu", "cpu"
+        "blocking_copy",
+        "blocking_copy",
+        "item",
+        "nonzero",
+        "masked_index",
+        "synchronize",
+        "cpu",
+        "cpu",
     ]
     assert set(syncs["source"].astype(str)) == {"make_gpu_trace.py:25 (train_step)"}
     assert (iv[iv["kind"] == "sync_wait"]["step"].value_counts().loc[[2, 3]] == 8).all()
@@ -93,8 +101,10 @@ def test_training_step_kernels_all_linked_and_stepped(train: Trace) -> None:
     assert gpu["step"].value_counts().to_dict() == {2: 30, 3: 30}
     copies = gpu[gpu["kind"] == "memcpy_h2d"]
     assert copies[["bytes", "memory_kind", "non_blocking", "step"]].astype(str).values.tolist() == [
-        ["131072", "pinned", "True", "2"], ["512", "pinned", "True", "2"],
-        ["131072", "pinned", "True", "3"], ["512", "pinned", "True", "3"],
+        ["131072", "pinned", "True", "2"],
+        ["512", "pinned", "True", "2"],
+        ["131072", "pinned", "True", "3"],
+        ["512", "pinned", "True", "3"],
     ]
     syncs = iv[iv["kind"] == "sync_wait"]
     assert syncs["cause"].astype(str).tolist() == ["synchronize"]  # the profiler's own, after the steps
@@ -107,6 +117,8 @@ def test_load_trace_imports_torch_profiler_files(train: Trace) -> None:
     assert loaded.intervals.drop(columns="id").equals(train.intervals.drop(columns="id"))
 
 
-@pytest.mark.xfail(reason="read_events rejects the null 'Python parent id' of with_stack traces", strict=False)
+@pytest.mark.xfail(
+    reason="read_events rejects the null 'Python parent id' of with_stack traces", strict=False
+)
 def test_load_trace_reads_with_stack_traces(trace: Trace) -> None:
     assert len(load_trace(SAMPLE).intervals) == len(trace.intervals)

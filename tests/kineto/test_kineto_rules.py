@@ -46,7 +46,13 @@ def test_api_causes() -> None:
     assert api_sync_cause("cudaMemcpy") == "blocking_copy"
     assert api_sync_cause("cuMemcpyDtoH_v2") == "blocking_copy"
     assert api_sync_cause("cudaFree") == "cuda_free"
-    for name in ("cudaMemcpyAsync", "cudaLaunchKernel", "cudaStreamWaitEvent", "cuLaunchKernel", "cudaMalloc"):
+    for name in (
+        "cudaMemcpyAsync",
+        "cudaLaunchKernel",
+        "cudaStreamWaitEvent",
+        "cuLaunchKernel",
+        "cudaMalloc",
+    ):
         assert api_sync_cause(name) == ""
     assert is_async_copy_api("cudaMemcpyAsync") and is_async_copy_api("cudaMemcpy2DAsync")
     assert not is_async_copy_api("cudaMemcpy") and not is_async_copy_api("cudaMemsetAsync")
@@ -84,30 +90,53 @@ def test_outermost_enclosing_per_thread() -> None:
     key = np.array([1, 1, 1, 2])
     start = np.array([10, 0, 200, 0])
     end = np.array([50, 100, 300, 1000])
-    got = outermost_enclosing(key, start, end, np.array([1, 1, 1, 2, 3, 1]), np.array([20, 150, 250, 20, 20, 100]))
+    got = outermost_enclosing(
+        key, start, end, np.array([1, 1, 1, 2, 3, 1]), np.array([20, 150, 250, 20, 20, 100])
+    )
     assert got.tolist() == [1, -1, 2, 3, -1, 1]
 
 
 def test_latest_start_per_key() -> None:
-    got = latest_start(np.array([1, 1, 2, 1]), np.array([10, 30, 5, 20]), np.array([1, 1, 2, 2, 3, 1]),
-                       np.array([25, 5, 5, 4, 9, 30]))
+    got = latest_start(
+        np.array([1, 1, 2, 1]),
+        np.array([10, 30, 5, 20]),
+        np.array([1, 1, 2, 2, 3, 1]),
+        np.array([25, 5, 5, 4, 9, 30]),
+    )
     assert got.tolist() == [3, -1, 2, -1, -1, 1]
 
 
 def test_python_sources_walk_parents_past_library_and_sibling_frames() -> None:
-    names = pd.Index(["train.py(5): step", "train.py(9): helper", "torch/x.py(1): f",
-                      "<built-in method item of Tensor object at 0x1>", "other.py(2): g"])
-    frames = PyFrames(*(np.array(v) for v in (
-        [1, 1, 1, 1, 2],  # key (thread)
-        [0, 10, 30, 32, 0],  # start_ns
-        [100, 20, 60, 50, 100],  # end_ns
-        [0, 1, 2, 3, 4],  # code
-        [1, 2, 3, 4, 5],  # py_id
-        [-1, 1, 1, 3, -1],  # parent_id
-    )))
+    names = pd.Index(
+        [
+            "train.py(5): step",
+            "train.py(9): helper",
+            "torch/x.py(1): f",
+            "<built-in method item of Tensor object at 0x1>",
+            "other.py(2): g",
+        ]
+    )
+    frames = PyFrames(
+        *(
+            np.array(v)
+            for v in (
+                [1, 1, 1, 1, 2],  # key (thread)
+                [0, 10, 30, 32, 0],  # start_ns
+                [100, 20, 60, 50, 100],  # end_ns
+                [0, 1, 2, 3, 4],  # code
+                [1, 2, 3, 4, 5],  # py_id
+                [-1, 1, 1, 3, -1],  # parent_id
+            )
+        )
+    )
     source, cause = python_sources(frames, names, np.array([1, 1, 1, 2, 1]), np.array([40, 25, 15, 50, 500]))
-    assert source.tolist() == ["train.py:5 (step)", "train.py:5 (step)", "train.py:9 (helper)",
-                               "other.py:2 (g)", ""]
+    assert source.tolist() == [
+        "train.py:5 (step)",
+        "train.py:5 (step)",
+        "train.py:9 (helper)",
+        "other.py:2 (g)",
+        "",
+    ]
     assert cause.tolist() == ["item", "", "", "", ""]
 
 
