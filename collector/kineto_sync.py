@@ -5,11 +5,11 @@ API-name tables, CPU threads' frame depth, or the categories of a column, never 
 
 Cause vocabulary (the ``cause`` column of ``sync_wait`` intervals), shared with the recorder
 (:mod:`collector.syncs`). The most specific evidence wins: a Tensor method on the Python stack
-(``item``, ``tolist``, ``numpy``, ``cpu``, ``print``), then the outermost syncing aten op (``item``, ``bool``,
-``nonzero``, ``masked_index``, ``unique``, ``implicit``, ``blocking_copy`` for ``.to()`` / ``copy_``), then the API call
-itself (``synchronize`` for cudaDeviceSynchronize, ``stream_synchronize``, ``event_synchronize``,
-``blocking_copy`` for cudaMemcpy or a copy from/to pageable memory, ``cuda_free`` for cudaFree, which waits
-for the whole device).
+(``item``, ``tolist``, ``numpy``, ``cpu``, ``print``), then the outermost syncing aten op (``item``,
+``bool``, ``nonzero``, ``masked_index``, ``unique``, ``implicit``, ``blocking_copy`` for ``.to()`` /
+``copy_``), then the API call itself (``synchronize`` for cudaDeviceSynchronize, ``stream_synchronize``,
+``event_synchronize``, ``blocking_copy`` for cudaMemcpy or a copy from/to pageable memory, ``cuda_free``
+for cudaFree, which waits for the whole device).
 
 Python sources come from ``python_function`` events (``with_stack=True``). Their names read
 ``file.py(LINE): function`` where LINE is where the *function starts* (or the line current when tracing
