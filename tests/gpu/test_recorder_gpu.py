@@ -81,7 +81,7 @@ def test_sync_trap_waits_point_at_the_lines() -> None:
 
     lines, first = inspect.getsourcelines(demos.sync_trap)
     print_line = first + next(i for i, s in enumerate(lines) if 'print(f"step' in s)
-    item_line = first + next(i for i, s in enumerate(lines) if "if loss.item()" in s)
+    item_line = first + next(i for i, s in enumerate(lines) if "if loss.item() < best" in s)
     iv = _demo_trace("sync-trap", 12).intervals
     waits = iv[iv["kind"] == "sync_wait"]
     by_cause = {c: set(waits.loc[waits["cause"].astype(str) == c, "source"].astype(str)) for c in ("print", "item")}
