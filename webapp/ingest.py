@@ -42,6 +42,8 @@ def display_name(filename: str) -> str:
         if lower.endswith(suffix):
             base = base[: -len(suffix)]
             break
+    if base.lower().endswith(".pt.trace"):  # torch.profiler's own naming
+        base = base[: -len(".pt.trace")]
     return base.strip()[:200] or "run"
 
 

@@ -59,6 +59,7 @@ def test_orphan_files_are_swept(tmp_path: Path) -> None:
 def test_names_and_suffixes() -> None:
     assert suffix_of("a/b/run.JSON.GZ") == ".json.gz"
     assert display_name("C:\\x\\my run.json.gz") == "my run"
+    assert display_name("host_123.pt.trace.json.gz") == "host_123"
     with pytest.raises(IngestError, match=r"\.json or \.json\.gz"):
         suffix_of("trace.zip")
 

@@ -21,7 +21,9 @@
     document.getElementById("lbl-a").textContent = sa ? "step " + n + ": " + SS.ns(sa.end_ns - sa.start_ns) : "";
     document.getElementById("lbl-b").textContent = sb ? "step " + n + ": " + SS.ns(sb.end_ns - sb.start_ns) : "";
     for (const id of ["timeline-a", "timeline-b"]) document.getElementById(id).textContent = "";
+    const marks = (side) => side.steps.map((st) => ({ rank: 0, step: st.step, s: st.start_ns - side.run.start_ns, e: st.end_ns - side.run.start_ns }));
     const opts = (side, off) => ({ api: side.api, lanes: side.lanes, span: span, offset: off, overview: false,
+      steps: side.steps.length ? marks(side) : null,
       onView: (a, b) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(a, b, true); } });
     tlA = new Timeline(document.getElementById("timeline-a"), opts(P.a, offA));
     tlB = new Timeline(document.getElementById("timeline-b"), opts(P.b, offB));

@@ -4,7 +4,8 @@
   const run = P.run, analysis = P.analysis || {};
   const span = Math.max(1, run.end_ns - run.start_ns);
   const root = document.getElementById("timeline");
-  const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span });
+  const stepMarks = ((analysis.steps) || []).map((s) => ({ rank: s.rank, step: s.step, s: s.start_ns - run.start_ns, e: s.end_ns - run.start_ns }));
+  const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span, steps: stepMarks.length ? stepMarks : null });
   window.ssTimeline = tl;
   tlLegend(document.getElementById("tl-legend"));
   tl.load().catch((e) => tl.showError(e.message));
@@ -14,7 +15,10 @@
   for (const s of steps) stepBy[s.step] = s;
   const goStep = (n) => {
     const s = stepBy[n];
-    if (s) { tl.highlight = null; tl.setView(s.start_ns - run.start_ns, s.end_ns - run.start_ns); }
+    if (s) {
+      const pad = (s.end_ns - s.start_ns) * 0.03;
+      tl.highlight = null; tl.setView(s.start_ns - run.start_ns - pad, s.end_ns - run.start_ns + pad);
+    }
   };
   document.getElementById("tl-reset").onclick = () => { tl.highlight = null; tl.reset(); };
   document.getElementById("tl-in").onclick = () => tl.zoom(0.5);

@@ -221,13 +221,23 @@ class Timeline {
     }
   }
 
+  // step windows: the analysis' (opts.steps, GPU-aligned) when given, else the trace's step markers
+  stepsInView() {
+    const all = this.opts.steps || this.data.steps;
+    const a = this.view[0] + this.offset, b = this.view[1] + this.offset;
+    const out = all.filter((st) => st.e > a && st.s < b);
+    if (out.length <= 400) return out;
+    const stride = Math.ceil(out.length / 400);
+    return out.filter((_, i) => i % stride === 0);
+  }
+
   drawSteps() {
     const ctx = this.ctx;
     ctx.strokeStyle = "rgba(29, 35, 48, 0.35)"; ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
     ctx.fillStyle = "#1d2330"; ctx.font = "10px system-ui";
     let lastLabel = -1e9;
     const seen = new Set();
-    for (const st of this.data.steps) {
+    for (const st of this.stepsInView()) {
       for (const t of [st.s, st.e]) {
         const x = Math.round(this.x(this.rel(t))) + 0.5;
         if (seen.has(x)) continue;
