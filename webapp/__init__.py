@@ -38,6 +38,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     SAMPLES_DIR         default $STREAMSCOPE_SAMPLES_DIR or PACKAGE_ROOT/sample_traces
     RECORD_ENABLED      force recording on/off (default: detect CUDA in a subprocess)
     RECORD_COMMAND      the recorder's argv prefix (default: [sys.executable, "-m", "collector"])
+    CACHE_RUNS          runs kept in memory for the timeline (default 3; a 10M-interval run takes ~1.5 GB)
     WARM_RUNS           load this many of the newest runs into memory in the background (default 0;
                         ``streamscope serve`` uses 1) so the first zoom does not wait for the disk
     """
@@ -52,6 +53,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SAMPLES_DIR=os.environ.get("STREAMSCOPE_SAMPLES_DIR") or str(PACKAGE_ROOT / "sample_traces"),
         RECORD_ENABLED=None,
         WARM_RUNS=0,
+        CACHE_RUNS=3,
         JSON_SORT_KEYS=False,
     )
     if test_config:
@@ -60,7 +62,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     from webapp.store import Store
 
-    store = Store(app.config["DATA_DIR"])
+    store = Store(app.config["DATA_DIR"], cache_runs=int(app.config["CACHE_RUNS"]))
     app.extensions["streamscope.store"] = store
     if app.config["IMPORT_SAMPLES"]:
         from webapp.ingest import import_samples

@@ -32,3 +32,52 @@ def test_serve_refuses_public_host_without_token(capsys: pytest.CaptureFixture[s
 def test_serve_rejects_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
+
+
+def _upload(base: str, path, name: str) -> int:
+    req = urllib.request.Request(f"{base}/api/runs?name={name}", data=path.read_bytes(), method="POST",
+                                 headers={"Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return int(resp.status)
+
+
+def test_concurrent_uploads_all_land(serve_process, tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from collector.synthetic import synthetic_trace
+    from collector.tracefile import write_trace
+
+    base, _proc, _data = serve_process
+    files = []
+    for i in range(4):
+        files.append(tmp_path / f"c{i}.json.gz")
+        write_trace(synthetic_trace(500, steps=2, seed=i), str(files[-1]))
+    with ThreadPoolExecutor(4) as pool:
+        codes = list(pool.map(lambda f: _upload(base, f, f.name), files))
+    assert codes == [201] * 4
+    with urllib.request.urlopen(base + "/api/runs", timeout=10) as resp:
+        names = {r["name"] for r in json.load(resp)["runs"]}
+    assert {"c0", "c1", "c2", "c3"} <= names
+
+
+def test_server_killed_mid_upload_leaves_no_half_run(serve_process) -> None:
+    import http.client
+
+    from webapp.store import Store
+
+    base, proc, data = serve_process
+    before = len(Store(data).list_runs())
+    host, port = base.rsplit("/", 1)[-1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.putrequest("POST", "/api/runs?name=big.json")
+    conn.putheader("Content-Type", "application/octet-stream")
+    conn.putheader("Content-Length", str(50_000_000))
+    conn.endheaders()
+    conn.send(b'{"traceEvents": [' + b" " * 2_000_000)  # part of the body, then the server dies
+    proc.kill()
+    proc.wait(timeout=10)
+    conn.close()
+    store = Store(data)  # what the next start sees
+    assert len(store.list_runs()) == before
+    assert not list(store.uploads_dir.iterdir())
+    assert not [p for p in store.runs_dir.iterdir() if p.name.startswith(".tmp-")]
