@@ -1,7 +1,7 @@
 """``streamscope record TARGET [ARGS...]``: record a built-in demo or run a user's script exactly as python would.
 
-Argument rule: streamscope's own options come *before* TARGET; everything after TARGET belongs to the
-script, untouched, with one exception: when no ``--out`` was given before TARGET, a final ``--out FILE``
+Argument rule: streamscope's own options come *before* TARGET (after ``demo:NAME`` too, since demos take
+no arguments); everything after a script belongs to the script, untouched, with one exception: when no ``--out`` was given before TARGET, a final ``--out FILE``
 (or ``--out=FILE``) pair is streamscope's. To pass ``--out`` as your script's last argument, give
 streamscope's ``--out`` before TARGET. TARGET is ``demo:NAME`` or a path to a Python script.
 
@@ -38,19 +38,45 @@ class RecordRequest:
 
 
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_options(parser)
+    parser.add_argument("target", metavar="TARGET", help="demo:NAME or a Python script")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="the script's own arguments, passed unchanged")
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", "-o", metavar="FILE", help="trace to write (.json or .json.gz); "
                         "default: <demo or script name>.json.gz")
     parser.add_argument("--every", type=int, default=1, metavar="N",
                         help="record every Nth step only (lower overhead on launch-bound loops)")
     parser.add_argument("--steps", type=int, default=None, metavar="N", help="demos only: steps to record")
     parser.add_argument("--no-probe", action="store_true", help="skip the H2D bandwidth probe at start")
-    parser.add_argument("target", metavar="TARGET", help="demo:NAME or a Python script")
-    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
-                        help="the script's own arguments, passed unchanged")
+
+
+def _demo_options(ns: argparse.Namespace) -> argparse.Namespace:
+    """Demos take no arguments, so options after ``demo:NAME`` are streamscope's own."""
+    parser = argparse.ArgumentParser(prog=f"record {ns.target}", add_help=False, exit_on_error=False)
+    _add_options(parser)
+    try:
+        extra, unknown = parser.parse_known_args(list(ns.args))
+    except argparse.ArgumentError as exc:
+        raise RecordUsageError(str(exc)) from None
+    if unknown:
+        raise RecordUsageError(f"demos take no arguments, got {' '.join(unknown)!r}")
+    return argparse.Namespace(
+        target=ns.target,
+        args=[],
+        out=ns.out or extra.out,
+        every=ns.every if ns.every != 1 else extra.every,
+        steps=ns.steps if ns.steps is not None else extra.steps,
+        no_probe=ns.no_probe or extra.no_probe,
+    )
 
 
 def request_from_args(ns: argparse.Namespace) -> RecordRequest:
     """Apply the argument rule above; RecordUsageError on a bad value."""
+    if str(ns.target).startswith("demo:") and ns.args:
+        ns = _demo_options(ns)
     args = list(ns.args or [])
     out = ns.out
     if out is None and args:

@@ -42,6 +42,16 @@ def test_script_flags_that_look_like_ours_stay_the_scripts() -> None:
     assert (req.every, req.steps, req.out) == (1, None, "train.json.gz")
 
 
+def test_options_after_a_demo_are_ours() -> None:
+    req = _parse("demo:overlap", "--steps", "20", "--every", "2", "--no-probe", "--out", "o.json.gz")
+    assert (req.target, req.args, req.steps, req.every, req.probe, req.out) == (
+        "demo:overlap", (), 20, 2, False, "o.json.gz")
+    with pytest.raises(runner.RecordUsageError, match="demos take no arguments"):
+        _parse("demo:overlap", "--lr", "3")
+    with pytest.raises(runner.RecordUsageError, match="invalid int"):
+        _parse("demo:overlap", "--steps", "x")
+
+
 def test_default_out_and_bad_values() -> None:
     assert _parse("demo:naive").out == "naive.json.gz"
     with pytest.raises(runner.RecordUsageError, match="must end in"):

@@ -3,8 +3,8 @@
   streamscope record demo:naive --out naive.json.gz
   streamscope record train.py --lr 3e-4 --out run.json.gz
 
-streamscope's options go before TARGET; everything after TARGET is passed to the script unchanged, except
-a final `--out FILE` when --out was not given before TARGET. Exits with the script's status.
+streamscope's options go before TARGET (or after demo:NAME); everything after a script is passed to it
+unchanged, except a final `--out FILE` when --out was not given before TARGET. Exits with the script's status.
 """
 
 from __future__ import annotations
