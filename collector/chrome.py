@@ -32,7 +32,9 @@ arg_id               int64     ``args.id`` (ours: interval id)
 ==================== ========= ==============================================================
 
 The ``arg_kind`` ... ``arg_id`` columns (our own fields) are read only from our files, recognised by the
-top-level ``streamscope`` object; in other traces they keep their defaults, whatever ``args`` holds.
+top-level ``streamscope`` object; in other traces they keep their defaults, whatever ``args`` holds. Likewise
+``flow_id``, ``arg_device``, ``arg_correlation``, ``arg_external_id`` and ``arg_python_*`` (Kineto's) are read
+only from other traces: our files never hold them.
 
 Every event is checked: it must be an object with a ``ph``; ``X`` events need numeric ``ts`` and ``dur``
 with ``dur >= 0``; typed fields must have their JSON type. Anything else raises :class:`TraceFileError`

@@ -49,7 +49,10 @@ class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
     python_id: int = msgspec.field(default=-1, name="Python id")
     python_parent_id: int = msgspec.field(default=-1, name="Python parent id")
 
-class _OurArgs(_KinetoArgs, gc=False, frozen=True):
+class _OurArgs(msgspec.Struct, gc=False, frozen=True):
+    name: str = ""
+    stream: int = -1
+    bytes: int = -1
     kind: str = ""
     memory_kind: str = ""
     non_blocking: bool = False

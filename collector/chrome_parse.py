@@ -43,7 +43,7 @@ class Field(NamedTuple):
     column: str  # EVENT_COLUMNS name
     key: str  # JSON key; "args.x" lives in the event's args object
     kind: str  # str | id | time | int | bool
-    ours: bool  # read only from Streamscope files (elsewhere the column keeps its default)
+    only: str  # "ours": read only from Streamscope files; "kineto": only from other traces; "": from all
 
     @property
     def attr(self) -> str:
@@ -56,30 +56,30 @@ class Field(NamedTuple):
 SPEC: tuple[Field, ...] = tuple(
     Field(*row)
     for row in (
-        ("ph", "ph", "str", False),
-        ("cat", "cat", "str", False),
-        ("name", "name", "str", False),
-        ("pid", "pid", "id", False),
-        ("tid", "tid", "id", False),
-        ("ts_ns", "ts", "time", False),
-        ("dur_ns", "dur", "time", False),
-        ("flow_id", "id", "id", False),
-        ("arg_name", "args.name", "str", False),
-        ("arg_stream", "args.stream", "int", False),
-        ("arg_device", "args.device", "int", False),
-        ("arg_correlation", "args.correlation", "int", False),
-        ("arg_external_id", "args.External id", "int", False),
-        ("arg_bytes", "args.bytes", "int", False),
-        ("arg_python_id", "args.Python id", "int", False),
-        ("arg_python_parent_id", "args.Python parent id", "int", False),
-        ("arg_kind", "args.kind", "str", True),
-        ("arg_memory_kind", "args.memory_kind", "str", True),
-        ("arg_non_blocking", "args.non_blocking", "bool", True),
-        ("arg_step", "args.step", "int", True),
-        ("arg_source", "args.source", "str", True),
-        ("arg_cause", "args.cause", "str", True),
-        ("arg_launch_id", "args.launch_id", "int", True),
-        ("arg_id", "args.id", "int", True),
+        ("ph", "ph", "str", ""),
+        ("cat", "cat", "str", ""),
+        ("name", "name", "str", ""),
+        ("pid", "pid", "id", ""),
+        ("tid", "tid", "id", ""),
+        ("ts_ns", "ts", "time", ""),
+        ("dur_ns", "dur", "time", ""),
+        ("flow_id", "id", "id", "kineto"),
+        ("arg_name", "args.name", "str", ""),
+        ("arg_stream", "args.stream", "int", ""),
+        ("arg_device", "args.device", "int", "kineto"),
+        ("arg_correlation", "args.correlation", "int", "kineto"),
+        ("arg_external_id", "args.External id", "int", "kineto"),
+        ("arg_bytes", "args.bytes", "int", ""),
+        ("arg_python_id", "args.Python id", "int", "kineto"),
+        ("arg_python_parent_id", "args.Python parent id", "int", "kineto"),
+        ("arg_kind", "args.kind", "str", "ours"),
+        ("arg_memory_kind", "args.memory_kind", "str", "ours"),
+        ("arg_non_blocking", "args.non_blocking", "bool", "ours"),
+        ("arg_step", "args.step", "int", "ours"),
+        ("arg_source", "args.source", "str", "ours"),
+        ("arg_cause", "args.cause", "str", "ours"),
+        ("arg_launch_id", "args.launch_id", "int", "ours"),
+        ("arg_id", "args.id", "int", "ours"),
     )
 )
 _DEFAULTS = {"str": "", "id": -1, "time": math.nan, "int": -1, "bool": False}
@@ -88,8 +88,8 @@ TS, DUR = 5, 6  # SPEC positions of ts and dur
 
 
 def active(ours: bool) -> list[int]:
-    """SPEC positions read from a file: all for ours, the non-``ours`` ones for any other trace."""
-    return [i for i, f in enumerate(SPEC) if ours or not f.ours]
+    """SPEC positions read from a file: ours (Streamscope) or another trace (the rest keep defaults)."""
+    return [i for i, f in enumerate(SPEC) if f.only in ("", "ours" if ours else "kineto")]
 
 
 # ------------------------------------------------------------------------------------ event check
