@@ -226,6 +226,7 @@ def main() -> int:
     ap.add_argument("--intervals", type=int, default=10_000_000)
     ap.add_argument("--keep", help="data folder to build in and keep (default: a temporary one)")
     args = ap.parse_args()
+    load_before = os.getloadavg()[0]
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="web-scale-"))
     (REPO / "test-output").mkdir(exist_ok=True)
     ids = build_data(folder, args.intervals)
@@ -248,7 +249,8 @@ def main() -> int:
     lines = [
         f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'} "
         f"({os.cpu_count()} cores, Python {platform.python_version()}), headless Chromium (software rendering), "
-        f"`python3 benchmarks/web_scale.py --intervals {args.intervals}`.",
+        f"`python3 benchmarks/web_scale.py --intervals {args.intervals}`; load average before the run "
+        f"{load_before:.2f} (other work on the machine inflates the times).",
         "",
         f"Two big runs: **loop**, a synthetic training loop (`synthetic_trace`, overlap pattern) of "
         f"{runs['loop']['intervals']:,} intervals on {runs['loop']['lanes']} lanes, whose back-to-back kernels "
@@ -288,6 +290,10 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     write_results(text)
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 
