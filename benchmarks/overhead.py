@@ -81,6 +81,8 @@ def _compare(step: Callable[[], None], steps: int, modes: list[tuple[str, str, i
             "ms_per_step": statistics.median(times[label]) * 1e3 / steps,
             "ratio": statistics.median(times[label]) / base,
             "stop_s": statistics.median(stops[label]),
+            # what a user waits for: the loop plus the recorder's stop / the profiler's collection
+            "e2e_ratio": statistics.median([t + s for t, s in zip(times[label], stops[label], strict=True)]) / base,
         }
         for label, _, _ in modes
     }
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     overlap = _compare(overlap_step(), 60, [("plain", "plain", 1), ("recorded", "record", 1)], args.rounds)
     launch = _compare(
         launch_bound_step(),
-        20,
+        100,
         [("plain", "plain", 1), ("recorded", "record", 1), ("recorded every 10th step", "record", 10),
          ("torch.profiler CPU+CUDA", "profiler", 1)],
         args.rounds,
@@ -185,18 +187,23 @@ def main(argv: list[str] | None = None) -> int:
         f"{when}, {name}, torch {torch.__version__}; `PYTHONPATH=. python3 benchmarks/overhead.py`. "
         f"Wall time of the same loop recorded / not recorded in one process, median of {args.rounds} "
         "alternating segments; `stop s` = the recorder's stop (event resolution + trace building) or the "
-        "profiler's post-processing, outside the loop time.",
+        "profiler's post-processing, outside the loop time; `ratio incl. stop` = (loop + stop) / plain loop, "
+        "the wall time a user waits for.",
         "",
-        "| loop | mode | ms/step | ratio | stop s |",
-        "|---|---|---|---|---|",
+        "| loop | mode | ms/step | ratio (loop only) | stop s | ratio incl. stop |",
+        "|---|---|---|---|---|---|",
     ]
-    for loop_name, res in (("overlap demo (60 steps)", overlap), ("launch-bound, 200 x add_ (20 steps)", launch)):
+    for loop_name, res in (("overlap demo (60 steps)", overlap), ("launch-bound, 200 x add_ (100 steps)", launch)):
         for label, r in res.items():
-            lines.append(f"| {loop_name} | {label} | {r['ms_per_step']:.3f} | {r['ratio']:.3f} | {r['stop_s']:.2f} |")
+            lines.append(f"| {loop_name} | {label} | {r['ms_per_step']:.3f} | {r['ratio']:.3f} | {r['stop_s']:.2f} "
+                         f"| {r['e2e_ratio']:.3f} |")
     target = overlap["recorded"]["ratio"] <= 1.03
-    beat = launch["recorded"]["ratio"] < launch["torch.profiler CPU+CUDA"]["ratio"]
+    prof = launch["torch.profiler CPU+CUDA"]
+    beat = launch["recorded"]["ratio"] < prof["ratio"]
+    beat_e2e = launch["recorded"]["e2e_ratio"] < prof["e2e_ratio"]
     lines += ["", f"overlap ratio <= 1.03: {'yes' if target else 'NO'}; launch-bound recorded below "
-              f"torch.profiler: {'yes' if beat else 'NO'}.", ""]
+              f"torch.profiler, loop only: {'yes' if beat else 'NO'}; including stop/collection: "
+              f"{'yes' if beat_e2e else 'NO'}.", ""]
     lines += ["Host cost per tiny op (`x.add_(1)`, best of 3 x 4000 ops):", "", "| path | us/op |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in costs.items()]
     mode = costs["pass-through dispatch mode"] - costs["plain"]
