@@ -38,6 +38,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     SAMPLES_DIR         default $STREAMSCOPE_SAMPLES_DIR or PACKAGE_ROOT/sample_traces
     RECORD_ENABLED      force recording on/off (default: detect CUDA in a subprocess)
     RECORD_COMMAND      the recorder's argv prefix (default: [sys.executable, "-m", "collector"])
+    LOCAL_ONLY          answer only requests whose Host is 127.0.0.1, localhost or [::1] (what
+                        ``streamscope serve`` sets when it binds a loopback address: stops DNS rebinding)
     CACHE_RUNS          runs kept in memory for the timeline (default 3; a 10M-interval run takes ~1.5 GB)
     WARM_RUNS           load this many of the newest runs into memory in the background (default 0;
                         ``streamscope serve`` uses 1) so the first zoom does not wait for the disk
@@ -54,6 +56,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         RECORD_ENABLED=None,
         WARM_RUNS=0,
         CACHE_RUNS=3,
+        LOCAL_ONLY=False,
         JSON_SORT_KEYS=False,
     )
     if test_config:
@@ -72,6 +75,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     for info in store.list_runs()[: int(app.config["WARM_RUNS"])]:
         store.warm(info.id)
     _install_token_check(app)
+    _install_host_check(app)
     from webapp import api, compare, errors, formatting, record, runs, static_assets, upload
 
     errors.register(app)
@@ -87,6 +91,22 @@ def get_store() -> Store:
 
     store: Store = current_app.extensions["streamscope.store"]
     return store
+
+
+LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def _install_host_check(app: Flask) -> None:
+    from flask import abort, request
+
+    if not app.config.get("LOCAL_ONLY"):
+        return
+
+    @app.before_request
+    def _check_host() -> None:
+        host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+        if host.lower() not in LOCAL_NAMES:
+            abort(403, "this server only answers requests addressed to 127.0.0.1 or localhost")
 
 
 def _install_token_check(app: Flask) -> None:

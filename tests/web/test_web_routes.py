@@ -242,3 +242,13 @@ def test_record_runs_the_collector_and_lands_on_the_run(tmp_path) -> None:
     assert job["log"] == ["recording demo:naive"]
     assert c.get(job["run_url"]).status_code == 200
     assert c.get("/api/record/nope").status_code == 404
+
+
+def test_local_only_refuses_other_host_names(tmp_path) -> None:
+    app = create_app({"DATA_DIR": str(tmp_path / "d"), "IMPORT_SAMPLES": False, "LOCAL_ONLY": True})
+    c = app.test_client()
+    assert c.get("/", headers={"Host": "127.0.0.1:8050"}).status_code == 200
+    assert c.get("/", headers={"Host": "localhost:8050"}).status_code == 200
+    assert c.get("/", headers={"Host": "[::1]:8050"}).status_code == 200
+    resp = c.get("/api/runs", headers={"Host": "evil.example:8050"})
+    assert resp.status_code == 403 and "127.0.0.1" in resp.get_json()["error"]

@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     limit = args.max_upload_mb * 1024 * 1024
     app = create_app({"DATA_DIR": data, "TOKEN": token, "MAX_CONTENT_LENGTH": limit,
-                      "IMPORT_SAMPLES": not args.no_samples, "WARM_RUNS": 1})
+                      "IMPORT_SAMPLES": not args.no_samples, "WARM_RUNS": 1,
+                      "LOCAL_ONLY": args.host in LOCAL_HOSTS})
     try:
         server = create_server(app, host=args.host, port=args.port, threads=args.threads,
                                max_request_body_size=limit + (1 << 20), clear_untrusted_proxy_headers=True)
