@@ -95,6 +95,8 @@ class Timeline {
 
   accept(data, seq, t0) {
     if (seq !== this.seq) return;
+    clearTimeout(this.slowTimer);
+    this.pending = false;
     this.data = data;
     this.draw();
     const ms = performance.now() - t0;
@@ -112,9 +114,12 @@ class Timeline {
     clearTimeout(this.timer);
     const seq = ++this.seq;
     const t0 = performance.now();
+    clearTimeout(this.slowTimer);
+    // a run that is not in the server's memory yet takes seconds to load: say so
+    this.slowTimer = setTimeout(() => { if (seq === this.seq) { this.pending = true; this.draw(); } }, delay + 400);
     this.timer = setTimeout(async () => {
       try { this.accept(await SS.json(this.timelineUrl()), seq, t0); }
-      catch (e) { if (seq === this.seq) this.showError(e.message); }
+      catch (e) { if (seq === this.seq) { clearTimeout(this.slowTimer); this.pending = false; this.draw(); this.showError(e.message); } }
     }, delay);
   }
 
@@ -188,6 +193,13 @@ class Timeline {
     this.drawHighlight();
     ctx.restore();
     this.drawLabels();
+    if (this.pending) {
+      const msg = "loading this view… (a large run is read into memory on first use)";
+      ctx.font = "12px system-ui";
+      const w = ctx.measureText(msg).width + 16;
+      ctx.fillStyle = "rgba(29, 35, 48, 0.85)"; ctx.fillRect(W - w - 12, 26, w, 22);
+      ctx.fillStyle = "#fff"; ctx.fillText(msg, W - w - 4, 41);
+    }
   }
 
   drawAxis() {
