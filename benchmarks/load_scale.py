@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         lines = [
             f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'}: "
-            f"{os.cpu_count()} cores, Python {platform.python_version()}, `python3 benchmarks/load_scale.py`.",
+            f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"`python3 benchmarks/load_scale.py{''.join(' ' + a for a in (argv if argv is not None else sys.argv[1:]))}`.",
             "Synthetic Kineto-like trace (python_function, cpu_op, cuda_runtime + ac2g flows, kernels with long "
             f"templated names on 10 streams, copies, memsets, syncs), each load in a fresh process, {args.repeat} loads "
             "per file (the stdlib path once); peak RSS is the largest seen and "
