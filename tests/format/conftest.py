@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from collector.model import (
@@ -77,3 +81,22 @@ def full_trace() -> Trace:
 @pytest.fixture
 def trace() -> Trace:
     return full_trace()
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kineto_like() -> Callable[..., Path]:
+    """Writes a small torch.profiler-shaped trace with the load benchmark's generator: f(path, size=200_000)."""
+    spec = importlib.util.spec_from_file_location("load_scale", ROOT / "benchmarks" / "load_scale.py")
+    if spec is None or spec.loader is None:  # pragma: no cover - the benchmark is part of the repo
+        raise RuntimeError("benchmarks/load_scale.py is missing")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def make(path: Path, size: int = 200_000) -> Path:
+        module.generate(path, size)
+        return path
+
+    return make

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -111,3 +112,12 @@ def test_large_times_stay_exact(tmp_path: Path, trace: Trace) -> None:
     t = Trace(base.meta, base.lanes, conform_intervals(iv), base.markers)
     write_trace(t, tmp_path / "long.json.gz")
     assert_same(t, read_trace(tmp_path / "long.json.gz"))
+
+
+def test_imported_torch_profiler_trace_round_trips(tmp_path: Path, kineto_like: Callable[..., Path]) -> None:
+    """Whatever the torch.profiler importer builds survives our format exactly."""
+    pytest.importorskip("collector.kineto")
+    imported = load_trace(kineto_like(tmp_path / "kineto.json"))
+    assert len(imported.intervals) > 100
+    write_trace(imported, tmp_path / "ours.json.gz")
+    assert_same(imported, read_trace(tmp_path / "ours.json.gz"))

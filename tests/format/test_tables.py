@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +16,7 @@ from collector.chrome import EVENT_COLUMNS, read_events
 from collector.model import Trace
 from collector.tracefile import write_trace
 
-ROOT = Path(__file__).resolve().parents[2]
 NEEDS_MSGSPEC = pytest.mark.skipif(not chrome_parse.HAVE_MSGSPEC, reason="msgspec is not installed")
-
-
-def kineto_like(path: Path, size: int = 200_000) -> Path:
-    """A small torch.profiler-shaped trace from the load benchmark's generator."""
-    spec = importlib.util.spec_from_file_location("load_scale", ROOT / "benchmarks" / "load_scale.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.generate(path, size)
-    return path
 
 
 def assert_tables_equal(path: Path, **kw: Any) -> pd.DataFrame:
@@ -41,7 +30,7 @@ def assert_tables_equal(path: Path, **kw: Any) -> pd.DataFrame:
     return fast.events
 
 
-def test_columns_and_dtypes(tmp_path: Path) -> None:
+def test_columns_and_dtypes(tmp_path: Path, kineto_like: Callable[..., Path]) -> None:
     events = read_events(kineto_like(tmp_path / "k.json")).events
     assert list(events.columns) == list(EVENT_COLUMNS)
     assert {c: str(t) for c, t in events.dtypes.items()} == EVENT_COLUMNS
@@ -57,7 +46,7 @@ def test_columns_and_dtypes(tmp_path: Path) -> None:
 
 @NEEDS_MSGSPEC
 @pytest.mark.parametrize("batch", [1, 7, 100_000])
-def test_fast_equals_stdlib_on_kineto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+def test_fast_equals_stdlib_on_kineto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, kineto_like: Callable[..., Path]) -> None:
     monkeypatch.setattr(chrome_parse, "BATCH", batch)
     path = kineto_like(tmp_path / "k.json", 50_000 if batch == 1 else 200_000)
     before = path.read_bytes()
@@ -97,7 +86,7 @@ def test_odd_but_valid_shapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert table["ts_ns"].tolist() == [0, 3500, 4000, 5000, -1]  # 5.0005 us rounds to 5000 ns (half to even)
 
 
-def test_gzip_equals_plain(tmp_path: Path) -> None:
+def test_gzip_equals_plain(tmp_path: Path, kineto_like: Callable[..., Path]) -> None:
     path = kineto_like(tmp_path / "k.json")
     gz = tmp_path / "k.json.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
@@ -105,7 +94,7 @@ def test_gzip_equals_plain(tmp_path: Path) -> None:
 
 
 @NEEDS_MSGSPEC
-def test_without_msgspec_the_stdlib_path_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_msgspec_the_stdlib_path_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kineto_like: Callable[..., Path]) -> None:
     path = kineto_like(tmp_path / "k.json")
     expected = read_events(path, fast=True).events
     monkeypatch.setattr(chrome_parse, "HAVE_MSGSPEC", False)
@@ -115,7 +104,7 @@ def test_without_msgspec_the_stdlib_path_is_used(tmp_path: Path, monkeypatch: py
     pd.testing.assert_frame_equal(read_events(path).events, expected)
 
 
-def test_top_level_object_is_kept(tmp_path: Path) -> None:
+def test_top_level_object_is_kept(tmp_path: Path, kineto_like: Callable[..., Path]) -> None:
     top = read_events(kineto_like(tmp_path / "k.json")).top
     assert top["schemaVersion"] == 1 and top["deviceProperties"][0]["name"] == "NVIDIA H200"
     assert top["distributedInfo"]["rank"] == 0 and "traceEvents" not in top
