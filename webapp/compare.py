@@ -31,7 +31,10 @@ def comparison(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     metrics = metrics_table(a.get("metrics") or {}, b.get("metrics") or {})
     ka, kb = pd.DataFrame(a.get("kernels") or []), pd.DataFrame(b.get("kernels") or [])
     cols = ["kind", "name", "count", "total_ns", "mean_ns"]
-    ops = ops_table(ka, kb) if set(cols) <= set(ka.columns) and set(cols) <= set(kb.columns) else pd.DataFrame()
+    steps_a = int((a.get("summary") or {}).get("steps") or 1)
+    steps_b = int((b.get("summary") or {}).get("steps") or 1)
+    has_cols = set(cols) <= set(ka.columns) and set(cols) <= set(kb.columns)
+    ops = ops_table(ka, kb, steps_a, steps_b) if has_cols else pd.DataFrame()
     ra = [f["rule"] for f in a.get("findings") or []]
     rb = [f["rule"] for f in b.get("findings") or []]
     return {

@@ -55,11 +55,15 @@ def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
                          "better": pd.Series(better, dtype=object)})
 
 
-def ops_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Per (kind, name). Columns: ``name``, ``kind``, ``a_count``, ``b_count``, ``a_total_ns``, ``b_total_ns``,
-    ``delta_ns`` (b_total - a_total), ``a_mean_ns``, ``b_mean_ns`` and ``status``: ``added`` (only in B),
-    ``removed`` (only in A), ``faster``/``slower`` (mean duration changed by more than SAME_TOLERANCE) or
-    ``same``. Largest absolute delta first."""
+def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int = 1) -> pd.DataFrame:
+    """Per (kind, name) of two kernel tables (RunAnalysis.kernels) of runs with ``a_steps`` / ``b_steps`` steps.
+
+    Columns: ``name``, ``kind``, ``a_count``, ``b_count``, ``a_total_ns``, ``b_total_ns``, ``delta_ns``
+    (b_total - a_total), ``a_step_ns`` / ``b_step_ns`` (total time per step, ns), ``delta_step_ns``
+    (b_step - a_step: what the op adds to or saves from each step, fair when the runs have different step
+    counts), ``a_mean_ns``, ``b_mean_ns`` and ``status``: ``added`` (only in B), ``removed`` (only in A),
+    ``faster``/``slower`` (mean duration changed by more than SAME_TOLERANCE) or ``same``. Largest absolute
+    per-step delta first."""
     cols = ["kind", "name", "count", "total_ns", "mean_ns"]
     m = a[cols].merge(b[cols], on=["kind", "name"], how="outer", suffixes=("_a", "_b"))
     out = pd.DataFrame({
@@ -69,6 +73,9 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         "b_total_ns": m["total_ns_b"].fillna(0).astype(np.int64),
     })
     out["delta_ns"] = out["b_total_ns"] - out["a_total_ns"]
+    out["a_step_ns"] = out["a_total_ns"] / max(int(a_steps), 1)
+    out["b_step_ns"] = out["b_total_ns"] / max(int(b_steps), 1)
+    out["delta_step_ns"] = out["b_step_ns"] - out["a_step_ns"]
     out["a_mean_ns"], out["b_mean_ns"] = m["mean_ns_a"], m["mean_ns_b"]
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = (out["b_mean_ns"] - out["a_mean_ns"]) / out["a_mean_ns"]
@@ -77,7 +84,7 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         ["added", "removed", "faster", "slower"], default="same",
     )
     out["status"] = status
-    order = np.argsort(-out["delta_ns"].abs().to_numpy(), kind="stable")
+    order = np.argsort(-out["delta_step_ns"].abs().to_numpy(), kind="stable")
     return out.iloc[order].reset_index(drop=True)
 
 
@@ -151,5 +158,5 @@ class Comparison:
 def compare(a: Trace, b: Trace) -> Comparison:
     """Compare run A (baseline) with run B."""
     ra, rb = analyze(a), analyze(b)
-    return Comparison(a, b, ra, rb, metrics_table(ra.metrics, rb.metrics), ops_table(ra.kernels, rb.kernels),
+    return Comparison(a, b, ra, rb, metrics_table(ra.metrics, rb.metrics), ops_table(ra.kernels, rb.kernels, ra.summary()["steps"], rb.summary()["steps"]),
                       findings_diff(ra, rb))

@@ -108,10 +108,10 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
     lines.append("")
     ops = c.ops[c.ops["status"] != "same"].head(ops_limit)
     if len(ops):
-        lines.append("Biggest op changes (total time, B - A)")
+        lines.append("Biggest op changes (time per step, B - A)")
         for row in ops.itertuples(index=False):
             name = row.name if len(row.name) <= 60 else row.name[:57] + "..."
-            lines.append(f"  {row.status:<8} {row.kind:<11} {name:<60} {row.delta_ns / 1e6:+10.3f} ms")
+            lines.append(f"  {row.status:<8} {row.kind:<11} {name:<60} {row.delta_step_ns / 1e6:+10.3f} ms/step")
         lines.append("")
     for key in ("fixed", "new", "unchanged"):
         lines.append(f"findings {key}: {', '.join(c.findings[key]) or '-'}")

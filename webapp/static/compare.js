@@ -36,7 +36,7 @@
   document.getElementById("tl-reset").onclick = () => tlA.reset();
   document.getElementById("tl-in").onclick = () => tlA.zoom(0.5);
   document.getElementById("tl-out").onclick = () => tlA.zoom(2);
-  fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_total_ns", "b_total_ns", "delta_ns"]);
+  fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_step_ns", "b_step_ns", "delta_step_ns"]);
   document.querySelectorAll("#ops-table td").forEach((td) => {
     if (["added", "removed", "faster", "slower"].includes(td.textContent)) td.className = "status-" + td.textContent;
   });

@@ -16,7 +16,7 @@ const COL_LABELS = {
   sync_wait_ns: "Sync wait", sync_wait_count: "Syncs", pageable_copy_bytes: "Pageable bytes",
   kind: "Kind", name: "Name", count: "Count", total_ns: "Total", mean_ns: "Mean", max_ns: "Max", bytes: "Bytes",
   gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count", a_total_ns: "A total",
-  b_total_ns: "B total", delta_ns: "B − A", cause: "Cause", source: "Source", steps: "Steps", gpu_idle_ns_s: "GPU idle",
+  b_total_ns: "B total", delta_ns: "B − A", a_step_ns: "A per step", b_step_ns: "B per step", delta_step_ns: "B − A per step", cause: "Cause", source: "Source", steps: "Steps", gpu_idle_ns_s: "GPU idle",
 };
 function fillTable(table, records, cols, onRow) {
   table.textContent = "";
