@@ -63,3 +63,17 @@ def test_to_dict_is_json(cmp) -> None:
 def test_metric_directions() -> None:
     assert direction("step_time_p90_ns") == -1 and direction("gpu_busy_frac") == 1
     assert direction("intervals") == 0
+
+
+def test_ops_per_step_when_step_counts_differ() -> None:
+    import pandas as pd
+
+    from webapp.analysis.compare import ops_table
+
+    a = pd.DataFrame({"kind": ["kernel"], "name": ["mm"], "count": [100], "total_ns": [100 * MS], "mean_ns": [MS]})
+    b = pd.DataFrame({"kind": ["kernel"], "name": ["mm"], "count": [150], "total_ns": [150 * MS], "mean_ns": [MS]})
+    row = ops_table(a, b, a_steps=100, b_steps=150).iloc[0]
+    assert row["delta_ns"] == 50 * MS  # more steps, more total time...
+    assert row["a_step_ns"] == row["b_step_ns"] == MS  # ...but the same time per step
+    assert row["delta_step_ns"] == 0
+    assert row["status"] == "same"
