@@ -39,28 +39,29 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+# args fields accept null as "absent" (Kineto writes "Python parent id": null for a root Python frame)
 class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
-    name: str = ""
-    stream: int = -1
-    device: int = -1
-    correlation: int = -1
-    external_id: int = msgspec.field(default=-1, name="External id")
-    bytes: int = -1
-    python_id: int = msgspec.field(default=-1, name="Python id")
-    python_parent_id: int = msgspec.field(default=-1, name="Python parent id")
+    name: str | None = ""
+    stream: int | None = -1
+    device: int | None = -1
+    correlation: int | None = -1
+    external_id: int | None = msgspec.field(default=-1, name="External id")
+    bytes: int | None = -1
+    python_id: int | None = msgspec.field(default=-1, name="Python id")
+    python_parent_id: int | None = msgspec.field(default=-1, name="Python parent id")
 
 class _OurArgs(msgspec.Struct, gc=False, frozen=True):
-    name: str = ""
-    stream: int = -1
-    bytes: int = -1
-    kind: str = ""
-    memory_kind: str = ""
-    non_blocking: bool = False
-    step: int = -1
-    source: str = ""
-    cause: str = ""
-    launch_id: int = -1
-    id: int = -1
+    name: str | None = ""
+    stream: int | None = -1
+    bytes: int | None = -1
+    kind: str | None = ""
+    memory_kind: str | None = ""
+    non_blocking: bool | None = False
+    step: int | None = -1
+    source: str | None = ""
+    cause: str | None = ""
+    launch_id: int | None = -1
+    id: int | None = -1
 
 class _Top(msgspec.Struct):
     traceEvents: list[msgspec.Raw]

@@ -99,9 +99,10 @@ _ABSENT = object()
 
 
 def _key_value(event: dict[str, Any], key: str) -> Any:
-    if key.startswith("args."):
+    if key.startswith("args."):  # in args, null counts as absent (Kineto: "Python parent id": null)
         args = event.get("args")
-        return args.get(key[5:], _ABSENT) if isinstance(args, dict) else _ABSENT
+        value = args.get(key[5:]) if isinstance(args, dict) else None
+        return _ABSENT if value is None else value
     return event.get(key, _ABSENT)
 
 
@@ -147,7 +148,9 @@ def _shown(value: Any) -> str:
 class _Codes(dict[str, int]):
     """str -> category code, growing on first sight."""
 
-    def __missing__(self, key: str) -> int:
+    def __missing__(self, key: str | None) -> int:
+        if key is None:  # a null in args: absent
+            return self[""]
         code = self[key] = len(self)
         return code
 
@@ -182,7 +185,7 @@ class Columns:
             elif kind == "time":
                 out[start:stop] = _ns(np.fromiter(col, np.float64, count), SPEC[i].key, start)
             else:
-                out[start:stop] = np.fromiter(col, out.dtype, count)
+                out[start:stop] = _numbers(col, out.dtype, count, _DEFAULTS[kind])
         self._check_x(start, stop)
 
     def _check_x(self, start: int, stop: int) -> None:
@@ -223,6 +226,15 @@ class Columns:
             else:
                 out[f.column] = arr
         return out, {v: k for k, v in self.id_names.items()}
+
+
+def _numbers(col: Iterable[Any], dtype: Any, count: int, default: Any) -> np.ndarray:
+    """An int or bool column; a None (null in args) becomes ``default``."""
+    values = col if isinstance(col, (list, tuple)) else list(col)
+    try:
+        return np.fromiter(values, dtype, count)
+    except TypeError:
+        return np.fromiter((default if v is None else v for v in values), dtype, count)
 
 
 _MISSING_NS = -(2**63)  # internal marker for a missing time; -1 in the finished table

@@ -16,6 +16,8 @@ from collector.chrome import EVENT_COLUMNS, read_events
 from collector.model import Trace
 from collector.tracefile import write_trace
 
+ROOT = Path(__file__).resolve().parents[2]
+
 NEEDS_MSGSPEC = pytest.mark.skipif(not chrome_parse.HAVE_MSGSPEC, reason="msgspec is not installed")
 
 
@@ -108,3 +110,23 @@ def test_top_level_object_is_kept(tmp_path: Path, kineto_like: Callable[..., Pat
     top = read_events(kineto_like(tmp_path / "k.json")).top
     assert top["schemaVersion"] == 1 and top["deviceProperties"][0]["name"] == "NVIDIA H200"
     assert top["distributedInfo"]["rank"] == 0 and "traceEvents" not in top
+
+
+def test_null_in_args_counts_as_absent(tmp_path: Path) -> None:
+    """torch.profiler with_stack traces hold "Python parent id": null for a root frame."""
+    events = [
+        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+         "args": {"Python id": 1, "Python parent id": None, "name": None, "stream": None}},
+        {"ph": "X", "cat": "python_function", "name": "g", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
+         "args": {"Python id": 2, "Python parent id": 1}},
+    ]
+    (tmp_path / "nulls.json").write_text(json.dumps({"traceEvents": events}))
+    table = assert_tables_equal(tmp_path / "nulls.json")
+    assert table["arg_python_parent_id"].tolist() == [-1, 1]
+    assert table["arg_name"].tolist() == ["", ""] and table["arg_stream"].tolist() == [-1, -1]
+
+
+@pytest.mark.parametrize("sample", sorted((ROOT / "sample_traces").glob("*.json.gz")), ids=lambda p: p.name)
+def test_sample_traces_read_alike(sample: Path) -> None:
+    """The real traces recorded on the GPU (ours and torch.profiler's) give one table on both paths."""
+    assert len(assert_tables_equal(sample)) > 0
