@@ -55,7 +55,9 @@ def load_trace(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAUL
         return _from_table(table, os.fspath(path))
     try:
         from collector.kineto import trace_from_kineto
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "collector.kineto":
+            raise
         raise TraceFileError(
             f"{os.fspath(path)}: not a Streamscope trace and torch.profiler import is unavailable"
         ) from None
