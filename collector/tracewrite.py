@@ -65,6 +65,7 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
                     _write(trace, gz)
             else:
                 _write(trace, raw)
+        os.chmod(tmp, 0o644)  # mkstemp made it private; a trace file is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

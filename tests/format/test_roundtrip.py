@@ -101,6 +101,7 @@ def test_write_is_atomic(tmp_path: Path, trace: Trace) -> None:
         write_trace(Trace(trace.meta, trace.lanes, bad, trace.markers), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]
+    assert path.stat().st_mode & 0o777 == 0o644
 
 
 def test_large_times_stay_exact(tmp_path: Path, trace: Trace) -> None:
