@@ -90,3 +90,19 @@ def test_convert_invalid_file_exits_2_with_one_line(tmp_path: Path, capsys: pyte
     assert err.startswith("streamscope convert: error:")
     assert len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_convert_into_missing_folder_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in.json"
+    write_trace(small_trace(), str(src))
+    assert main(["convert", str(src), str(tmp_path / "nowhere" / "out.json")]) == 2
+    assert "no such folder for the output" in capsys.readouterr().err
+
+
+def test_convert_reads_torch_profiler_trace(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "torch-profiler-overlap.pt.trace.json.gz"
+    out = tmp_path / "converted.json.gz"
+    assert main(["convert", str(sample), str(out)]) == 0
+    back = load_trace(str(out))
+    assert back.meta.source == "torch.profiler"
+    assert {"kernel", "memcpy_h2d", "sync_wait"} <= set(back.intervals["kind"].astype(str))

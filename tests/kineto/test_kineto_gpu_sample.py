@@ -117,8 +117,5 @@ def test_load_trace_imports_torch_profiler_files(train: Trace) -> None:
     assert loaded.intervals.drop(columns="id").equals(train.intervals.drop(columns="id"))
 
 
-@pytest.mark.xfail(
-    reason="read_events rejects the null 'Python parent id' of with_stack traces", strict=False
-)
 def test_load_trace_reads_with_stack_traces(trace: Trace) -> None:
     assert len(load_trace(SAMPLE).intervals) == len(trace.intervals)

@@ -27,7 +27,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{dst}: output must end in .json or .json.gz")
     if dst.exists() and dst.resolve() == src.resolve():
         raise CliError(f"{dst}: output would overwrite the input")
+    if not dst.parent.is_dir():
+        raise CliError(f"{dst.parent}: no such folder for the output")
     trace = load_trace(str(src))
-    write_trace(trace, str(dst))
+    try:
+        write_trace(trace, str(dst))
+    except OSError as exc:
+        raise CliError(f"{dst}: cannot write ({exc.strerror or exc})") from None
     print(f"wrote {dst}: {len(trace.intervals):,} intervals on {len(trace.lanes)} lanes, {len(trace.ranks)} rank(s)")
     return 0
