@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serving import REPO, running_server
 
-REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "test-output"
 CHROMIUM = "/usr/bin/chromium"
 
@@ -33,26 +27,6 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args: dict) -> dict:
     return {**browser_context_args, "viewport": {"width": 1440, "height": 960}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)  # polling interval
-    raise RuntimeError(f"server at {url} did not answer in {timeout_s} s")
 
 
 @pytest.fixture(scope="module")
@@ -82,22 +56,8 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def server(traces: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("data")
-    port = _free_port()
-    env = {**os.environ, "STREAMSCOPE_SAMPLES_DIR": str(traces["samples"]), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data", str(data)],
-        cwd=data, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(base + "/", proc)
+    with running_server(traces["samples"], data, cwd=data) as (base, _proc):
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture

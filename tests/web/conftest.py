@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from web_helpers import REPO, free_port, wait_until_up
+from serving import running_server
 
 from collector.synthetic import synthetic_trace
 from webapp import create_app
@@ -49,19 +47,5 @@ def serve_process(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]
     write_trace(synthetic_trace(600, pattern="naive", steps=4), str(samples / "naive-sample.json.gz"))
     write_trace(synthetic_trace(600, pattern="overlap", steps=4), str(samples / "overlap-sample.json"))
     data = tmp_path / "data"
-    port = free_port()
-    env = {**os.environ, "STREAMSCOPE_SAMPLES_DIR": str(samples), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data", str(data)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(base + "/", proc)
+    with running_server(samples, data, cwd=tmp_path, stdout=subprocess.PIPE) as (base, proc):
         yield base, proc, data
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
