@@ -72,6 +72,28 @@ def test_sync_in_loop_fires_with_cost_and_lines() -> None:
     assert len(f.evidence) == 4
 
 
+def test_sync_in_loop_names_recurring_syncs_but_not_one_offs() -> None:
+    """item() every step; print() every 4th step (named, 'less often'); one synchronize() (left out)."""
+    rows, markers = [], []
+    for k in range(12):
+        t = k * 10 * MS
+        rows += [iv(CPU, "launch", t, t + 5 * US, id=10 * k),
+                 iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1),
+                 iv(CPU, "sync_wait", t + 6 * MS, t + 7 * MS + 5 * US, "item", cause="item",
+                    source="loop.py:7", id=10 * k + 2)]
+        extra = {0: ("print", "loop.py:9"), 4: ("print", "loop.py:9"), 8: ("print", "loop.py:9"),
+                 5: ("synchronize", "loop.py:20")}.get(k)
+        if extra:
+            rows.append(iv(CPU, "sync_wait", t + 7 * MS + 10 * US, t + 7 * MS + 20 * US, extra[0],
+                           cause=extra[0], source=extra[1], id=10 * k + 3))
+        markers.append((t, t + 10 * MS))
+    f = _by_rule(analyze(trace(rows, steps(*markers))))["sync-in-loop"]
+    assert f.sources == ("loop.py:7", "loop.py:9")
+    assert "Also in the loop, less often: print at loop.py:9 (every ~4 steps)" in f.detail
+    assert "loop.py:20" not in f.detail
+    assert "print(t)" in f.fix
+
+
 def test_sync_seen_once_is_not_in_the_loop() -> None:
     assert "sync-in-loop" not in _by_rule(analyze(_sync_run((2,))))
 

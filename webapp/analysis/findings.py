@@ -30,6 +30,9 @@ MIN_COPY_BYTES = 1 << 20
 IN_LOOP_STEP_FRAC = 0.5
 """A sync seen in at least half the steps is part of the loop, not a one-off (checkpoint, eval); a cost that
 hits fewer steps than that is reported as info whatever its size."""
+RECURRING_MIN_STEPS = 3
+"""A sync that is not in most steps but comes back in at least this many (logging every N steps) is named
+beside the per-step ones: the same fix applies, and one-offs (a checkpoint, an eval) stay out."""
 FALLBACK_PINNED_SPEEDUP = 2.0
 """Without a bandwidth probe or pinned copies to measure, assume pinned copies run only 2x faster than
 pageable ones (FIELD-NOTES measured 10x on an H200): a deliberately modest estimate."""
@@ -246,8 +249,15 @@ def _sync_rule(rd: RunData, gaps: gp.Gaps, costs: dict[str, np.ndarray], add: Ad
              zip(loop.index, loop["count"], strict=True)][:5]
     detail = (f"Host syncs in every step: {'; '.join(parts)}. Each drains the GPU queue; the GPU then idled "
               f"{_ms(total / n_win)} per step until new work arrived.")
+    recurring = per[(per["steps"] < IN_LOOP_STEP_FRAC * n_win) & (per["steps"] >= RECURRING_MIN_STEPS)]
+    recurring = recurring.sort_values("steps", ascending=False)
+    if len(recurring):
+        more = [f"{c or 'sync'} at {s or 'unknown source'} (every ~{n_win / k:.0f} steps)" for (c, s), k in
+                zip(recurring.index, recurring["steps"], strict=True)][:5]
+        detail += f" Also in the loop, less often: {'; '.join(more)}."
+    named = [*loop.index, *recurring.index]
     pos = frame.index.to_numpy()[keep]
     srows, scost = rows[pos], cost[pos]
-    add("sync-in-loop", "info", detail, tuple(s for (_, s) in loop.index if s)[:5],
+    add("sync-in-loop", "info", detail, tuple(dict.fromkeys(s for (_, s) in named if s))[:5],
         _evidence(rd, srows, rd.s[srows], rd.e[srows], scost + (rd.e[srows] - rd.s[srows]) // 1000),
-        sync_fix(tuple(c for (c, _) in loop.index)))
+        sync_fix(tuple(dict.fromkeys(c for (c, _) in named))))
