@@ -71,10 +71,10 @@ def _basename(filename: str) -> str:
 @bp.get("/runs/<run_id>")
 def get_run(run_id: str) -> Response:
     info = _info(run_id)
-    trace = get_store().load(run_id)
+    index = get_store().index(run_id)  # meta and lanes without reading the whole run
     lanes = [{"index": i, "rank": ln.rank, "kind": ln.kind.value, "ident": ln.ident, "label": ln.label}
-             for i, ln in enumerate(trace.lanes)]
-    return jsonify({"run": info.to_dict(), "meta": trace.meta.to_dict(), "lanes": lanes})
+             for i, ln in enumerate(index.lanes)]
+    return jsonify({"run": info.to_dict(), "meta": index.meta.to_dict(), "lanes": lanes})
 
 
 @bp.patch("/runs/<run_id>")

@@ -7,6 +7,9 @@ Layout of the data folder::
                             schema metadata holds ``streamscope.meta``, ``streamscope.lanes`` and
                             ``streamscope.markers`` as JSON
     runs/<id>.analysis.json the stored analysis (RunAnalysis.to_dict())
+    runs/<id>.overview.json the whole-run timeline payload
+    runs/<id>.lod/          the run's level-of-detail index as memory-mappable .npy files
+                            (webapp.index_files): a stored run answers views without reading its Parquet
     uploads/                partial uploads, streamed to disk; removed when done
 
 Run ids are made by the server (``secrets.token_hex``); no user-supplied name reaches the filesystem.
@@ -21,6 +24,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -43,6 +47,7 @@ from collector.model import (
     conform_markers,
 )
 from webapp.analysis.lod import RunIndex
+from webapp.index_files import load_index, save_index
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +149,7 @@ class Store:
         for path in self.runs_dir.iterdir():
             run_id = path.name.split(".", 1)[0]
             if path.name.startswith(".tmp-") or run_id not in known:
-                path.unlink(missing_ok=True)
+                _remove(path)
         for path in self.uploads_dir.iterdir():
             path.unlink(missing_ok=True)
 
@@ -176,7 +181,7 @@ class Store:
         with self._lock:
             self._cache.pop(run_id, None)
         for path in self.runs_dir.glob(f"{run_id}.*"):
-            path.unlink(missing_ok=True)
+            _remove(path)
 
     def setting(self, key: str, default: str = "") -> str:
         with self._connect() as db:
@@ -191,6 +196,10 @@ class Store:
 
     def run_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.parquet"
+
+    def lod_path(self, run_id: str) -> Path:
+        """The folder of the run's saved level-of-detail index (absent for runs stored before it existed)."""
+        return self.runs_dir / f"{run_id}.lod"
 
     def analysis_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.analysis.json"
@@ -217,6 +226,7 @@ class Store:
         _write_atomic_parquet(self.run_path(run_id), trace, frame)
         _write_atomic_text(self.analysis_path(run_id), json.dumps(analysis, allow_nan=False))
         _write_atomic_bytes(self.overview_path(run_id), overview_json(index))
+        _write_atomic_index(self.lod_path(run_id), index)
         meta = trace.meta
         starts = frame["start_ns"]
         info = RunInfo(
@@ -254,11 +264,21 @@ class Store:
             with self._lock:
                 if run_id in self._cache:
                     return self._cache[run_id]
-            index = RunIndex(trace if trace is not None else read_run_file(self.run_path(run_id)))
+            index = self._open_index(run_id, trace)
             with self._lock:
                 self._remember(run_id, index)
                 self._building.pop(run_id, None)
         return index
+
+    def _open_index(self, run_id: str, trace: Trace | None) -> RunIndex:
+        """The saved index, memory-mapped (the Parquet file is read only if the full run is asked for);
+        built from ``trace`` or the Parquet file when there is no saved one."""
+        if trace is None:
+            path = self.run_path(run_id)
+            saved = load_index(self.lod_path(run_id), lambda: read_run_file(path))
+            if saved is not None:
+                return saved
+        return RunIndex(trace if trace is not None else read_run_file(self.run_path(run_id)))
 
     def warm(self, run_id: str, trace: Trace | None = None) -> None:
         """Build the run's index in a background thread (no-op when cached)."""
@@ -278,7 +298,7 @@ class Store:
         with self._lock:
             cached = self._cache.get(run_id)
         if cached is not None:
-            lanes = [_lane_dict(lane) for lane in cached.trace.lanes]
+            lanes = [_lane_dict(lane) for lane in cached.lanes]
         else:
             import pyarrow.parquet as pq
 
@@ -330,6 +350,21 @@ def _write_atomic_bytes(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def _write_atomic_index(path: Path, index: RunIndex) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    _remove(tmp)
+    save_index(index, tmp)
+    os.replace(tmp, path)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a folder (a saved index)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _lane_dict(lane: Lane) -> dict[str, Any]:

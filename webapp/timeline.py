@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from collector.model import MEMORY_KIND_DTYPE
 from webapp.analysis.lod import KIND_NAMES, MAX_BOXES_PER_LANE, MAX_BOXES_PER_VIEW, RunIndex
@@ -23,11 +22,10 @@ OVERVIEW_WIDTH_PX = 1600
 MAX_STEP_MARKS = 400
 
 
-def _codes(col: pd.Series, rows: np.ndarray) -> tuple[list[int], list[str]]:
+def _codes(all_codes: np.ndarray, cats: np.ndarray, rows: np.ndarray) -> tuple[list[int], list[str]]:
     """Category codes of ``rows`` remapped onto the few categories they use."""
-    codes = col.cat.codes.to_numpy()[rows]
+    codes = all_codes[rows]
     used, inverse = np.unique(codes, return_inverse=True)
-    cats = col.cat.categories
     return inverse.astype(np.int64).tolist(), [str(cats[c]) if c >= 0 else "" for c in used]
 
 
@@ -35,23 +33,23 @@ def view_payload(index: RunIndex, t0: int, t1: int, width_px: int, *, rank: int 
                  max_per_lane: int = MAX_BOXES_PER_LANE, max_per_view: int = MAX_BOXES_PER_VIEW
                  ) -> dict[str, Any]:
     """Everything the timeline draws for [t0, t1) (absolute ns) at ``width_px`` pixels."""
-    lanes = [i for i, ln in enumerate(index.trace.lanes) if rank is None or ln.rank == rank]
+    lanes = [i for i, ln in enumerate(index.lanes) if rank is None or ln.rank == rank]
     lods = index.view(t0, t1, width_px, lanes, max_per_lane, max_per_view)
-    frame, origin = index.frame, index.origin_ns
+    cols, origin = index.columns, index.origin_ns
     all_rows = np.concatenate([x.rows for x in lods]) if lods else np.zeros(0, np.int64)
-    name_idx, names = _codes(frame["name"], all_rows)
-    src_idx, sources = _codes(frame["source"], all_rows)
-    ids = frame["id"].to_numpy()[all_rows]
-    nbytes = frame["bytes"].to_numpy()[all_rows]
-    mem = frame["memory_kind"].cat.codes.to_numpy()[all_rows]
-    steps = frame["step"].to_numpy()[all_rows]
+    name_idx, names = _codes(cols.name, cols.name_cats, all_rows)
+    src_idx, sources = _codes(cols.source, cols.source_cats, all_rows)
+    ids = cols.id[all_rows]
+    nbytes = cols.bytes[all_rows]
+    mem = cols.memory_kind[all_rows]
+    steps = cols.step[all_rows]
     out_lanes = []
     pos = 0
     for lod in lods:
         n = len(lod.rows)
         sl = slice(pos, pos + n)
         pos += n
-        lane = index.trace.lanes[lod.lane]
+        lane = index.lanes[lod.lane]
         out_lanes.append({
             "lane": lod.lane, "rank": lane.rank, "kind": lane.kind.value, "label": lane.label,
             "px_ns": lod.px_ns,

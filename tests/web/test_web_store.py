@@ -50,9 +50,12 @@ def test_orphan_files_are_swept(tmp_path: Path) -> None:
     (tmp_path / "runs" / "0123456789abcdef.parquet").write_bytes(b"half written")
     (tmp_path / "runs" / ".tmp-aaaaaaaaaaaaaaaa.parquet").write_bytes(b"partial")
     (tmp_path / "uploads" / "feedfeedfeedfeed.json").write_bytes(b"{")
+    for orphan in ("0123456789abcdef.lod", f".tmp-{info.id}.lod"):  # saved-index folders, half written
+        (tmp_path / "runs" / orphan).mkdir()
+        (tmp_path / "runs" / orphan / "start.npy").write_bytes(b"partial")
     Store(tmp_path)
     names = sorted(p.name for p in (tmp_path / "runs").iterdir())
-    assert names == sorted(f"{info.id}.{ext}" for ext in ("parquet", "analysis.json", "overview.json"))
+    assert names == sorted(f"{info.id}.{ext}" for ext in ("parquet", "analysis.json", "overview.json", "lod"))
     assert not list((tmp_path / "uploads").iterdir())
 
 

@@ -12,12 +12,14 @@ Everything is vectorized numpy over the visible slice of pre-sorted per-lane arr
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Trace
+from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, MarkerKind, RunMeta, Trace
 
 MAX_BOXES_PER_LANE = 2000
 MAX_BOXES_PER_VIEW = 10_000
@@ -173,12 +175,55 @@ def subtract(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end:
     return intersect(a_start, a_end, gaps_s[keep], gaps_e[keep])
 
 
+@dataclass(frozen=True)
+class RowColumns:
+    """Per-row columns a timeline payload reads, in the index's row order: category codes with their
+    categories (``name``, ``source``; code -1 = missing), ``memory_kind`` codes (MEMORY_KIND_DTYPE),
+    ``id``, ``bytes`` and ``step``."""
+
+    name: np.ndarray
+    name_cats: np.ndarray  # object array of str
+    source: np.ndarray
+    source_cats: np.ndarray
+    memory_kind: np.ndarray
+    id: np.ndarray
+    bytes: np.ndarray
+    step: np.ndarray
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> RowColumns:
+        def cats(col: str) -> np.ndarray:
+            return np.asarray([str(c) for c in frame[col].cat.categories], dtype=object)
+
+        return cls(
+            name=frame["name"].cat.codes.to_numpy(), name_cats=cats("name"),
+            source=frame["source"].cat.codes.to_numpy(), source_cats=cats("source"),
+            memory_kind=frame["memory_kind"].cat.codes.to_numpy(), id=frame["id"].to_numpy(),
+            bytes=frame["bytes"].to_numpy(), step=frame["step"].to_numpy(),
+        )
+
+
 class RunIndex:
     """Per-lane sorted arrays of one run, built once, for fast level-of-detail views.
 
-    ``frame`` is the run DataFrame sorted by lane then start_ns (rows of LaneLod index into it).
+    ``frame`` is the run DataFrame sorted by lane then start_ns (rows of LaneLod index into it);
+    ``columns`` the per-row columns a view payload reads, without the DataFrame.
     ``exposed[rank]`` holds the windows where copies run and no compute does (sorted, disjoint).
     """
+
+    meta: RunMeta
+    lanes: tuple[Lane, ...]
+    markers: pd.DataFrame
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    cummax: np.ndarray
+    columns: RowColumns
+    lane_bounds: list[tuple[int, int]]
+    coarse: list[_Coarse | None]
+    origin_ns: int
+    end_ns: int
+    exposed: dict[int, tuple[np.ndarray, np.ndarray]]
 
     def __init__(self, trace: Trace) -> None:
         frame = trace.intervals
@@ -186,26 +231,69 @@ class RunIndex:
         starts = frame["start_ns"].to_numpy()
         if len(frame) and not (np.all(np.diff(lanes) >= 0) and _sorted_within(lanes, starts)):
             frame = frame.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
-        self.trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
-        self.frame = frame
+        self._setup(trace.meta, trace.lanes, trace.markers, Trace(trace.meta, trace.lanes, frame, trace.markers))
         self.start = frame["start_ns"].to_numpy(dtype=np.int64)
         self.end = frame["end_ns"].to_numpy(dtype=np.int64)
         self.kind = frame["kind"].cat.codes.to_numpy().astype(np.int8)
+        self.columns = RowColumns.from_frame(frame)
         lane_col = frame["lane"].to_numpy()
         bounds = np.searchsorted(lane_col, np.arange(len(trace.lanes) + 1), side="left")
         self.lane_bounds = [(int(bounds[i]), int(bounds[i + 1])) for i in range(len(trace.lanes))]
         self.cummax = np.empty_like(self.end)
-        self.prev_max = np.empty_like(self.end)
-        self.coarse: list[_Coarse | None] = []
+        self.coarse = []
         for lo, hi in self.lane_bounds:
             if hi > lo:
                 self.cummax[lo:hi] = np.maximum.accumulate(self.end[lo:hi])
-                self.prev_max[lo] = np.iinfo(np.int64).min
-                self.prev_max[lo + 1:hi] = self.cummax[lo:hi - 1]
             self.coarse.append(_Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
         self.origin_ns = int(self.start.min()) if len(frame) else 0
         self.end_ns = int(self.end.max()) if len(frame) else 0
         self.exposed = self._exposed_copies()
+
+    def _setup(self, meta: RunMeta, lanes: tuple[Lane, ...], markers: pd.DataFrame,
+               trace: Trace | None, load_trace: Callable[[], Trace] | None = None) -> None:
+        self.meta, self.lanes, self.markers = meta, lanes, markers
+        self._trace, self._load_trace = trace, load_trace
+        self._trace_lock = threading.Lock()
+
+    @classmethod
+    def from_arrays(cls, meta: RunMeta, lanes: tuple[Lane, ...], markers: pd.DataFrame, *,
+                    start: np.ndarray, end: np.ndarray, kind: np.ndarray, cummax: np.ndarray,
+                    lane_bounds: list[tuple[int, int]], columns: RowColumns,
+                    coarse: dict[int, tuple[np.ndarray, ...]],
+                    exposed: dict[int, tuple[np.ndarray, np.ndarray]],
+                    load_trace: Callable[[], Trace]) -> RunIndex:
+        """An index from arrays saved by :func:`index_arrays` (e.g. memory-mapped ``.npy`` files).
+
+        ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane;
+        ``load_trace`` reads the full run (sorted like the arrays) the first time :attr:`trace` is asked.
+        """
+        self = cls.__new__(cls)
+        self._setup(meta, lanes, markers, None, load_trace)
+        self.start, self.end, self.kind, self.cummax = start, end, kind, cummax
+        self.columns = columns
+        self.lane_bounds = [(int(lo), int(hi)) for lo, hi in lane_bounds]
+        self.coarse = [_Coarse(lo, self, *coarse[i]) if i in coarse else None
+                       for i, (lo, _) in enumerate(self.lane_bounds)]
+        self.origin_ns = int(start.min()) if len(start) else 0  # whole-array reductions: a few ms
+        self.end_ns = int(end.max()) if len(end) else 0
+        self.exposed = exposed
+        return self
+
+    @property
+    def trace(self) -> Trace:
+        """The run (intervals sorted by lane then start_ns); read on first use for a saved index."""
+        if self._trace is None:
+            with self._trace_lock:
+                if self._trace is None and self._load_trace is not None:
+                    self._trace = self._load_trace()
+        if self._trace is None:
+            raise RuntimeError("this index has no run to read")
+        return self._trace
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The run DataFrame sorted by lane then start_ns (LaneLod rows index into it)."""
+        return self.trace.intervals
 
     def _exposed_copies(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         copy_table = np.zeros(_N_KINDS, dtype=bool)
@@ -213,7 +301,7 @@ class RunIndex:
         compute_table = np.zeros(_N_KINDS, dtype=bool)
         compute_table[[KIND_NAMES.index(k) for k in _COMPUTE_KINDS]] = True
         per_rank: dict[int, list[list[np.ndarray]]] = {}
-        for lane, (lo, hi) in zip(self.trace.lanes, self.lane_bounds, strict=True):
+        for lane, (lo, hi) in zip(self.lanes, self.lane_bounds, strict=True):
             if not lane.kind.is_gpu or hi == lo:
                 continue
             s, e, k = self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi]
@@ -254,7 +342,7 @@ class RunIndex:
             raise ValueError("the window is empty: end_ns must be greater than start_ns")
         if width_px < 1:
             raise ValueError("width_px must be at least 1")
-        chosen = list(range(len(self.trace.lanes))) if lanes is None else lanes
+        chosen = list(range(len(self.lanes))) if lanes is None else lanes
         cap = max(1, min(max_per_lane, max_per_view // max(1, len(chosen))))
         return [self.lane(i, t0, t1, width_px, cap) for i in chosen]
 
@@ -273,7 +361,9 @@ class RunIndex:
 
     def steps(self, rank: int | None = None) -> pd.DataFrame:
         """Step markers (rank, step, start_ns, end_ns), optionally of one rank."""
-        steps = self.trace.steps()
+        m = self.markers
+        steps = m[m["kind"] == MarkerKind.STEP.value][["rank", "step", "start_ns", "end_ns"]]
+        steps = steps.sort_values(["rank", "step"]).reset_index(drop=True)
         return steps if rank is None else steps[steps["rank"] == rank].reset_index(drop=True)
 
 
@@ -296,7 +386,10 @@ class _Coarse:
 
     @classmethod
     def build(cls, index: RunIndex, lo: int, hi: int) -> _Coarse:
-        s, e, pm = index.start[lo:hi], index.end[lo:hi], index.prev_max[lo:hi]
+        s, e = index.start[lo:hi], index.end[lo:hi]
+        pm = np.empty(hi - lo, dtype=np.int64)  # the largest end before each interval
+        pm[0] = np.iinfo(np.int64).min
+        pm[1:] = index.cummax[lo:hi - 1]
         contrib = np.maximum(0, e - np.maximum(s, pm))
         busy_cum = np.zeros(hi - lo + 1, dtype=np.int64)
         np.cumsum(contrib, out=busy_cum[1:])
@@ -318,7 +411,7 @@ class _Coarse:
             cand = self.gap_order[:k].astype(np.int64) + self.lo
             inside = np.sort(cand[(cand > a) & (cand < b)])
         else:
-            gap = ix.start[a + 1:b] - ix.prev_max[a + 1:b]
+            gap = ix.start[a + 1:b] - ix.cummax[a:b - 1]  # a >= lo: previous ends of the same lane
             inside = np.flatnonzero(gap >= px) + a + 1
         first = np.concatenate([[a], inside])
         last = np.append(first[1:], b) - 1

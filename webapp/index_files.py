@@ -1,0 +1,104 @@
+"""A run's level-of-detail index saved as memory-mappable ``.npy`` files, so a stored run opens instantly.
+
+Layout of one index folder (``runs/<id>.lod/``)::
+
+    index.json                 version, row count, lane bounds, run meta, lanes, markers, the categories
+                               of ``name`` and ``source``, which lanes have prefix arrays, exposed ranks
+    start.npy end.npy cummax.npy        int64 ns per row (rows sorted by lane then start_ns)
+    kind.npy                   int8 codes into lod.KIND_NAMES
+    name.npy source.npy memory_kind.npy category codes; id.npy bytes.npy step.npy
+    coarse-<lane>-<part>.npy   the _Coarse prefix arrays of each long lane
+    exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank
+
+:func:`load_index` maps the files read-only (``np.load(mmap_mode="r")``): nothing is copied, pages are
+read when a view touches them. The full run (for analysis or interval rows) is read on first use only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collector.model import Lane, LaneKind, RunMeta, Trace, conform_markers
+from webapp.analysis.lod import RowColumns, RunIndex
+
+INDEX_VERSION = 1
+_ROW_ARRAYS = ("start", "end", "cummax", "kind")
+_COLUMN_ARRAYS = ("name", "source", "memory_kind", "id", "bytes", "step")
+_COARSE_PARTS = ("busy_cum", "kinds", "kind_cum", "gap_order", "gap_neg_sorted")
+
+
+def save_index(index: RunIndex, folder: Path) -> None:
+    """Write ``index`` into the (new, empty) ``folder``; every file is flushed to disk."""
+    folder.mkdir()
+    arrays: dict[str, np.ndarray] = {name: getattr(index, name) for name in _ROW_ARRAYS}
+    arrays.update({name: getattr(index.columns, name) for name in _COLUMN_ARRAYS})
+    coarse_lanes = []
+    for lane, coarse in enumerate(index.coarse):
+        if coarse is not None:
+            coarse_lanes.append(lane)
+            arrays.update({f"coarse-{lane}-{part}": getattr(coarse, part) for part in _COARSE_PARTS})
+    for rank, (s, e) in index.exposed.items():
+        arrays[f"exposed-{rank}-s"], arrays[f"exposed-{rank}-e"] = s, e
+    for name, arr in arrays.items():
+        with open(folder / f"{name}.npy", "wb") as fh:
+            np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+    markers = index.markers.copy()
+    markers["kind"] = markers["kind"].astype(str)
+    doc = {
+        "version": INDEX_VERSION, "rows": len(index.start), "lane_bounds": index.lane_bounds,
+        "meta": index.meta.to_dict(),
+        "lanes": [{"rank": ln.rank, "kind": ln.kind.value, "ident": ln.ident, "label": ln.label}
+                  for ln in index.lanes],
+        "markers": json.loads(markers.to_json(orient="split", index=False)),
+        "name_cats": list(index.columns.name_cats), "source_cats": list(index.columns.source_cats),
+        "coarse_lanes": coarse_lanes, "exposed_ranks": sorted(index.exposed),
+    }
+    with open(folder / "index.json", "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def load_index(folder: Path, load_trace: Callable[[], Trace]) -> RunIndex | None:
+    """The index saved in ``folder``, memory-mapped; None when it is missing, of another version or
+    damaged (callers then rebuild it from the run file). ``load_trace`` reads the full run on demand."""
+    try:
+        doc: dict[str, Any] = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+        if doc.get("version") != INDEX_VERSION:
+            return None
+        rows = int(doc["rows"])
+
+        def arr(name: str) -> np.ndarray:
+            return np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+
+        row = {name: arr(name) for name in _ROW_ARRAYS + _COLUMN_ARRAYS}
+        if any(len(a) != rows for a in row.values()):
+            return None
+        columns = RowColumns(
+            name=row["name"], name_cats=np.asarray(doc["name_cats"], dtype=object),
+            source=row["source"], source_cats=np.asarray(doc["source_cats"], dtype=object),
+            memory_kind=row["memory_kind"], id=row["id"], bytes=row["bytes"], step=row["step"],
+        )
+        coarse = {int(lane): tuple(arr(f"coarse-{lane}-{part}") for part in _COARSE_PARTS)
+                  for lane in doc["coarse_lanes"]}
+        exposed = {int(r): (arr(f"exposed-{r}-s"), arr(f"exposed-{r}-e")) for r in doc["exposed_ranks"]}
+        lanes = tuple(Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
+                      for d in doc["lanes"])
+        split = doc["markers"]
+        markers = conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
+        return RunIndex.from_arrays(
+            RunMeta.from_dict(doc["meta"]), lanes, markers, start=row["start"], end=row["end"],
+            kind=row["kind"], cummax=row["cummax"], lane_bounds=[tuple(b) for b in doc["lane_bounds"]],
+            columns=columns, coarse=coarse, exposed=exposed, load_trace=load_trace,
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
