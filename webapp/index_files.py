@@ -7,7 +7,7 @@ Layout of one index folder (``runs/<id>.lod/``)::
     start.npy end.npy cummax.npy        int64 ns per row (rows sorted by lane then start_ns)
     kind.npy                   int8 codes into lod.KIND_NAMES
     name.npy source.npy memory_kind.npy category codes; id.npy bytes.npy step.npy
-    coarse-<lane>-<part>.npy   the _Coarse prefix arrays of each long lane
+    coarse-<lane>-<part>.npy   the _Coarse prefix arrays of each long lane (no kind_cum for one kind)
     exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank
 
 :func:`load_index` maps the files read-only (``np.load(mmap_mode="r")``): nothing is copied, pages are
@@ -43,7 +43,8 @@ def save_index(index: RunIndex, folder: Path) -> None:
     for lane, coarse in enumerate(index.coarse):
         if coarse is not None:
             coarse_lanes.append(lane)
-            arrays.update({f"coarse-{lane}-{part}": getattr(coarse, part) for part in _COARSE_PARTS})
+            arrays.update({f"coarse-{lane}-{part}": getattr(coarse, part) for part in _COARSE_PARTS
+                           if part != "kind_cum" or len(coarse.kinds) > 1})
     for rank, (s, e) in index.exposed.items():
         arrays[f"exposed-{rank}-s"], arrays[f"exposed-{rank}-e"] = s, e
     for name, arr in arrays.items():
@@ -88,8 +89,7 @@ def load_index(folder: Path, load_trace: Callable[[], Trace]) -> RunIndex | None
             source=row["source"], source_cats=np.asarray(doc["source_cats"], dtype=object),
             memory_kind=row["memory_kind"], id=row["id"], bytes=row["bytes"], step=row["step"],
         )
-        coarse = {int(lane): tuple(arr(f"coarse-{lane}-{part}") for part in _COARSE_PARTS)
-                  for lane in doc["coarse_lanes"]}
+        coarse = {int(lane): _coarse_parts(arr, int(lane)) for lane in doc["coarse_lanes"]}
         exposed = {int(r): (arr(f"exposed-{r}-s"), arr(f"exposed-{r}-e")) for r in doc["exposed_ranks"]}
         lanes = tuple(Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
                       for d in doc["lanes"])
@@ -102,3 +102,10 @@ def load_index(folder: Path, load_trace: Callable[[], Trace]) -> RunIndex | None
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _coarse_parts(arr: Callable[[str], np.ndarray], lane: int) -> tuple[np.ndarray, ...]:
+    """A long lane's _Coarse arrays; a lane of one kind has no kind_cum file (it is busy_cum)."""
+    busy_cum, kinds = arr(f"coarse-{lane}-busy_cum"), arr(f"coarse-{lane}-kinds")
+    kind_cum = busy_cum.reshape(1, -1) if len(kinds) == 1 else arr(f"coarse-{lane}-kind_cum")
+    return busy_cum, kinds, kind_cum, arr(f"coarse-{lane}-gap_order"), arr(f"coarse-{lane}-gap_neg_sorted")

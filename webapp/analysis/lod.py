@@ -319,15 +319,15 @@ class RunIndex:
         return out
 
     def lane(self, lane: int, t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE,
-             raw_limit: int = RAW_LIMIT) -> LaneLod:
-        """Boxes of one lane. Windows holding more than ``raw_limit`` intervals use the precomputed
-        prefix arrays (cost: one compare over the slice plus work per box); smaller ones the exact
-        wide/narrow split of :func:`lod_lane`."""
+             raw_limit: int | None = None) -> LaneLod:
+        """Boxes of one lane. Windows holding more than ``raw_limit`` (default RAW_LIMIT) intervals use
+        the precomputed prefix arrays (cost: one compare over the slice plus work per box); smaller ones
+        the exact wide/narrow split of :func:`lod_lane`."""
         lo, hi = self.lane_bounds[lane]
         cm = self.cummax[lo:hi]
         i0, i1 = window_slice(self.start[lo:hi], cm, t0, t1)
         coarse = self.coarse[lane] if lane < len(self.coarse) else None
-        if i1 - i0 > raw_limit:
+        if i1 - i0 > (RAW_LIMIT if raw_limit is None else raw_limit):
             coarse = coarse or _Coarse.build(self, lo, hi)
             return coarse.view(lane, lo + i0, lo + i1, t0, t1, width_px, cap)
         out = lod_lane(lane, self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi], cm, t0, t1, width_px, cap)
@@ -381,7 +381,7 @@ class _Coarse:
     busy_cum: np.ndarray
     kinds: np.ndarray
     kind_cum: np.ndarray  # shape (len(kinds), n + 1)
-    gap_order: np.ndarray  # positions (in the lane) sorted by gap before them, largest first
+    gap_order: np.ndarray  # positions (in the lane) with a gap >= 1 ns before them, largest gap first
     gap_neg_sorted: np.ndarray  # -gap in that order (ascending), for searchsorted
 
     @classmethod
@@ -395,11 +395,15 @@ class _Coarse:
         np.cumsum(contrib, out=busy_cum[1:])
         k = index.kind[lo:hi]
         kinds = np.unique(k)
-        kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
-        for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
-            np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
+        if len(kinds) == 1:  # one kind: its prefix sums are busy_cum's (a view, no copy)
+            kind_cum = busy_cum.reshape(1, -1)
+        else:
+            kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
+            for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
+                np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
         gap = s[1:] - pm[1:]
-        order = np.argsort(-gap, kind="stable").astype(np.int32) + 1
+        wide = np.flatnonzero(gap >= 1)  # a box boundary needs a gap of at least one pixel (>= 1 ns)
+        order = (wide[np.argsort(-gap[wide], kind="stable")] + 1).astype(np.int32)
         return cls(lo, index, busy_cum, kinds, kind_cum, order, -gap[order - 1])
 
     def view(self, lane: int, a: int, b: int, t0: int, t1: int, width_px: int, cap: int) -> LaneLod:

@@ -1,0 +1,110 @@
+"""The saved level-of-detail index: a fresh store answers views from memory-mapped files, identical to a
+freshly built index, without reading the run's Parquet file; old runs without one still work."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+import webapp.analysis.lod as lod
+import webapp.store as store_module
+from collector.model import Trace
+from collector.synthetic import synthetic_trace
+from webapp import create_app
+from webapp.analysis.lod import RunIndex
+from webapp.store import Store
+from webapp.timeline import view_payload
+
+WINDOWS = [(0.0, 1.0), (0.2, 0.7), (0.45, 0.55), (0.5, 0.51), (0.3, 0.3003), (0.6, 0.60001)]
+
+
+@pytest.fixture(autouse=True)
+def small_raw_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long lanes (and their prefix arrays) from a few thousand intervals, so both paths are saved."""
+    monkeypatch.setattr(lod, "RAW_LIMIT", 1500)
+
+
+def run_trace() -> Trace:
+    return synthetic_trace(12_000, pattern="naive", steps=8)  # copies (exposed windows), steps, 2+ lanes
+
+
+def payloads(index: RunIndex) -> list[bytes]:
+    span = index.end_ns - index.origin_ns
+    out = []
+    for a, b in WINDOWS:
+        t0, t1 = index.origin_ns + int(span * a), index.origin_ns + max(1, int(span * b))
+        for width, rank in ((1200, None), (300, 0)):
+            out.append(msgspec.json.encode(view_payload(index, t0, t1, width, rank=rank)))
+    return out
+
+
+def test_saved_index_gives_the_same_views(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    info = store.add(run_trace(), "run")
+    built = store.index(info.id)
+    assert any(c is not None for c in built.coarse)  # the prefix-sum path is saved too
+    saved = Store(tmp_path).index(info.id)
+    assert isinstance(saved.start, np.memmap) and isinstance(saved.columns.name, np.memmap)
+    assert saved.lanes == built.lanes and saved.meta == built.meta
+    assert payloads(saved) == payloads(built)
+    fresh = RunIndex(store_module.read_run_file(store.run_path(info.id)))
+    assert payloads(saved) == payloads(fresh)
+    # the full run is still there when asked for (read lazily), in the index's row order
+    assert saved.frame["start_ns"].tolist() == np.asarray(saved.start).tolist()
+
+
+def test_fresh_app_answers_views_without_reading_the_parquet_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    Store(tmp_path).add(run_trace(), "run")
+    run_id = Store(tmp_path).list_runs()[0].id
+
+    def no_read(path: Path) -> Trace:
+        raise AssertionError(f"read the run file {path.name}")
+
+    monkeypatch.setattr(store_module, "read_run_file", no_read)
+    app = create_app({"DATA_DIR": str(tmp_path), "IMPORT_SAMPLES": False, "TESTING": True,
+                      "RECORD_ENABLED": False})
+    client = app.test_client()
+    run = client.get(f"/api/runs/{run_id}")
+    assert run.status_code == 200 and len(run.get_json()["lanes"]) >= 2
+    for start, end in ((0, None), (1000, 2_000_000)):
+        query = f"start_ns={start}&width_px=900" + (f"&end_ns={end}" if end else "")
+        resp = client.get(f"/api/runs/{run_id}/timeline?{query}")
+        assert resp.status_code == 200
+        assert sum(len(ln["s"]) + len(ln["bs"]) for ln in resp.get_json()["lanes"]) > 0
+    monkeypatch.undo()  # interval rows need the whole run: read on first use
+    monkeypatch.setattr(lod, "RAW_LIMIT", 1500)
+    lane = client.get(f"/api/runs/{run_id}/timeline?width_px=900").get_json()["lanes"][0]
+    ids = ",".join(str(i) for i in lane["id"][:3])
+    rows = client.get(f"/api/runs/{run_id}/intervals?ids={ids}").get_json()["intervals"]
+    assert [r["id"] for r in rows] == lane["id"][:3]
+
+
+def test_delete_removes_the_saved_index(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    info = store.add(run_trace(), "run")
+    assert (store.lod_path(info.id) / "index.json").is_file()
+    store.delete(info.id)
+    assert not store.lod_path(info.id).exists()
+    assert not list((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "other version"])
+def test_run_without_a_usable_saved_index_is_rebuilt_from_its_run_file(tmp_path: Path, damage: str) -> None:
+    store = Store(tmp_path)
+    info = store.add(run_trace(), "run")
+    expected = payloads(store.index(info.id))
+    folder = store.lod_path(info.id)
+    if damage == "missing":  # stored before saved indexes existed
+        shutil.rmtree(folder)
+    elif damage == "truncated":
+        (folder / "end.npy").write_bytes((folder / "end.npy").read_bytes()[:200])
+    else:
+        (folder / "index.json").write_text('{"version": 999}')
+    index = Store(tmp_path).index(info.id)
+    assert not isinstance(index.start, np.memmap)
+    assert payloads(index) == expected
