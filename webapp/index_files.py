@@ -79,7 +79,8 @@ def load_index(folder: Path, load_trace: Callable[[], Trace]) -> RunIndex | None
         rows = int(doc["rows"])
 
         def arr(name: str) -> np.ndarray:
-            return np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            # a plain read-only ndarray over the mapping: slicing it costs less than slicing a memmap
+            return np.asarray(np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False))
 
         row = {name: arr(name) for name in _ROW_ARRAYS + _COLUMN_ARRAYS}
         if any(len(a) != rows for a in row.values()):

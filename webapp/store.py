@@ -272,13 +272,29 @@ class Store:
 
     def _open_index(self, run_id: str, trace: Trace | None) -> RunIndex:
         """The saved index, memory-mapped (the Parquet file is read only if the full run is asked for);
-        built from ``trace`` or the Parquet file when there is no saved one."""
-        if trace is None:
-            path = self.run_path(run_id)
-            saved = load_index(self.lod_path(run_id), lambda: read_run_file(path))
-            if saved is not None:
-                return saved
-        return RunIndex(trace if trace is not None else read_run_file(self.run_path(run_id)))
+        built from ``trace`` or the Parquet file when there is no usable saved one (a run stored by an
+        older version, or a damaged index), which is then saved in the background for the next time."""
+        if trace is not None:
+            return RunIndex(trace)
+        path = self.run_path(run_id)
+        saved = load_index(self.lod_path(run_id), lambda: read_run_file(path))
+        if saved is not None:
+            return saved
+        index = RunIndex(read_run_file(path))
+        threading.Thread(target=self._save_index, args=(run_id, index), name=f"save-index-{run_id}",
+                         daemon=True).start()
+        return index
+
+    def _save_index(self, run_id: str, index: RunIndex) -> None:
+        lod = self.lod_path(run_id)
+        try:
+            _remove(lod)  # a damaged one
+            _write_atomic_index(lod, index)
+            self.get(run_id)
+        except RunNotFound:  # deleted meanwhile
+            _remove(lod)
+        except OSError:
+            log.warning("could not save the index of run %s", run_id, exc_info=True)
 
     def warm(self, run_id: str, trace: Trace | None = None) -> None:
         """Build the run's index in a background thread (no-op when cached)."""
