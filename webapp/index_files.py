@@ -69,9 +69,11 @@ def save_index(index: RunIndex, folder: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def load_index(folder: Path, load_trace: Callable[[], Trace]) -> RunIndex | None:
+def load_index(folder: Path, load_trace: Callable[[], Trace],
+               read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> RunIndex | None:
     """The index saved in ``folder``, memory-mapped; None when it is missing, of another version or
-    damaged (callers then rebuild it from the run file). ``load_trace`` reads the full run on demand."""
+    damaged (callers then rebuild it from the run file). ``load_trace`` reads the full run on demand,
+    ``read_rows(positions)`` some of its rows (see RunIndex.from_arrays)."""
     try:
         doc: dict[str, Any] = json.loads((folder / "index.json").read_text(encoding="utf-8"))
         if doc.get("version") != INDEX_VERSION:
@@ -99,7 +101,7 @@ def load_index(folder: Path, load_trace: Callable[[], Trace]) -> RunIndex | None
         return RunIndex.from_arrays(
             RunMeta.from_dict(doc["meta"]), lanes, markers, start=row["start"], end=row["end"],
             kind=row["kind"], cummax=row["cummax"], lane_bounds=[tuple(b) for b in doc["lane_bounds"]],
-            columns=columns, coarse=coarse, exposed=exposed, load_trace=load_trace,
+            columns=columns, coarse=coarse, exposed=exposed, load_trace=load_trace, read_rows=read_rows,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from collector.model import (
@@ -277,7 +278,8 @@ class Store:
         if trace is not None:
             return RunIndex(trace)
         path = self.run_path(run_id)
-        saved = load_index(self.lod_path(run_id), lambda: read_run_file(path))
+        saved = load_index(self.lod_path(run_id), lambda: read_run_file(path),
+                           lambda positions: read_run_rows(path, positions))
         if saved is not None:
             return saved
         index = RunIndex(read_run_file(path))
@@ -425,6 +427,24 @@ def read_run_file(path: Path) -> Trace:
     if not _conformed(intervals):
         intervals = conform_intervals(intervals)
     return Trace(meta, lanes, intervals, markers)
+
+
+def read_run_rows(path: Path, positions: np.ndarray) -> pd.DataFrame:
+    """The rows at ``positions`` (sorted row numbers) of a run file, reading only the row groups that
+    hold them; columns as in INTERVAL_COLUMNS (categories may differ from the whole run's)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    groups = np.unique(np.searchsorted(bounds, positions, side="right") - 1)
+    parts = []
+    for g in groups.tolist():
+        local = positions[(positions >= bounds[g]) & (positions < bounds[g + 1])] - bounds[g]
+        parts.append(pf.read_row_group(g).take(pa.array(local)))
+    table = pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table()
+    return table.to_pandas().reset_index(drop=True)
 
 
 def _conformed(frame: pd.DataFrame) -> bool:

@@ -89,8 +89,7 @@ def _exposed(index: RunIndex, t0: int, t1: int, width_px: int, rank: int | None)
 
 def interval_rows(index: RunIndex, ids: list[int]) -> list[dict[str, Any]]:
     """Full rows of the intervals with these ids (unknown ids are skipped); times relative to origin."""
-    frame = index.frame
-    found = frame[frame["id"].isin(ids)]
+    found: Any = index.rows_of_ids(ids)  # itertuples rows: attributes by column name
     o = index.origin_ns
     out = []
     for row in found.itertuples(index=False):

@@ -18,7 +18,7 @@ from collector.synthetic import synthetic_trace
 from webapp import create_app
 from webapp.analysis.lod import RunIndex
 from webapp.store import Store
-from webapp.timeline import view_payload
+from webapp.timeline import interval_rows, view_payload
 
 WINDOWS = [(0.0, 1.0), (0.2, 0.7), (0.45, 0.55), (0.5, 0.51), (0.3, 0.3003), (0.6, 0.60001)]
 
@@ -77,12 +77,14 @@ def test_fresh_app_answers_views_without_reading_the_parquet_file(tmp_path: Path
         resp = client.get(f"/api/runs/{run_id}/timeline?{query}")
         assert resp.status_code == 200
         assert sum(len(ln["s"]) + len(ln["bs"]) for ln in resp.get_json()["lanes"]) > 0
-    monkeypatch.undo()  # interval rows need the whole run: read on first use
-    monkeypatch.setattr(lod, "RAW_LIMIT", 1500)
-    lane = client.get(f"/api/runs/{run_id}/timeline?width_px=900").get_json()["lanes"][0]
-    ids = ",".join(str(i) for i in lane["id"][:3])
-    rows = client.get(f"/api/runs/{run_id}/intervals?ids={ids}").get_json()["intervals"]
-    assert [r["id"] for r in rows] == lane["id"][:3]
+    # interval rows: only the row groups of the run file that hold them are read
+    lanes = client.get(f"/api/runs/{run_id}/timeline?width_px=900").get_json()["lanes"]
+    ids = sorted({*lanes[0]["id"][:3], *lanes[1]["id"][-2:], 10**12})  # an unknown id is skipped
+    rows = client.get(f"/api/runs/{run_id}/intervals?ids={','.join(map(str, ids))}").get_json()["intervals"]
+    assert sorted(r["id"] for r in rows) == ids[:-1]
+    monkeypatch.undo()
+    full = RunIndex(store_module.read_run_file(Store(tmp_path).run_path(run_id)))
+    assert rows == interval_rows(full, ids)
 
 
 def test_delete_removes_the_saved_index(tmp_path: Path) -> None:
@@ -117,3 +119,17 @@ def test_run_without_a_usable_saved_index_is_rebuilt_from_its_run_file(tmp_path:
     again = Store(tmp_path).index(info.id)
     assert isinstance(again.start.base, np.memmap)
     assert payloads(again) == expected
+
+
+def test_read_run_rows_reads_rows_across_row_groups(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": np.arange(1000) * 3, "name": pa.array(["a", "b"] * 500).dictionary_encode()}),
+                   path, row_group_size=128)
+    positions = np.array([0, 5, 127, 128, 640, 999])
+    frame = store_module.read_run_rows(path, positions)
+    assert frame["id"].tolist() == (positions * 3).tolist()
+    assert frame["name"].astype(str).tolist() == ["a", "b", "b", "a", "a", "b"]
+    assert len(store_module.read_run_rows(path, np.zeros(0, np.int64))) == 0

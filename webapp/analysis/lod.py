@@ -253,6 +253,7 @@ class RunIndex:
                trace: Trace | None, load_trace: Callable[[], Trace] | None = None) -> None:
         self.meta, self.lanes, self.markers = meta, lanes, markers
         self._trace, self._load_trace = trace, load_trace
+        self._read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None
         self._trace_lock = threading.Lock()
 
     @classmethod
@@ -261,14 +262,17 @@ class RunIndex:
                     lane_bounds: list[tuple[int, int]], columns: RowColumns,
                     coarse: dict[int, tuple[np.ndarray, ...]],
                     exposed: dict[int, tuple[np.ndarray, np.ndarray]],
-                    load_trace: Callable[[], Trace]) -> RunIndex:
+                    load_trace: Callable[[], Trace],
+                    read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> RunIndex:
         """An index from arrays saved by :func:`index_arrays` (e.g. memory-mapped ``.npy`` files).
 
         ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane;
-        ``load_trace`` reads the full run (sorted like the arrays) the first time :attr:`trace` is asked.
+        ``load_trace`` reads the full run (sorted like the arrays) the first time :attr:`trace` is asked;
+        ``read_rows(positions)`` reads only the run's rows at these positions (for :meth:`rows_of_ids`).
         """
         self = cls.__new__(cls)
         self._setup(meta, lanes, markers, None, load_trace)
+        self._read_rows = read_rows
         self.start, self.end, self.kind, self.cummax = start, end, kind, cummax
         self.columns = columns
         self.lane_bounds = [(int(lo), int(hi)) for lo, hi in lane_bounds]
@@ -294,6 +298,14 @@ class RunIndex:
     def frame(self) -> pd.DataFrame:
         """The run DataFrame sorted by lane then start_ns (LaneLod rows index into it)."""
         return self.trace.intervals
+
+    def rows_of_ids(self, ids: list[int]) -> pd.DataFrame:
+        """Full rows (INTERVAL_COLUMNS) of the intervals with these ids, in row order; a saved index
+        reads only the parts of the run file that hold them."""
+        if self._trace is None and self._read_rows is not None:
+            return self._read_rows(np.flatnonzero(np.isin(self.columns.id, np.asarray(ids, dtype=np.int64))))
+        frame = self.frame
+        return frame[frame["id"].isin(ids)]
 
     def _exposed_copies(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         copy_table = np.zeros(_N_KINDS, dtype=bool)
