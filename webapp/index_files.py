@@ -8,7 +8,8 @@ Layout of one index folder (``runs/<id>.lod/``)::
     kind.npy                   int8 codes into lod.KIND_NAMES
     name.npy source.npy memory_kind.npy category codes; id.npy bytes.npy step.npy
     coarse-<lane>-<part>.npy   the _Coarse prefix arrays of each long lane (no kind_cum for one kind)
-    exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank
+    exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank (and -gap_order, -gap_neg_sorted
+                               for ranks with many windows)
 
 :func:`load_index` maps the files read-only (``np.load(mmap_mode="r")``): nothing is copied, pages are
 read when a view touches them. The full run (for analysis or interval rows) is read on first use only.
@@ -28,7 +29,7 @@ import pandas as pd
 from collector.model import Lane, LaneKind, RunMeta, Trace, conform_markers
 from webapp.analysis.lod import RowColumns, RunIndex
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 _ROW_ARRAYS = ("start", "end", "cummax", "kind")
 _COLUMN_ARRAYS = ("name", "source", "memory_kind", "id", "bytes", "step")
 _COARSE_PARTS = ("busy_cum", "kinds", "kind_cum", "gap_order", "gap_neg_sorted")
@@ -47,6 +48,8 @@ def save_index(index: RunIndex, folder: Path) -> None:
                            if part != "kind_cum" or len(coarse.kinds) > 1})
     for rank, (s, e) in index.exposed.items():
         arrays[f"exposed-{rank}-s"], arrays[f"exposed-{rank}-e"] = s, e
+    for rank, (order, neg_sorted) in index.exposed_gaps.items():
+        arrays[f"exposed-{rank}-gap_order"], arrays[f"exposed-{rank}-gap_neg_sorted"] = order, neg_sorted
     for name, arr in arrays.items():
         with open(folder / f"{name}.npy", "wb") as fh:
             np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
@@ -62,6 +65,7 @@ def save_index(index: RunIndex, folder: Path) -> None:
         "markers": json.loads(markers.to_json(orient="split", index=False)),
         "name_cats": list(index.columns.name_cats), "source_cats": list(index.columns.source_cats),
         "coarse_lanes": coarse_lanes, "exposed_ranks": sorted(index.exposed),
+        "exposed_gap_ranks": sorted(index.exposed_gaps),
     }
     with open(folder / "index.json", "w", encoding="utf-8") as fh:
         json.dump(doc, fh, default=str)
@@ -94,6 +98,8 @@ def load_index(folder: Path, load_trace: Callable[[], Trace],
         )
         coarse = {int(lane): _coarse_parts(arr, int(lane)) for lane in doc["coarse_lanes"]}
         exposed = {int(r): (arr(f"exposed-{r}-s"), arr(f"exposed-{r}-e")) for r in doc["exposed_ranks"]}
+        exposed_gaps = {int(r): (arr(f"exposed-{r}-gap_order"), arr(f"exposed-{r}-gap_neg_sorted"))
+                        for r in doc["exposed_gap_ranks"]}
         lanes = tuple(Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
                       for d in doc["lanes"])
         split = doc["markers"]
@@ -101,7 +107,8 @@ def load_index(folder: Path, load_trace: Callable[[], Trace],
         return RunIndex.from_arrays(
             RunMeta.from_dict(doc["meta"]), lanes, markers, start=row["start"], end=row["end"],
             kind=row["kind"], cummax=row["cummax"], lane_bounds=[tuple(b) for b in doc["lane_bounds"]],
-            columns=columns, coarse=coarse, exposed=exposed, load_trace=load_trace, read_rows=read_rows,
+            columns=columns, coarse=coarse, exposed=exposed, exposed_gaps=exposed_gaps,
+            load_trace=load_trace, read_rows=read_rows,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from web_helpers import copy_trace
 
 from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, empty_markers
 from collector.synthetic import synthetic_trace
@@ -110,3 +111,26 @@ def test_exposed_copies_are_copy_time_without_compute() -> None:
     overlap = intersect(*cu, *ku)
     assert int((e - s).sum()) == int((cu[1] - cu[0]).sum()) - int((overlap[1] - overlap[0]).sum())
     assert int((e - s).sum()) > 0
+
+
+@pytest.mark.parametrize("window", [(0.0, 1.0), (0.1, 0.4), (0.33, 0.3301)])
+def test_exposed_windows_with_many_windows_merge_by_gaps(window: tuple[float, float],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import webapp.analysis.lod as lod
+
+    monkeypatch.setattr(lod, "RAW_LIMIT", 500)
+    idx = RunIndex(copy_trace(20_000))
+    s, e = idx.exposed[0]
+    assert len(s) > 10_000 and 0 in idx.exposed_gaps
+    span = idx.end_ns - idx.origin_ns
+    t0, t1 = idx.origin_ns + int(span * window[0]), idx.origin_ns + int(span * window[1])
+    bs, be = idx.exposed_view(0, t0, t1, width_px=800, cap=300)
+    assert 0 < len(bs) <= 300
+    assert np.all(be > bs) and np.all(bs[1:] > be[:-1])  # sorted, disjoint
+    assert bs[0] >= t0 and be[-1] <= t1
+    inside = (e > t0) & (s < t1)
+    cs, ce = np.maximum(s[inside], t0), np.minimum(e[inside], t1)
+    box = np.searchsorted(bs, cs, side="right") - 1  # every exposed window lies in one box
+    assert np.all(box >= 0) and np.all(ce <= be[box])
+    # and the boxes start and end where windows do (no time outside the windows' runs)
+    assert set(bs.tolist()) <= set(cs.tolist()) and set(be.tolist()) <= set(ce.tolist())

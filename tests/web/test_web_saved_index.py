@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pytest
+from web_helpers import copy_trace
 
 import webapp.analysis.lod as lod
 import webapp.store as store_module
@@ -43,9 +45,10 @@ def payloads(index: RunIndex) -> list[bytes]:
     return out
 
 
-def test_saved_index_gives_the_same_views(tmp_path: Path) -> None:
+@pytest.mark.parametrize("make", [run_trace, lambda: copy_trace(6000)], ids=["loop", "many-copies"])
+def test_saved_index_gives_the_same_views(tmp_path: Path, make: Callable[[], Trace]) -> None:
     store = Store(tmp_path)
-    info = store.add(run_trace(), "run")
+    info = store.add(make(), "run")
     built = store.index(info.id)
     assert any(c is not None for c in built.coarse)  # the prefix-sum path is saved too
     saved = Store(tmp_path).index(info.id)

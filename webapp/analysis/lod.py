@@ -224,6 +224,7 @@ class RunIndex:
     origin_ns: int
     end_ns: int
     exposed: dict[int, tuple[np.ndarray, np.ndarray]]
+    exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]]  # gap_order of the ranks with many windows
 
     def __init__(self, trace: Trace) -> None:
         frame = trace.intervals
@@ -248,6 +249,7 @@ class RunIndex:
         self.origin_ns = int(self.start.min()) if len(frame) else 0
         self.end_ns = int(self.end.max()) if len(frame) else 0
         self.exposed = self._exposed_copies()
+        self.exposed_gaps = {r: gap_order(s[1:], e[:-1]) for r, (s, e) in self.exposed.items() if len(s) > RAW_LIMIT}
 
     def _setup(self, meta: RunMeta, lanes: tuple[Lane, ...], markers: pd.DataFrame,
                trace: Trace | None, load_trace: Callable[[], Trace] | None = None) -> None:
@@ -262,11 +264,13 @@ class RunIndex:
                     lane_bounds: list[tuple[int, int]], columns: RowColumns,
                     coarse: dict[int, tuple[np.ndarray, ...]],
                     exposed: dict[int, tuple[np.ndarray, np.ndarray]],
+                    exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]],
                     load_trace: Callable[[], Trace],
                     read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> RunIndex:
-        """An index from arrays saved by :func:`index_arrays` (e.g. memory-mapped ``.npy`` files).
+        """An index from arrays saved by webapp.index_files.save_index (memory-mapped ``.npy`` files).
 
-        ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane;
+        ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane,
+        ``exposed_gaps[rank]`` gap_order() of the ranks with many exposed windows;
         ``load_trace`` reads the full run (sorted like the arrays) the first time :attr:`trace` is asked;
         ``read_rows(positions)`` reads only the run's rows at these positions (for :meth:`rows_of_ids`).
         """
@@ -280,7 +284,7 @@ class RunIndex:
                        for i, (lo, _) in enumerate(self.lane_bounds)]
         self.origin_ns = int(start.min()) if len(start) else 0  # whole-array reductions: a few ms
         self.end_ns = int(end.max()) if len(end) else 0
-        self.exposed = exposed
+        self.exposed, self.exposed_gaps = exposed, dict(exposed_gaps)
         return self
 
     @property
@@ -364,7 +368,15 @@ class RunIndex:
         s, e = self.exposed.get(rank, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         if len(s) == 0:
             return s, e
-        cm = e  # disjoint and sorted: ends are increasing
+        a, b = window_slice(s, e, t0, t1)  # disjoint and sorted: ends are increasing
+        if b - a > RAW_LIMIT:  # many windows: boxes are the runs between gaps of at least one pixel
+            gaps = self.exposed_gaps.get(rank)
+            if gaps is None:
+                gaps = self.exposed_gaps.setdefault(rank, gap_order(s[1:], e[:-1]))
+            px = max(1.0, (t1 - t0) / max(1, width_px), (t1 - t0) / max(1, cap - 1))
+            first, last = _runs(gaps, a, b, px, lambda: s[a + 1:b] - e[a:b - 1])
+            return np.maximum(s[first], t0), np.minimum(e[last], t1)
+        cm = e
         lod = lod_lane(-1, s, e, np.zeros(len(s), np.int8), cm, t0, t1, width_px, cap)
         bs = np.concatenate([lod.start_ns, lod.busy_start_ns])
         be = np.concatenate([lod.end_ns, lod.busy_end_ns])
@@ -413,24 +425,16 @@ class _Coarse:
             kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
             for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
                 np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
-        gap = s[1:] - pm[1:]
-        wide = np.flatnonzero(gap >= 1)  # a box boundary needs a gap of at least one pixel (>= 1 ns)
-        order = (wide[np.argsort(-gap[wide], kind="stable")] + 1).astype(np.int32)
-        return cls(lo, index, busy_cum, kinds, kind_cum, order, -gap[order - 1])
+        return cls(lo, index, busy_cum, kinds, kind_cum, *gap_order(s[1:], pm[1:]))
 
     def view(self, lane: int, a: int, b: int, t0: int, t1: int, width_px: int, cap: int) -> LaneLod:
         ix = self.index
         span = max(1, t1 - t0)
         px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
-        k = int(np.searchsorted(self.gap_neg_sorted, -px, side="right"))  # gaps of at least px
-        if k < b - a:  # few wide gaps in the whole lane: pick those inside the window
-            cand = self.gap_order[:k].astype(np.int64) + self.lo
-            inside = np.sort(cand[(cand > a) & (cand < b)])
-        else:
-            gap = ix.start[a + 1:b] - ix.cummax[a:b - 1]  # a >= lo: previous ends of the same lane
-            inside = np.flatnonzero(gap >= px) + a + 1
-        first = np.concatenate([[a], inside])
-        last = np.append(first[1:], b) - 1
+        # a >= lo: the gap before each interval is to the previous ends of the same lane
+        first, last = _runs((self.gap_order, self.gap_neg_sorted), a - self.lo, b - self.lo, px,
+                            lambda: ix.start[a + 1:b] - ix.cummax[a:b - 1])
+        first, last = first + self.lo, last + self.lo
         f, la = first - self.lo, last - self.lo + 1
         busy = self.busy_cum[la] - self.busy_cum[f]
         count = last - first + 1
@@ -443,6 +447,31 @@ class _Coarse:
             busy_start_ns=ix.start[first[multi]], busy_end_ns=ix.cummax[last[multi]],
             busy_count=count[multi], busy_ns=busy[multi], busy_kind=dominant[multi], px_ns=px,
         )
+
+
+def gap_order(start: np.ndarray, prev_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions i >= 1 whose gap ``start[i-1] - prev_end[i-1]`` (arguments shifted by one) is at least
+    1 ns, largest gap first, and the negated gaps in that order (ascending, for searchsorted)."""
+    gap = start - prev_end
+    wide = np.flatnonzero(gap >= 1)  # a box boundary needs a gap of at least one pixel (>= 1 ns)
+    order = (wide[np.argsort(-gap[wide], kind="stable")] + 1).astype(np.int32)
+    return order, -gap[order - 1]
+
+
+def _runs(gaps: tuple[np.ndarray, np.ndarray], a: int, b: int, px: float,
+          window_gaps: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last) positions of the runs of [a, b) separated by gaps of at least ``px``; ``gaps`` is
+    :func:`gap_order`'s answer for the whole array, ``window_gaps()`` the gaps before a+1 .. b-1 (asked
+    only when that many gaps are so wide that scanning the window is cheaper)."""
+    order, neg_sorted = gaps
+    k = int(np.searchsorted(neg_sorted, -px, side="right"))  # gaps of at least px
+    if k < b - a:  # few wide gaps in the whole array: pick those inside the window
+        cand = order[:k].astype(np.int64)
+        inside = np.sort(cand[(cand > a) & (cand < b)])
+    else:
+        inside = np.flatnonzero(window_gaps() >= px) + a + 1
+    first = np.concatenate([[a], inside]).astype(np.int64)
+    return first, np.append(first[1:], b) - 1
 
 
 def _sorted_within(lanes: np.ndarray, starts: np.ndarray) -> bool:
