@@ -257,6 +257,7 @@ class RunIndex:
         self._trace, self._load_trace = trace, load_trace
         self._read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None
         self._trace_lock = threading.Lock()
+        self._steps: pd.DataFrame | None = None
 
     @classmethod
     def from_arrays(cls, meta: RunMeta, lanes: tuple[Lane, ...], markers: pd.DataFrame, *,
@@ -385,9 +386,11 @@ class RunIndex:
 
     def steps(self, rank: int | None = None) -> pd.DataFrame:
         """Step markers (rank, step, start_ns, end_ns), optionally of one rank."""
-        m = self.markers
-        steps = m[m["kind"] == MarkerKind.STEP.value][["rank", "step", "start_ns", "end_ns"]]
-        steps = steps.sort_values(["rank", "step"]).reset_index(drop=True)
+        steps = self._steps
+        if steps is None:  # once per index
+            m = self.markers
+            steps = m[m["kind"] == MarkerKind.STEP.value][["rank", "step", "start_ns", "end_ns"]]
+            steps = self._steps = steps.sort_values(["rank", "step"]).reset_index(drop=True)
         return steps if rank is None else steps[steps["rank"] == rank].reset_index(drop=True)
 
 
