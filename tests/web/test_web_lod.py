@@ -9,7 +9,8 @@ from web_helpers import copy_trace
 
 from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, empty_markers
 from collector.synthetic import synthetic_trace
-from webapp.analysis.lod import RunIndex, intersect, subtract, union
+from webapp.analysis.intervalsets import intersect, subtract, union
+from webapp.analysis.lod import RunIndex
 
 
 def union_len(s: np.ndarray, e: np.ndarray) -> int:

@@ -1,0 +1,106 @@
+"""A run's Parquet file: the run DataFrame (INTERVAL_COLUMNS, sorted by lane then start_ns) with the run's
+meta, lanes and markers as JSON in the schema metadata (``streamscope.meta``, ``streamscope.lanes``,
+``streamscope.markers``). Whole runs or only some rows (by row group) are read back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collector.model import (
+    INTERVAL_COLUMNS,
+    Lane,
+    LaneKind,
+    RunMeta,
+    Trace,
+    conform_intervals,
+    conform_markers,
+)
+
+
+def lane_dict(lane: Lane) -> dict[str, Any]:
+    """A lane as stored: rank, kind, ident, label."""
+    return {"rank": lane.rank, "kind": lane.kind.value, "ident": lane.ident, "label": lane.label}
+
+
+def write_run_file(path: Path, trace: Trace, frame: pd.DataFrame) -> None:
+    """Write the run (``frame``: its intervals sorted by lane then start_ns) under a temporary name, flush
+    it to disk and rename it to ``path``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    markers = trace.markers.copy()
+    markers["kind"] = markers["kind"].astype(str)
+    extra = {
+        b"streamscope.meta": json.dumps(trace.meta.to_dict(), default=str).encode(),
+        b"streamscope.lanes": json.dumps([lane_dict(lane) for lane in trace.lanes]).encode(),
+        b"streamscope.markers": markers.to_json(orient="split", index=False).encode(),
+    }
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
+    tmp = path.with_name(f".tmp-{path.name}")
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_run_file(path: Path) -> Trace:
+    """Read a run file written by :meth:`Store.add` back into a Trace."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    md = table.schema.metadata or {}
+    meta = RunMeta.from_dict(json.loads(md[b"streamscope.meta"]))
+    lanes = tuple(
+        Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
+        for d in json.loads(md[b"streamscope.lanes"])
+    )
+    split = json.loads(md[b"streamscope.markers"])
+    markers = conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
+    intervals = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table
+    if not _conformed(intervals):
+        intervals = conform_intervals(intervals)
+    return Trace(meta, lanes, intervals, markers)
+
+
+def read_run_rows(path: Path, positions: np.ndarray) -> pd.DataFrame:
+    """The rows at ``positions`` (sorted row numbers) of a run file, reading only the row groups that
+    hold them; columns as in INTERVAL_COLUMNS (categories may differ from the whole run's)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    sizes = [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)]
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    groups = np.unique(np.searchsorted(bounds, positions, side="right") - 1)
+    parts = []
+    for g in groups.tolist():
+        local = positions[(positions >= bounds[g]) & (positions < bounds[g + 1])] - bounds[g]
+        parts.append(pf.read_row_group(g).take(pa.array(local)))
+    table = pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table()
+    return table.to_pandas().reset_index(drop=True)
+
+
+def _conformed(frame: pd.DataFrame) -> bool:
+    """True when ``frame`` already has INTERVAL_COLUMNS, in order, with their dtypes."""
+    if list(frame.columns) != list(INTERVAL_COLUMNS):
+        return False
+    for name, (dtype, _) in INTERVAL_COLUMNS.items():
+        have = frame[name].dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            if have != dtype:
+                return False
+        elif dtype == "category":
+            if not isinstance(have, pd.CategoricalDtype):
+                return False
+        elif str(have) != str(dtype):
+            return False
+    return True
