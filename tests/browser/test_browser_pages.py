@@ -77,3 +77,24 @@ def test_names_from_traces_render_as_text(page, server, traces, shot) -> None:
     assert page.locator("img[src=x]").count() == 0
     shot(page, "05-escaped-names")
     assert dialogs == []
+
+
+def test_drag_and_drop_uploads_a_trace(page, server, traces) -> None:
+    """A file dropped on the drop zone goes through the same upload as the file picker."""
+    page.goto(server + "/upload")
+    good = traces["good"]
+    drop = page.evaluate_handle(
+        """([name, bytes]) => {
+            const dt = new DataTransfer();
+            dt.items.add(new File([new Uint8Array(bytes)], name));
+            return dt;
+        }""",
+        [good.name, list(good.read_bytes())],
+    )
+    page.dispatch_event("#drop-zone", "dragover", {"dataTransfer": drop})
+    assert "over" in (page.get_attribute("#drop-zone", "class") or "")
+    page.dispatch_event("#drop-zone", "drop", {"dataTransfer": drop})
+    page.wait_for_selector(".upload-list li.done")
+    assert good.name in page.inner_text(".upload-list li.done .fname")
+    assert "open the timeline" in page.inner_text(".upload-list li.done a")
+    assert "over" not in (page.get_attribute("#drop-zone", "class") or "")
