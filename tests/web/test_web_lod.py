@@ -9,13 +9,12 @@ from web_helpers import copy_trace
 
 from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, empty_markers
 from collector.synthetic import synthetic_trace
-from webapp.analysis.intervalsets import intersect, subtract, union
+from webapp.analysis import intervals as iv
 from webapp.analysis.lod import RunIndex
 
 
 def union_len(s: np.ndarray, e: np.ndarray) -> int:
-    us, ue = union(s, e)
-    return int((ue - us).sum())
+    return iv.union(s, e).total
 
 
 def stream_trace(n: int, seed: int = 0) -> Trace:
@@ -91,15 +90,6 @@ def test_bad_windows() -> None:
         idx.view(0, 10, 0)
 
 
-def test_interval_set_operations() -> None:
-    s, e = union(np.array([5, 0, 2, 20]), np.array([8, 3, 4, 25]))
-    assert s.tolist() == [0, 5, 20] and e.tolist() == [4, 8, 25]
-    i = intersect(np.array([0, 10]), np.array([5, 20]), np.array([3, 12, 18]), np.array([11, 15, 30]))
-    assert list(zip(*[x.tolist() for x in i], strict=True)) == [(3, 5), (10, 11), (12, 15), (18, 20)]
-    d = subtract(np.array([0, 10]), np.array([5, 20]), np.array([3, 12]), np.array([11, 15]))
-    assert list(zip(*[x.tolist() for x in d], strict=True)) == [(0, 3), (11, 12), (15, 20)]
-
-
 def test_exposed_copies_are_copy_time_without_compute() -> None:
     trace = synthetic_trace(2000, pattern="naive", steps=4)
     idx = RunIndex(trace)
@@ -107,10 +97,9 @@ def test_exposed_copies_are_copy_time_without_compute() -> None:
     copies = f[f["kind"].astype(str).str.startswith("memcpy") & (f["lane_kind"] != "cpu_thread")]
     compute = f[(f["kind"] == "kernel") & (f["lane_kind"] != "cpu_thread")]
     s, e = idx.exposed[0]
-    cu = union(copies["start_ns"].to_numpy(), copies["end_ns"].to_numpy())
-    ku = union(compute["start_ns"].to_numpy(), compute["end_ns"].to_numpy())
-    overlap = intersect(*cu, *ku)
-    assert int((e - s).sum()) == int((cu[1] - cu[0]).sum()) - int((overlap[1] - overlap[0]).sum())
+    cu = iv.union(copies["start_ns"].to_numpy(), copies["end_ns"].to_numpy())
+    ku = iv.union(compute["start_ns"].to_numpy(), compute["end_ns"].to_numpy())
+    assert int((e - s).sum()) == cu.total - iv.intersect(cu, ku).total
     assert int((e - s).sum()) > 0
 
 

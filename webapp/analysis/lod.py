@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, MarkerKind, RunMeta, Trace
-from webapp.analysis.intervalsets import subtract, union
+from webapp.analysis import intervals as iv
 
 MAX_BOXES_PER_LANE = 2000
 MAX_BOXES_PER_VIEW = 10_000
@@ -280,14 +280,15 @@ class RunIndex:
             parts = per_rank.setdefault(lane.rank, [[], [], [], []])
             for offset, table in ((0, copy_table), (2, compute_table)):
                 mask = table[k]
-                us, ue = union(s[mask], e[mask], presorted=True)
-                parts[offset].append(us)
-                parts[offset + 1].append(ue)
+                seg = iv.union(s[mask], e[mask])
+                parts[offset].append(seg.starts)
+                parts[offset + 1].append(seg.ends)
         out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for rank, (cs, ce, ks, ke) in per_rank.items():
-            copies = union(np.concatenate(cs), np.concatenate(ce))
-            compute = union(np.concatenate(ks), np.concatenate(ke))
-            out[rank] = subtract(*copies, *compute)
+            copies = iv.union(np.concatenate(cs), np.concatenate(ce))
+            compute = iv.union(np.concatenate(ks), np.concatenate(ke))
+            exposed = iv.complement_in(copies, compute)
+            out[rank] = (exposed.starts, exposed.ends)
         return out
 
     def lane(self, lane: int, t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE,
