@@ -69,7 +69,9 @@ class _Top(msgspec.Struct):
 _NO_KINETO_ARGS = _KinetoArgs()
 _NO_OUR_ARGS = _OurArgs()
 
-class _KinetoEvent(msgspec.Struct, gc=False):
+class _Event(msgspec.Struct, gc=False):
+    """The fields every event shares; the two subclasses add ``args`` (last), and inherit ``gc=False``."""
+
     ph: str
     cat: str = ""
     name: str = ""
@@ -78,17 +80,11 @@ class _KinetoEvent(msgspec.Struct, gc=False):
     ts: float = math.nan
     dur: float = math.nan
     id: int | str = -1
+
+class _KinetoEvent(_Event):
     args: _KinetoArgs = _NO_KINETO_ARGS
 
-class _OurEvent(msgspec.Struct, gc=False):
-    ph: str
-    cat: str = ""
-    name: str = ""
-    pid: int | str = -1
-    tid: int | str = -1
-    ts: float = math.nan
-    dur: float = math.nan
-    id: int | str = -1
+class _OurEvent(_Event):
     args: _OurArgs = _NO_OUR_ARGS
 
 
