@@ -37,7 +37,7 @@ import pandas as pd
 
 from collector.chrome import EventTable, TraceFileError
 from collector.kineto_meta import (
-    COPY_KINDS,
+    BYTES_KIND_CODES,
     KIND_CODE,
     build_lanes,
     cat_in,
@@ -336,7 +336,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     non_blocking = np.zeros(nr, dtype=bool)
     linked_g = np.flatnonzero(launch_pos_g >= 0)
     non_blocking[nh + linked_g] = is_copy_g[linked_g] & non_blocking_launch[launch_pos_g[linked_g]]
-    has_bytes = np.isin(kinds, [KIND_CODE[k] for k in (*COPY_KINDS, "memset")]) & is_gpu
+    has_bytes = np.isin(kinds, BYTES_KIND_CODES) & is_gpu
     nbytes = np.where(has_bytes, np.maximum(ev["arg_bytes"].to_numpy(np.int64)[rows], 0), 0)
     mem = np.zeros(nr, dtype=np.int8)
     mem[nh : nh + len(gpu_ev)] = np.where(kind_g == KIND_CODE["annotation"], 0, mem_g)

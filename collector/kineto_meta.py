@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import INTERVAL_KIND_DTYPE, Lane, LaneKind, RunMeta
+from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, LaneKind, RunMeta
 
 KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
 """IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
-COPY_KINDS = ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")
+BYTES_KIND_CODES = [KIND_CODE[k.value] for k in (*COPY_KINDS, IntervalKind.MEMSET)]
+"""Codes of the kinds that move bytes on a stream: copies and memsets."""
 ROLE_WORD = {
     LaneKind.COMPUTE_STREAM: "compute",
     LaneKind.TRANSFER_STREAM: "transfer",
@@ -102,7 +103,7 @@ def build_lanes(
 
     kernels = count(kinds == KIND_CODE["kernel"])
     collectives = count(kinds == KIND_CODE["collective"])
-    copies = count(np.isin(kinds, [KIND_CODE[k] for k in (*COPY_KINDS, "memset")]))
+    copies = count(np.isin(kinds, BYTES_KIND_CODES))
     meta = ev[cat_in(ev["ph"], ("M",))]
     meta = meta[meta["name"].astype(str) == "thread_name"]
     thread_names = {
