@@ -21,6 +21,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 from webapp import get_store
 from webapp.figures import step_time_figure
 from webapp.ingest import IngestError, TooLarge, ingest_stream
+from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
 
@@ -72,8 +73,7 @@ def _basename(filename: str) -> str:
 def get_run(run_id: str) -> Response:
     info = _info(run_id)
     index = get_store().index(run_id)  # meta and lanes without reading the whole run
-    lanes = [{"index": i, "rank": ln.rank, "kind": ln.kind.value, "ident": ln.ident, "label": ln.label}
-             for i, ln in enumerate(index.lanes)]
+    lanes = [{"index": i, **lane_dict(ln)} for i, ln in enumerate(index.lanes)]
     return jsonify({"run": info.to_dict(), "meta": index.meta.to_dict(), "lanes": lanes})
 
 

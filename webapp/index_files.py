@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import Lane, LaneKind, RunMeta, Trace, conform_markers
+from collector.model import RunMeta, Trace
 from webapp.analysis.lod import RowColumns, RunIndex
+from webapp.runfile import lane_dict, lane_from_dict, markers_from_split, markers_json
 
 INDEX_VERSION = 2
 _ROW_ARRAYS = ("start", "end", "cummax", "kind")
@@ -55,14 +56,11 @@ def save_index(index: RunIndex, folder: Path) -> None:
             np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
             fh.flush()
             os.fsync(fh.fileno())
-    markers = index.markers.copy()
-    markers["kind"] = markers["kind"].astype(str)
     doc = {
         "version": INDEX_VERSION, "rows": len(index.start), "lane_bounds": index.lane_bounds,
         "meta": index.meta.to_dict(),
-        "lanes": [{"rank": ln.rank, "kind": ln.kind.value, "ident": ln.ident, "label": ln.label}
-                  for ln in index.lanes],
-        "markers": json.loads(markers.to_json(orient="split", index=False)),
+        "lanes": [lane_dict(ln) for ln in index.lanes],
+        "markers": json.loads(markers_json(index.markers)),
         "name_cats": list(index.columns.name_cats), "source_cats": list(index.columns.source_cats),
         "coarse_lanes": coarse_lanes, "exposed_ranks": sorted(index.exposed),
         "exposed_gap_ranks": sorted(index.exposed_gaps),
@@ -100,10 +98,8 @@ def load_index(folder: Path, load_trace: Callable[[], Trace],
         exposed = {int(r): (arr(f"exposed-{r}-s"), arr(f"exposed-{r}-e")) for r in doc["exposed_ranks"]}
         exposed_gaps = {int(r): (arr(f"exposed-{r}-gap_order"), arr(f"exposed-{r}-gap_neg_sorted"))
                         for r in doc["exposed_gap_ranks"]}
-        lanes = tuple(Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
-                      for d in doc["lanes"])
-        split = doc["markers"]
-        markers = conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
+        lanes = tuple(lane_from_dict(d) for d in doc["lanes"])
+        markers = markers_from_split(doc["markers"])
         return RunIndex.from_arrays(
             RunMeta.from_dict(doc["meta"]), lanes, markers, start=row["start"], end=row["end"],
             kind=row["kind"], cummax=row["cummax"], lane_bounds=[tuple(b) for b in doc["lane_bounds"]],

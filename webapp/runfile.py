@@ -29,6 +29,23 @@ def lane_dict(lane: Lane) -> dict[str, Any]:
     return {"rank": lane.rank, "kind": lane.kind.value, "ident": lane.ident, "label": lane.label}
 
 
+def lane_from_dict(d: dict[str, Any]) -> Lane:
+    """A lane stored by :func:`lane_dict`."""
+    return Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
+
+
+def markers_json(markers: pd.DataFrame) -> str:
+    """The marker table as pandas ``split`` JSON (kinds as strings)."""
+    markers = markers.copy()
+    markers["kind"] = markers["kind"].astype(str)
+    return str(markers.to_json(orient="split", index=False))
+
+
+def markers_from_split(split: dict[str, Any]) -> pd.DataFrame:
+    """The marker table from the parsed JSON of :func:`markers_json`."""
+    return conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
+
+
 def write_run_file(path: Path, trace: Trace, frame: pd.DataFrame) -> None:
     """Write the run (``frame``: its intervals sorted by lane then start_ns) under a temporary name, flush
     it to disk and rename it to ``path``."""
@@ -36,12 +53,10 @@ def write_run_file(path: Path, trace: Trace, frame: pd.DataFrame) -> None:
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    markers = trace.markers.copy()
-    markers["kind"] = markers["kind"].astype(str)
     extra = {
         b"streamscope.meta": json.dumps(trace.meta.to_dict(), default=str).encode(),
         b"streamscope.lanes": json.dumps([lane_dict(lane) for lane in trace.lanes]).encode(),
-        b"streamscope.markers": markers.to_json(orient="split", index=False).encode(),
+        b"streamscope.markers": markers_json(trace.markers).encode(),
     }
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
     tmp = path.with_name(f".tmp-{path.name}")
@@ -58,12 +73,8 @@ def read_run_file(path: Path) -> Trace:
     table = pq.read_table(path)
     md = table.schema.metadata or {}
     meta = RunMeta.from_dict(json.loads(md[b"streamscope.meta"]))
-    lanes = tuple(
-        Lane(int(d["rank"]), LaneKind(d["kind"]), int(d["ident"]), str(d["label"]))
-        for d in json.loads(md[b"streamscope.lanes"])
-    )
-    split = json.loads(md[b"streamscope.markers"])
-    markers = conform_markers(pd.DataFrame(split["data"], columns=split["columns"]))
+    lanes = tuple(lane_from_dict(d) for d in json.loads(md[b"streamscope.lanes"]))
+    markers = markers_from_split(json.loads(md[b"streamscope.markers"]))
     intervals = table.to_pandas(split_blocks=True, self_destruct=True)
     del table
     if not _conformed(intervals):
