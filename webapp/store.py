@@ -219,13 +219,11 @@ class Store:
         _write_atomic_bytes(self.overview_path(run_id), overview_json(index))
         _write_atomic_index(self.lod_path(run_id), index)
         meta = trace.meta
-        starts = frame["start_ns"]
         info = RunInfo(
             id=run_id, name=name, source=meta.source or "recorded", device=meta.device_name or "",
             created=meta.created or "", added=time.time(), workload=meta.workload or "",
             intervals=len(frame), lanes=len(trace.lanes), ranks=len({lane.rank for lane in trace.lanes}),
-            start_ns=int(starts.min()) if len(frame) else 0,
-            end_ns=int(frame["end_ns"].max()) if len(frame) else 0,
+            start_ns=index.origin_ns, end_ns=index.end_ns,
             summary=dict(analysis.get("summary") or {}), origin=origin,
         )
         row = info.to_dict()
