@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -80,10 +80,7 @@ def merge_narrow(s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float) -
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty, empty, empty, np.zeros(0, dtype=np.int8)
-    run_max = np.maximum.accumulate(e)
-    prev_max = np.empty(n, dtype=np.int64)
-    prev_max[0] = np.iinfo(np.int64).min
-    prev_max[1:] = run_max[:-1]
+    prev_max = _prev_max(np.maximum.accumulate(e))
     breaks = np.empty(n, dtype=bool)
     breaks[0] = True
     breaks[1:] = s[1:] - prev_max[1:] >= px_ns
@@ -304,8 +301,7 @@ class RunIndex:
             coarse = coarse or _Coarse.build(self, lo, hi)
             return coarse.view(lane, lo + i0, lo + i1, t0, t1, width_px, cap)
         out = lod_lane(lane, self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi], cm, t0, t1, width_px, cap)
-        return LaneLod(out.lane, out.rows + lo, out.start_ns, out.end_ns, out.kind, out.busy_start_ns,
-                       out.busy_end_ns, out.busy_count, out.busy_ns, out.busy_kind, out.px_ns)
+        return replace(out, rows=out.rows + lo)
 
     def view(self, t0: int, t1: int, width_px: int, lanes: list[int] | None = None,
              max_per_lane: int = MAX_BOXES_PER_LANE, max_per_view: int = MAX_BOXES_PER_VIEW) -> list[LaneLod]:
@@ -370,9 +366,7 @@ class _Coarse:
     @classmethod
     def build(cls, index: RunIndex, lo: int, hi: int) -> _Coarse:
         s, e = index.start[lo:hi], index.end[lo:hi]
-        pm = np.empty(hi - lo, dtype=np.int64)  # the largest end before each interval
-        pm[0] = np.iinfo(np.int64).min
-        pm[1:] = index.cummax[lo:hi - 1]
+        pm = _prev_max(index.cummax[lo:hi])
         contrib = np.maximum(0, e - np.maximum(s, pm))
         busy_cum = np.zeros(hi - lo + 1, dtype=np.int64)
         np.cumsum(contrib, out=busy_cum[1:])
@@ -391,12 +385,12 @@ class _Coarse:
         span = max(1, t1 - t0)
         px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
         # a >= lo: the gap before each interval is to the previous ends of the same lane
-        first, last = _runs((self.gap_order, self.gap_neg_sorted), a - self.lo, b - self.lo, px,
-                            lambda: ix.start[a + 1:b] - ix.cummax[a:b - 1])
-        first, last = first + self.lo, last + self.lo
-        f, la = first - self.lo, last - self.lo + 1
+        f, last = _runs((self.gap_order, self.gap_neg_sorted), a - self.lo, b - self.lo, px,
+                        lambda: ix.start[a + 1:b] - ix.cummax[a:b - 1])
+        la = last + 1
         busy = self.busy_cum[la] - self.busy_cum[f]
-        count = last - first + 1
+        count = la - f
+        first, last = f + self.lo, last + self.lo
         dominant = self.kinds[(self.kind_cum[:, la] - self.kind_cum[:, f]).argmax(axis=0)].astype(np.int8)
         single = count == 1
         multi = ~single
@@ -431,6 +425,14 @@ def _runs(gaps: tuple[np.ndarray, np.ndarray], a: int, b: int, px: float,
         inside = np.flatnonzero(window_gaps() >= px) + a + 1
     first = np.concatenate([[a], inside]).astype(np.int64)
     return first, np.append(first[1:], b) - 1
+
+
+def _prev_max(run_max: np.ndarray) -> np.ndarray:
+    """The largest end before each interval, from the running maximum of ends (int64 min for the first)."""
+    prev_max = np.empty(len(run_max), dtype=np.int64)
+    prev_max[0] = np.iinfo(np.int64).min
+    prev_max[1:] = run_max[:-1]
+    return prev_max
 
 
 def _sorted_within(lanes: np.ndarray, starts: np.ndarray) -> bool:
