@@ -24,6 +24,13 @@ const SS = {
     return v + " B";
   },
   pct(v) { return (v === null || v === undefined || !isFinite(v)) ? "—" : (100 * v).toFixed(1) + "%"; },
+  // Load Plotly (only on pages with a chart) from ``src``, then draw ``fig`` into #step-chart.
+  stepChart(src, fig) {
+    const s = document.createElement("script");
+    s.src = src; s.async = true;
+    s.onload = () => window.Plotly.newPlot("step-chart", fig.data, fig.layout, { displaylogo: false, responsive: true });
+    document.body.appendChild(s);
+  },
   el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);

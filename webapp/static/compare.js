@@ -40,10 +40,5 @@
   document.querySelectorAll("#ops-table td").forEach((td) => {
     if (["added", "removed", "faster", "slower"].includes(td.textContent)) td.className = "status-" + td.textContent;
   });
-  if (P.step_figure) {
-    const s = document.createElement("script");
-    s.src = P.plotly; s.async = true;
-    s.onload = () => window.Plotly.newPlot("step-chart", P.step_figure.data, P.step_figure.layout, { displaylogo: false, responsive: true });
-    document.body.appendChild(s);
-  }
+  if (P.step_figure) SS.stepChart(P.plotly, P.step_figure);
 })();

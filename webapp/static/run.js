@@ -92,11 +92,6 @@
   root.addEventListener("tl-firstpaint", async () => {
     try { full = await SS.json(P.analysis_url); } catch (e) { return; }
     build(active);
-    const fig = full.step_figure;
-    if (!fig) return;
-    const s = document.createElement("script");
-    s.src = P.plotly; s.async = true;
-    s.onload = () => window.Plotly.newPlot("step-chart", fig.data, fig.layout, { displaylogo: false, responsive: true });
-    document.body.appendChild(s);
+    if (full.step_figure) SS.stepChart(P.plotly, full.step_figure);
   }, { once: true });
 })();
