@@ -10,7 +10,7 @@ import gzip
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import numpy as np
@@ -140,11 +140,16 @@ def _us(ns: np.ndarray) -> list[str]:
     return [f"{v // 1000}.{v % 1000:03d}" for v in ns.tolist()]
 
 
+def _per_value(col: pd.Series, text: Callable[[str], str]) -> list[str]:
+    """``text(value)`` for each row of a string column, computed once per distinct value."""
+    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
+    lits = [text(str(c)) for c in cat.cat.categories]
+    return [lits[c] for c in cat.cat.codes.tolist()]
+
+
 def _json_strings(col: pd.Series) -> list[str]:
     """A string column as JSON string literals, escaping each distinct value once."""
-    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
-    lits = [json.dumps(str(c), ensure_ascii=False) for c in cat.cat.categories]
-    return [lits[c] for c in cat.cat.codes.tolist()]
+    return _per_value(col, lambda v: json.dumps(v, ensure_ascii=False))
 
 
 def _marker_events(mk: pd.DataFrame, base: int) -> Iterator[list[str]]:
@@ -173,9 +178,7 @@ def _optional(values: list[Any], default: Any, key: str) -> list[str]:
 
 def _optional_strings(col: pd.Series, key: str) -> list[str]:
     """``,"key":"value"`` for each row of a string column ('' where the value is ''), escaped once per value."""
-    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
-    lits = [f',"{key}":{json.dumps(str(c), ensure_ascii=False)}' if str(c) else "" for c in cat.cat.categories]
-    return [lits[c] for c in cat.cat.codes.tolist()]
+    return _per_value(col, lambda v: f',"{key}":{json.dumps(v, ensure_ascii=False)}' if v else "")
 
 
 def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[str]:
