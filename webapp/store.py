@@ -243,11 +243,12 @@ class Store:
 
     def index(self, run_id: str, trace: Trace | None = None) -> RunIndex:
         """The run's level-of-detail index (its sorted per-lane arrays), built once and cached."""
-        self.get(run_id)
-        with self._lock:
+        with self._lock:  # a cached run is in the catalog (delete drops it): no catalog query
             if run_id in self._cache:
                 self._cache.move_to_end(run_id)
                 return self._cache[run_id]
+        self.get(run_id)
+        with self._lock:
             building = self._building.setdefault(run_id, threading.Lock())
         with building:  # one build per run; concurrent callers wait for it
             with self._lock:
