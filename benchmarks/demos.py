@@ -72,14 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((name, demo.steps, plain, recorded, size))
         if name == "d2h":  # first half blocking .cpu() (syncs every step), second half non_blocking
             half = demo.steps // 2
-            for label, m in (("d2h: blocking half", marks), ("d2h: non_blocking half", None)):
-                if m is not None:
-                    ms = (marks[half] - marks[0]) * 1e3 / half
-                    ms_r = (rec_marks[half] - rec_marks[0]) * 1e3 / half
-                else:
-                    ms = (marks[-1] - marks[half]) * 1e3 / (demo.steps - half)
-                    ms_r = (rec_marks[-1] - rec_marks[half]) * 1e3 / (demo.steps - half)
-                rows.append((label, demo.steps - half if m is None else half, ms, ms_r, 0.0))
+            for label, lo, hi, n in (("d2h: blocking half", 0, half, half),
+                                     ("d2h: non_blocking half", half, -1, demo.steps - half)):
+                ms = (marks[hi] - marks[lo]) * 1e3 / n
+                ms_r = (rec_marks[hi] - rec_marks[lo]) * 1e3 / n
+                rows.append((label, n, ms, ms_r, 0.0))
         print(f"{name}: {plain:.2f} ms/step plain, {recorded:.2f} recorded, trace {size:.2f} MB", flush=True)
         torch.cuda.empty_cache()
     if args.profiler_trace:
