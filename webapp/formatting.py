@@ -13,11 +13,7 @@ def fmt_ns(value: Any) -> str:
     """Nanoseconds as a short human duration ("12.3 ms"); "—" when missing."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    v = float(value)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.0f} ns"
+    return _scaled(float(value), (("s", 1e9), ("ms", 1e6), ("µs", 1e3)), "ns")
 
 
 def fmt_pct(value: Any) -> str:
@@ -30,11 +26,15 @@ def fmt_pct(value: Any) -> str:
 def fmt_bytes(value: Any) -> str:
     if value is None:
         return "—"
-    v = float(value)
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    return _scaled(float(value), (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)), "B")
+
+
+def _scaled(v: float, units: tuple[tuple[str, float], ...], base_unit: str) -> str:
+    """``v`` in the first of ``units`` (largest first) it reaches, 3 significant digits; else in ``base_unit``."""
+    for unit, scale in units:
         if abs(v) >= scale:
             return f"{v / scale:.3g} {unit}"
-    return f"{v:.0f} B"
+    return f"{v:.0f} {base_unit}"
 
 
 def fmt_num(value: Any) -> str:
