@@ -20,7 +20,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from webapp import get_store
 from webapp.figures import step_time_figure
-from webapp.ingest import IngestError, TooLarge, ingest_stream
+from webapp.ingest import IngestError, TooLarge, base_name, ingest_stream
 from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
@@ -66,7 +66,7 @@ def upload() -> tuple[Response, int]:
 
 
 def _basename(filename: str) -> str:
-    return filename.replace("\\", "/").rsplit("/", 1)[-1][:200]
+    return base_name(filename)[:200]
 
 
 @bp.get("/runs/<run_id>")

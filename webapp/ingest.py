@@ -27,21 +27,28 @@ class TooLarge(IngestError):
 
 def suffix_of(filename: str) -> str:
     """The trace suffix of a user's file name (``.json`` or ``.json.gz``); raises IngestError otherwise."""
+    suffix = _trace_suffix(filename)
+    if suffix is None:
+        raise IngestError("not a trace file: the name must end in .json or .json.gz")
+    return suffix
+
+
+def _trace_suffix(filename: str) -> str | None:
     lower = filename.lower()
-    for suffix in TRACE_SUFFIXES:
-        if lower.endswith(suffix):
-            return suffix
-    raise IngestError("not a trace file: the name must end in .json or .json.gz")
+    return next((suffix for suffix in TRACE_SUFFIXES if lower.endswith(suffix)), None)
+
+
+def base_name(filename: str) -> str:
+    """The last part of a user's file name, without directories (either slash)."""
+    return filename.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def display_name(filename: str) -> str:
     """A run name from a file name: the base name without directories or trace suffix."""
-    base = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    lower = base.lower()
-    for suffix in TRACE_SUFFIXES:
-        if lower.endswith(suffix):
-            base = base[: -len(suffix)]
-            break
+    base = base_name(filename)
+    suffix = _trace_suffix(base)
+    if suffix is not None:
+        base = base[: -len(suffix)]
     if base.lower().endswith(".pt.trace"):  # torch.profiler's own naming
         base = base[: -len(".pt.trace")]
     return base.strip()[:200] or "run"
