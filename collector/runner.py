@@ -103,8 +103,10 @@ def run_record(req: RecordRequest) -> int:
         from collector import demos
 
         name = req.target[len("demo:"):]
-        if name not in demos.DEMOS:
-            raise RecordUsageError(f"unknown demo {name!r}; the demos are: {', '.join(demos.DEMOS)}")
+        try:
+            demos.get(name)
+        except ValueError as exc:  # an unknown demo: its message lists the demos
+            raise RecordUsageError(str(exc)) from None
         if req.args:
             raise RecordUsageError(f"demos take no arguments, got {' '.join(req.args)!r}")
         require_cuda()
