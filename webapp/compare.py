@@ -42,9 +42,15 @@ def comparison(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "ops": frame_records(ops),
         "findings": {"fixed": [r for r in ra if r not in rb], "new": [r for r in rb if r not in ra],
                      "unchanged": [r for r in ra if r in rb]},
-        "a": {"summary": a.get("summary") or {}, "what_if": a.get("what_if") or {}, "findings": a.get("findings") or []},
-        "b": {"summary": b.get("summary") or {}, "what_if": b.get("what_if") or {}, "findings": b.get("findings") or []},
+        "a": _side(a),
+        "b": _side(b),
     }
+
+
+def _side(analysis: dict[str, Any]) -> dict[str, Any]:
+    """One run's part of a comparison: its summary, what-if and findings."""
+    return {"summary": analysis.get("summary") or {}, "what_if": analysis.get("what_if") or {},
+            "findings": analysis.get("findings") or []}
 
 
 def _pair() -> tuple[RunInfo, RunInfo]:
