@@ -95,9 +95,10 @@ def build_trace(
     lane_idx = np.array(cols["lane"], dtype=np.int32)
     cols["lane"] = lane_idx
     cols["rank"] = np.full(len(lane_idx), rank, dtype=np.int32)
-    cols["lane_kind"] = [lanes[i].kind.value for i in lane_idx]
-    cols["stream"] = np.array([lanes[i].ident for i in lane_idx], dtype=np.int64)
-    cols["lane_label"] = [lanes[i].label for i in lane_idx]
+    # per-lane values spread over the rows by lane index (no Python loop over intervals)
+    cols["lane_kind"] = np.array([ln.kind.value for ln in lanes], dtype=object)[lane_idx]
+    cols["stream"] = np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_idx]
+    cols["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[lane_idx]
     frame = pd.DataFrame(cols).sort_values(["start_ns", "id"], kind="stable")
     intervals = conform_intervals(frame)
     if markers:
