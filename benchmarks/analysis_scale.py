@@ -51,7 +51,8 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "breakdown_s": t3 - t2
                   "compute_busy_ns": m["compute_busy_ns"], "transfer_busy_ns": m["transfer_busy_ns"],
                   "gpu_idle_ns": m["gpu_idle_ns"],
                   "kernel_ns": float(result.kernels.loc[result.kernels["kind"] == "kernel", "total_ns"].sum()),
-                  "collective_ns": float(result.kernels.loc[result.kernels["kind"] == "collective", "total_ns"].sum())}))
+                  "collective_ns": float(
+                      result.kernels.loc[result.kernels["kind"] == "collective", "total_ns"].sum())}))
 """
 
 _HTA = r"""
@@ -85,8 +86,10 @@ def part1(n: int, ranks: int, repeats: int) -> dict[str, float]:
         result = analyze(trace)
         times.append(time.perf_counter() - t0)
     print(f"synthetic run: {len(trace.intervals):,} intervals, {ranks} rank(s), built in {build:.2f} s")
-    print(f"analyze (all metrics + findings + what-if): best {min(times):.2f} s, "
-          f"all {', '.join(f'{t:.2f}' for t in times)} s ({len(result.findings)} findings)")
+    print(
+        f"analyze (all metrics + findings + what-if): best {min(times):.2f} s, "
+        f"all {', '.join(f'{t:.2f}' for t in times)} s ({len(result.findings)} findings)"
+    )
     return {"intervals": float(len(trace.intervals)), "build_s": build, "best_s": min(times), "worst_s": max(times)}
 
 
@@ -124,11 +127,15 @@ def part2(kineto: Path, hta_python: str, repeats: int, hta_repeats: int) -> dict
     print(f"  ours: load {ours['load_s']:.2f} s + analysis {ours['breakdown_s']:.2f} s = {ours_t:.2f} s")
     print(f"  HTA:  load {hta['load_s']:.2f} s + temporal breakdown {hta['breakdown_s']:.2f} s = {hta_t:.2f} s")
     print(f"  ratio ours / HTA: {ours_t / hta_t:.2f}")
-    print(f"  GPU busy: ours {ours['gpu_busy_ns'] / 1e6:.1f} ms (kernels+memsets {ours['compute_busy_ns'] / 1e6:.1f}, "
-          f"copies {ours['transfer_busy_ns'] / 1e6:.1f}); HTA kernel time {hta['kernel_us'] / 1e3:.1f} ms "
-          f"(compute {hta['compute_us'] / 1e3:.1f}, non-compute {hta['non_compute_us'] / 1e3:.1f})")
-    print(f"  GPU idle: ours {ours['gpu_idle_ns'] / 1e6:.1f} ms of {ours['span_ns'] / 1e6:.1f} ms; "
-          f"HTA {hta['idle_us'] / 1e3:.1f} ms")
+    print(
+        f"  GPU busy: ours {ours['gpu_busy_ns'] / 1e6:.1f} ms (kernels+memsets {ours['compute_busy_ns'] / 1e6:.1f}, "
+        f"copies {ours['transfer_busy_ns'] / 1e6:.1f}); HTA kernel time {hta['kernel_us'] / 1e3:.1f} ms "
+        f"(compute {hta['compute_us'] / 1e3:.1f}, non-compute {hta['non_compute_us'] / 1e3:.1f})"
+    )
+    print(
+        f"  GPU idle: ours {ours['gpu_idle_ns'] / 1e6:.1f} ms of {ours['span_ns'] / 1e6:.1f} ms; "
+        f"HTA {hta['idle_us'] / 1e3:.1f} ms"
+    )
     return {"ours": ours, "hta": hta, "file": {"mb": mb, "name": kineto.name}}  # type: ignore[dict-item]
 
 
@@ -156,8 +163,9 @@ def what_if_lines(samples: Path) -> list[str]:
     from webapp.analysis import analyze
 
     names = ("naive", "pinned", "sync-trap", "d2h", "overlap")
-    results = {n: analyze(load_trace(str(samples / f"{n}.json.gz"))) for n in names
-               if (samples / f"{n}.json.gz").exists()}
+    results = {
+        n: analyze(load_trace(str(samples / f"{n}.json.gz"))) for n in names if (samples / f"{n}.json.gz").exists()
+    }
     if "overlap" not in results or "naive" not in results:
         return []
     target = results["overlap"].metrics["step_time_median_ns"]
@@ -172,8 +180,10 @@ def what_if_lines(samples: Path) -> list[str]:
     for name, r in results.items():
         now, fixed = r.what_if["step_time_now_ns"], r.what_if["step_time_fixed_ns"]
         found = ", ".join(f"{f.rule} ({f.severity}, {f.cost_per_step_ns / 1e6:.2f} ms)" for f in r.findings) or "none"
-        lines.append(f"| {name} | {now / 1e6:.3f} ms | {fixed / 1e6:.3f} ms | {(fixed - target) / target * 100:+.1f}% "
-                     f"| {found} |")
+        lines.append(
+            f"| {name} | {now / 1e6:.3f} ms | {fixed / 1e6:.3f} ms | {(fixed - target) / target * 100:+.1f}% "
+            f"| {found} |"
+        )
     naive = results["naive"].what_if["step_time_fixed_ns"]
     print("\n".join(lines))
     print(f"naive estimate vs overlap measured: {(naive - target) / target * 100:+.1f}%")
@@ -187,7 +197,7 @@ def write_section(lines: list[str], section: str = SECTION) -> None:
     if head in text:
         start = text.index(head)
         nxt = text.find("\n## ", start + len(head))
-        text = text[:start] + body + ("" if nxt < 0 else "\n" + text[nxt + 1:])
+        text = text[:start] + body + ("" if nxt < 0 else "\n" + text[nxt + 1 :])
     else:
         text = text.rstrip("\n") + "\n\n" + body
     RESULTS.write_text(text)
@@ -228,17 +238,19 @@ def main(argv: list[str] | None = None) -> int:
         ours_t, hta_t = o["load_s"] + o["breakdown_s"], h["load_s"] + h["breakdown_s"]
         lines += [
             f"- {r['file']['name']} ({r['file']['mb']:.0f} MB torch.profiler trace), a fresh process per run, best of "
-            f"{args.repeats} (ours) and {args.hta_repeats} (HTA), imports excluded: ours load {o['load_s']:.2f} s + full analysis {o['breakdown_s']:.2f} s = {ours_t:.2f} s; "
+            f"{args.repeats} (ours) and {args.hta_repeats} (HTA), imports excluded: "
+            f"ours load {o['load_s']:.2f} s + full analysis {o['breakdown_s']:.2f} s = {ours_t:.2f} s; "
             f"HTA load {h['load_s']:.2f} s + temporal breakdown {h['breakdown_s']:.2f} s = {hta_t:.2f} s; "
             f"ratio ours/HTA {ours_t / hta_t:.2f}.",
             f"- GPU time: ours busy {o['gpu_busy_ns'] / 1e6:.1f} ms (kernels+memsets {o['compute_busy_ns'] / 1e6:.1f}, "
             f"copies {o['transfer_busy_ns'] / 1e6:.1f}), idle {o['gpu_idle_ns'] / 1e6:.1f} ms of "
             f"{o['span_ns'] / 1e6:.1f} ms; HTA kernel time {h['kernel_us'] / 1e3:.1f} ms (compute "
-            f"{h['compute_us'] / 1e3:.1f}, non-compute {h['non_compute_us'] / 1e3:.1f}), idle {h['idle_us'] / 1e3:.1f} ms.",
+            f"{h['compute_us'] / 1e3:.1f}, non-compute {h['non_compute_us'] / 1e3:.1f}), "
+            f"idle {h['idle_us'] / 1e3:.1f} ms.",
             "- Where the numbers disagree and why: HTA rounds every event's start up and its end down to whole "
             "microseconds (hta/common/trace_parser.py, round_down_time_stamps), so each GPU event loses about 1 us: "
             "its compute time comes out lower than our kernel union by roughly (number of kernels x 0.3 us) and its "
-            "idle time higher where kernels ran back to back. HTA's \"kernel time\" is the span from the first to the "
+            'idle time higher where kernels ran back to back. HTA\'s "kernel time" is the span from the first to the '
             "last GPU event; ours is the step window (here the whole run, as the file has no ProfilerStep "
             "markers). HTA counts memsets, copies and NCCL kernels as non-compute; our compute busy includes "
             "memsets, and collectives are neither compute nor copies. What we add beyond HTA's breakdown in the "

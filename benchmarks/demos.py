@@ -72,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((name, demo.steps, plain, recorded, size))
         if name == "d2h":  # first half blocking .cpu() (syncs every step), second half non_blocking
             half = demo.steps // 2
-            for label, lo, hi, n in (("d2h: blocking half", 0, half, half),
-                                     ("d2h: non_blocking half", half, -1, demo.steps - half)):
+            for label, lo, hi, n in (
+                ("d2h: blocking half", 0, half, half),
+                ("d2h: non_blocking half", half, -1, demo.steps - half),
+            ):
                 ms = (marks[hi] - marks[lo]) * 1e3 / n
                 ms_r = (rec_marks[hi] - rec_marks[lo]) * 1e3 / n
                 rows.append((label, n, ms, ms_r, 0.0))

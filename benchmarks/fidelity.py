@@ -102,8 +102,16 @@ def main(argv: list[str] | None = None) -> int:
             errors_all += errs
             if statistics.median(ref) >= 50:
                 errors_big += errs
-            rows.append((label, str(name), len(ours), statistics.median(ours), statistics.median(ref),
-                         statistics.median(errs) * 100))
+            rows.append(
+                (
+                    label,
+                    str(name),
+                    len(ours),
+                    statistics.median(ours),
+                    statistics.median(ref),
+                    statistics.median(errs) * 100,
+                )
+            )
     med_big = statistics.median(errors_big) * 100 if errors_big else float("nan")
     med_all = statistics.median(errors_all) * 100 if errors_all else float("nan")
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

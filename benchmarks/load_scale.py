@@ -53,12 +53,33 @@ _TEMPLATES = [
 _KERNELS = [
     tpl.format(t=t, n=n) for tpl in _TEMPLATES for t in ("float", "c10::BFloat16", "c10::Half") for n in (64, 128, 256)
 ]
-_OPS = ["aten::linear", "aten::addmm", "aten::add_", "aten::layer_norm", "aten::native_layer_norm", "aten::sum",
-        "aten::mul", "aten::gelu", "aten::copy_", "aten::to", "aten::_to_copy", "aten::empty_strided"]
-_PYFUNCS = ["torch/nn/modules/module.py(1736): _call_impl", "torch/nn/modules/linear.py(124): forward",
-            "train.py(88): step", "torch/nn/functional.py(2901): layer_norm", "torch/_tensor.py(40): wrapped"]
-_COPIES = [("Memcpy HtoD (Pinned -> Device)", 13), ("Memcpy HtoD (Pageable -> Device)", 13),
-           ("Memcpy DtoH (Device -> Pageable)", 14), ("Memcpy DtoD (Device -> Device)", 7)]
+_OPS = [
+    "aten::linear",
+    "aten::addmm",
+    "aten::add_",
+    "aten::layer_norm",
+    "aten::native_layer_norm",
+    "aten::sum",
+    "aten::mul",
+    "aten::gelu",
+    "aten::copy_",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::empty_strided",
+]
+_PYFUNCS = [
+    "torch/nn/modules/module.py(1736): _call_impl",
+    "torch/nn/modules/linear.py(124): forward",
+    "train.py(88): step",
+    "torch/nn/functional.py(2901): layer_norm",
+    "torch/_tensor.py(40): wrapped",
+]
+_COPIES = [
+    ("Memcpy HtoD (Pinned -> Device)", 13),
+    ("Memcpy HtoD (Pageable -> Device)", 13),
+    ("Memcpy DtoH (Device -> Pageable)", 14),
+    ("Memcpy DtoD (Device -> Device)", 7),
+]
 
 
 def _ev(ph: str, cat: str, name: str, pid: int, tid: int, ts: float, dur: float | None, args: dict) -> str:
@@ -72,7 +93,10 @@ def _ev(ph: str, cat: str, name: str, pid: int, tid: int, ts: float, dur: float 
 
 def _flow(ph: str, corr: int, pid: int, tid: int, ts: float) -> str:
     bp = ', "bp": "e"' if ph == "f" else ""
-    return f'  {{\n    "ph": "{ph}", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {ts:.3f},\n    "cat": "ac2g", "name": "ac2g"{bp}\n  }}'
+    return (
+        f'  {{\n    "ph": "{ph}", "id": {corr}, "pid": {pid}, "tid": {tid}, "ts": {ts:.3f},\n'
+        f'    "cat": "ac2g", "name": "ac2g"{bp}\n  }}'
+    )
 
 
 def _unit(rng: random.Random, i: int, ts: float, pid: int) -> tuple[list[str], float]:
@@ -82,40 +106,156 @@ def _unit(rng: random.Random, i: int, ts: float, pid: int) -> tuple[list[str], f
     ext = 2 * i
     corr = 10 * i
     py_id = 3 * i
-    out.append(_ev("X", "python_function", rng.choice(_PYFUNCS), pid, tid, ts, 60.0,
-                   {"Python parent id": py_id - 1, "Python id": py_id, "Ev Idx": py_id}))
+    out.append(
+        _ev(
+            "X",
+            "python_function",
+            rng.choice(_PYFUNCS),
+            pid,
+            tid,
+            ts,
+            60.0,
+            {"Python parent id": py_id - 1, "Python id": py_id, "Ev Idx": py_id},
+        )
+    )
     op = rng.choice(_OPS)
-    out.append(_ev("X", "cpu_op", op, pid, tid, ts + 1.1, 50.5, {
-        "External id": ext, "Record function id": 0, "Ev Idx": ext + 1,
-        "Input Dims": [[64, 4096], [4096, 4096], [4096]], "Input type": ["float", "float", "float"],
-        "Input Strides": [[4096, 1], [4096, 1], [1]], "Concrete Inputs": ["", "", ""], "Sequence number": i}))
+    out.append(
+        _ev(
+            "X",
+            "cpu_op",
+            op,
+            pid,
+            tid,
+            ts + 1.1,
+            50.5,
+            {
+                "External id": ext,
+                "Record function id": 0,
+                "Ev Idx": ext + 1,
+                "Input Dims": [[64, 4096], [4096, 4096], [4096]],
+                "Input type": ["float", "float", "float"],
+                "Input Strides": [[4096, 1], [4096, 1], [1]],
+                "Concrete Inputs": ["", "", ""],
+                "Sequence number": i,
+            },
+        )
+    )
     roll = rng.random()
     stream = rng.choice((7, 7, 7, 20, 21, 22, 23, 24, 25, 26))
     gpu_ts = ts + 30 + rng.random() * 20
     if roll < 0.08:
         name, stream = rng.choice(_COPIES)
-        out.append(_ev("X", "cuda_runtime", "cudaMemcpyAsync", pid, tid, ts + 3.3, 9.2,
-                       {"External id": ext, "cbid": 51, "correlation": corr}))
+        out.append(
+            _ev(
+                "X",
+                "cuda_runtime",
+                "cudaMemcpyAsync",
+                pid,
+                tid,
+                ts + 3.3,
+                9.2,
+                {"External id": ext, "cbid": 51, "correlation": corr},
+            )
+        )
         nbytes = rng.choice((4096, 1 << 20, 64 << 20))
-        out.append(_ev("X", "gpu_memcpy", name, 0, stream, gpu_ts, nbytes / 53_700.0 + 1.0, {
-            "External id": ext, "device": 0, "context": 1, "stream": stream, "correlation": corr,
-            "bytes": nbytes, "memory bandwidth (GB/s)": 53.7}))
+        out.append(
+            _ev(
+                "X",
+                "gpu_memcpy",
+                name,
+                0,
+                stream,
+                gpu_ts,
+                nbytes / 53_700.0 + 1.0,
+                {
+                    "External id": ext,
+                    "device": 0,
+                    "context": 1,
+                    "stream": stream,
+                    "correlation": corr,
+                    "bytes": nbytes,
+                    "memory bandwidth (GB/s)": 53.7,
+                },
+            )
+        )
         if "DtoH" in name:
-            out.append(_ev("X", "cuda_runtime", "cudaStreamSynchronize", pid, tid, ts + 13.0, 40.0,
-                           {"External id": ext, "cbid": 131, "correlation": corr + 1}))
+            out.append(
+                _ev(
+                    "X",
+                    "cuda_runtime",
+                    "cudaStreamSynchronize",
+                    pid,
+                    tid,
+                    ts + 13.0,
+                    40.0,
+                    {"External id": ext, "cbid": 131, "correlation": corr + 1},
+                )
+            )
     elif roll < 0.1:
-        out.append(_ev("X", "cuda_runtime", "cudaMemsetAsync", pid, tid, ts + 3.3, 4.2,
-                       {"External id": ext, "cbid": 62, "correlation": corr}))
-        out.append(_ev("X", "gpu_memset", "Memset (Device)", 0, stream, gpu_ts, 1.5, {
-            "External id": ext, "device": 0, "context": 1, "stream": stream, "correlation": corr, "bytes": 4096}))
+        out.append(
+            _ev(
+                "X",
+                "cuda_runtime",
+                "cudaMemsetAsync",
+                pid,
+                tid,
+                ts + 3.3,
+                4.2,
+                {"External id": ext, "cbid": 62, "correlation": corr},
+            )
+        )
+        out.append(
+            _ev(
+                "X",
+                "gpu_memset",
+                "Memset (Device)",
+                0,
+                stream,
+                gpu_ts,
+                1.5,
+                {"External id": ext, "device": 0, "context": 1, "stream": stream, "correlation": corr, "bytes": 4096},
+            )
+        )
     else:
-        out.append(_ev("X", "cuda_runtime", "cudaLaunchKernel", pid, tid, ts + 3.3, 5.1,
-                       {"External id": ext, "cbid": 211, "correlation": corr}))
+        out.append(
+            _ev(
+                "X",
+                "cuda_runtime",
+                "cudaLaunchKernel",
+                pid,
+                tid,
+                ts + 3.3,
+                5.1,
+                {"External id": ext, "cbid": 211, "correlation": corr},
+            )
+        )
         out.append(_flow("s", corr, pid, tid, ts + 3.3))
-        out.append(_ev("X", "kernel", rng.choice(_KERNELS), 0, stream, gpu_ts, 5 + rng.random() * 200, {
-            "External id": ext, "queued": 0, "device": 0, "context": 1, "stream": stream, "correlation": corr,
-            "registers per thread": 32, "shared memory": 0, "blocks per SM": 0.25, "warps per SM": 1.0,
-            "grid": [64, 1, 1], "block": [128, 1, 1], "est. achieved occupancy %": 100}))
+        out.append(
+            _ev(
+                "X",
+                "kernel",
+                rng.choice(_KERNELS),
+                0,
+                stream,
+                gpu_ts,
+                5 + rng.random() * 200,
+                {
+                    "External id": ext,
+                    "queued": 0,
+                    "device": 0,
+                    "context": 1,
+                    "stream": stream,
+                    "correlation": corr,
+                    "registers per thread": 32,
+                    "shared memory": 0,
+                    "blocks per SM": 0.25,
+                    "warps per SM": 1.0,
+                    "grid": [64, 1, 1],
+                    "block": [128, 1, 1],
+                    "est. achieved occupancy %": 100,
+                },
+            )
+        )
         out.append(_flow("f", corr, 0, stream, gpu_ts))
     return out, ts + 62.0
 
@@ -125,8 +265,16 @@ def generate(path: Path, target_bytes: int, seed: int = 0) -> int:
     rng = random.Random(seed)
     head = {
         "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150_000_000_000,
-                              "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+        "deviceProperties": [
+            {
+                "id": 0,
+                "name": "NVIDIA H200",
+                "totalGlobalMem": 150_000_000_000,
+                "computeMajor": 9,
+                "computeMinor": 0,
+                "numSms": 132,
+            }
+        ],
         "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
         "baseTimeNanoseconds": 1_700_000_000_000_000_000,
     }
@@ -138,8 +286,10 @@ def generate(path: Path, target_bytes: int, seed: int = 0) -> int:
         f.write(text)
         written += len(text)
         meta = ['  {"name": "process_name", "ph": "M", "ts": 0, "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}']
-        meta += [f'  {{"name": "thread_name", "ph": "M", "ts": 0, "pid": 0, "tid": {s}, "args": {{"name": "stream {s}"}}}}'
-                 for s in (7, 13, 14, 20, 21, 22, 23, 24, 25, 26)]
+        meta += [
+            f'  {{"name": "thread_name", "ph": "M", "ts": 0, "pid": 0, "tid": {s}, "args": {{"name": "stream {s}"}}}}'
+            for s in (7, 13, 14, 20, 21, 22, 23, 24, 25, 26)
+        ]
         f.write(",\n".join(meta))
         i = 0
         while written < target_bytes:
@@ -253,26 +403,33 @@ def main(argv: list[str] | None = None) -> int:
             r["peak"] = max(x["peak"] for x in runs)
             row = (mb, mode, size, r)
             rows.append(row)
-            print(f"{path.name} via {mode}: {r['rows']:,} rows in {r['secs']:.1f} s (worst {r['worst']:.1f}) "
-                  f"= {size / 1e6 / r['secs']:.0f} MB/s; "
-                  f"peak RSS {r['peak'] / 1e6:,.0f} MB = {r['peak'] / size:.2f}x the file "
-                  f"(baseline {r['base'] / 1e6:.0f} MB); frame {r['frame_bytes'] / 1e6:,.0f} MB")
+            print(
+                f"{path.name} via {mode}: {r['rows']:,} rows in {r['secs']:.1f} s (worst {r['worst']:.1f}) "
+                f"= {size / 1e6 / r['secs']:.0f} MB/s; "
+                f"peak RSS {r['peak'] / 1e6:,.0f} MB = {r['peak'] / size:.2f}x the file "
+                f"(baseline {r['base'] / 1e6:.0f} MB); frame {r['frame_bytes'] / 1e6:,.0f} MB"
+            )
     ours = []
     if args.ours:
         for path, write_s in write_ours(args.ours):
             size = path.stat().st_size
             r = measure(path, "load_trace")
             ours.append((path, write_s, size, r))
-            print(f"{path.name}: {r['rows']:,} intervals, {size / 1e6:,.0f} MB; write_trace {write_s:.1f} s; "
-                  f"load_trace {r['secs']:.1f} s, peak RSS {r['peak'] / 1e6:,.0f} MB")
+            print(
+                f"{path.name}: {r['rows']:,} intervals, {size / 1e6:,.0f} MB; write_trace {write_s:.1f} s; "
+                f"load_trace {r['secs']:.1f} s, peak RSS {r['peak'] / 1e6:,.0f} MB"
+            )
     if not args.no_results:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         lines = [
             f"Measured {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'}: "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"`python3 benchmarks/load_scale.py{''.join(' ' + a for a in (argv if argv is not None else sys.argv[1:]))}`.",
+            "`python3 benchmarks/load_scale.py"
+            + "".join(" " + a for a in (argv if argv is not None else sys.argv[1:]))
+            + "`.",
             "Synthetic Kineto-like trace (python_function, cpu_op, cuda_runtime + ac2g flows, kernels with long "
-            f"templated names on 10 streams, copies, memsets, syncs), each load in a fresh process, {args.repeat} loads "
+            f"templated names on 10 streams, copies, memsets, syncs), each load in a fresh process, "
+            f"{args.repeat} loads "
             "per file (the stdlib path once); peak RSS is the largest seen and "
             "includes the interpreter with pandas/numpy imported (baseline). Target: 1 GB in <= 20 s at <= 3x.",
             f"Load average when measured: {load:.1f} (a shared machine: timings vary by tens of percent).",

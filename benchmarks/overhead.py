@@ -175,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     launch = _compare(
         launch_bound_step(),
         100,
-        [("plain", "plain", 1), ("recorded", "record", 1), ("recorded every 10th step", "record", 10),
-         ("torch.profiler CPU+CUDA", "profiler", 1)],
+        [
+            ("plain", "plain", 1),
+            ("recorded", "record", 1),
+            ("recorded every 10th step", "record", 10),
+            ("torch.profiler CPU+CUDA", "profiler", 1),
+        ],
         args.rounds,
     )
     costs = per_op_costs()
@@ -195,15 +199,21 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for loop_name, res in (("overlap demo (60 steps)", overlap), ("launch-bound, 200 x add_ (100 steps)", launch)):
         for label, r in res.items():
-            lines.append(f"| {loop_name} | {label} | {r['ms_per_step']:.3f} | {r['ratio']:.3f} | {r['stop_s']:.2f} "
-                         f"| {r['e2e_ratio']:.3f} |")
+            lines.append(
+                f"| {loop_name} | {label} | {r['ms_per_step']:.3f} | {r['ratio']:.3f} | {r['stop_s']:.2f} "
+                f"| {r['e2e_ratio']:.3f} |"
+            )
     target = overlap["recorded"]["ratio"] <= 1.03
     prof = launch["torch.profiler CPU+CUDA"]
     beat = launch["recorded"]["ratio"] < prof["ratio"]
     beat_e2e = launch["recorded"]["e2e_ratio"] < prof["e2e_ratio"]
-    lines += ["", f"overlap ratio <= 1.03: {'yes' if target else 'NO'}; launch-bound recorded below "
-              f"torch.profiler, loop only: {'yes' if beat else 'NO'}; including stop/collection: "
-              f"{'yes' if beat_e2e else 'NO'}.", ""]
+    lines += [
+        "",
+        f"overlap ratio <= 1.03: {'yes' if target else 'NO'}; launch-bound recorded below "
+        f"torch.profiler, loop only: {'yes' if beat else 'NO'}; including stop/collection: "
+        f"{'yes' if beat_e2e else 'NO'}.",
+        "",
+    ]
     lines += ["Host cost per tiny op (`x.add_(1)`, best of 3 x 4000 ops):", "", "| path | us/op |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in costs.items()]
     mode = costs["pass-through dispatch mode"] - costs["plain"]

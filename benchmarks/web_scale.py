@@ -12,7 +12,8 @@ Builds a data folder with a 100-interval run and two 10-million-interval runs (`
 2. in one headless Chromium session, opens each run page five times (small first, so plotly.js and the
    static files are in the browser cache for both) and reports the median first paint (navigation start
    to the timeline drawn with data) and the ratio big / small;
-3. on the big run's page, once it has settled (step chart drawn), zooms and pans five times and reports each redraw (input to redrawn with the
+3. on the big run's page, once it has settled (step chart drawn), zooms and pans five times and reports each redraw
+   (input to redrawn with the
    new data, debounce included).
 
 Writes the figures into the ``## web_scale`` section of benchmarks/RESULTS.md.
@@ -44,8 +45,14 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEW_BUDGET_MS, VIEW_BUDGET_BYTES, PAINT_RATIO, ZOOM_BUDGET_MS = 150.0, 1_000_000, 1.2, 1000.0
 COLD_RESTARTS = 3
 
@@ -60,13 +67,17 @@ def stress_trace(n: int, ranks: int = 2, seed: int = 0) -> Trace:
 
     rng = np.random.default_rng(seed)
     kinds = [LaneKind.CPU_THREAD, LaneKind.TRANSFER_STREAM, LaneKind.COMPUTE_STREAM, LaneKind.OTHER_STREAM]
-    lane_kinds = {LaneKind.CPU_THREAD: ["launch", "cpu_op", "sync_wait"],
-                  LaneKind.TRANSFER_STREAM: ["memcpy_h2d", "memcpy_d2h"],
-                  LaneKind.COMPUTE_STREAM: ["kernel"], LaneKind.OTHER_STREAM: ["kernel", "memset"]}
+    lane_kinds = {
+        LaneKind.CPU_THREAD: ["launch", "cpu_op", "sync_wait"],
+        LaneKind.TRANSFER_STREAM: ["memcpy_h2d", "memcpy_d2h"],
+        LaneKind.COMPUTE_STREAM: ["kernel"],
+        LaneKind.OTHER_STREAM: ["kernel", "memset"],
+    }
     lanes = [Lane(r, k, i, f"rank {r} {k.value}") for r in range(ranks) for i, k in enumerate(kinds)]
     per = n // len(lanes)
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in ("lane", "rank", "lane_kind", "stream", "lane_label",
-                                                          "kind", "start_ns", "end_ns", "step")}
+    cols: dict[str, list[np.ndarray]] = {
+        c: [] for c in ("lane", "rank", "lane_kind", "stream", "lane_label", "kind", "start_ns", "end_ns", "step")
+    }
     span = 0
     for i, lane in enumerate(lanes):
         dur = np.maximum(200, rng.lognormal(np.log(4000), 1.0, per)).astype(np.int64)
@@ -74,17 +85,28 @@ def stress_trace(n: int, ranks: int = 2, seed: int = 0) -> Trace:
         start = np.cumsum(dur + gap) - dur
         span = max(span, int(start[-1] + dur[-1]))
         choices = lane_kinds[lane.kind]
-        for name, value in (("lane", np.full(per, i)), ("rank", np.full(per, lane.rank)),
-                            ("lane_kind", np.full(per, lane.kind.value)), ("stream", np.full(per, lane.ident)),
-                            ("lane_label", np.full(per, lane.label)),
-                            ("kind", np.array(choices)[rng.integers(0, len(choices), per)]),
-                            ("start_ns", start), ("end_ns", start + dur), ("step", start * 20 // (span or 1))):
+        for name, value in (
+            ("lane", np.full(per, i)),
+            ("rank", np.full(per, lane.rank)),
+            ("lane_kind", np.full(per, lane.kind.value)),
+            ("stream", np.full(per, lane.ident)),
+            ("lane_label", np.full(per, lane.label)),
+            ("kind", np.array(choices)[rng.integers(0, len(choices), per)]),
+            ("start_ns", start),
+            ("end_ns", start + dur),
+            ("step", start * 20 // (span or 1)),
+        ):
             cols[name].append(value)
     frame = pd.DataFrame({k: np.concatenate(v) for k, v in cols.items()})
     frame["step"] = np.minimum(19, frame["start_ns"] * 20 // span)
-    frame["name"] = pd.Categorical.from_codes(rng.integers(0, 500, len(frame)), pd.Index([f"op_{j}" for j in range(500)]))
-    steps = [Marker(r, MarkerKind.STEP, f"step {s}", s * span // 20, (s + 1) * span // 20, s)
-             for r in range(ranks) for s in range(20)]
+    frame["name"] = pd.Categorical.from_codes(
+        rng.integers(0, 500, len(frame)), pd.Index([f"op_{j}" for j in range(500)])
+    )
+    steps = [
+        Marker(r, MarkerKind.STEP, f"step {s}", s * span // 20, (s + 1) * span // 20, s)
+        for r in range(ranks)
+        for s in range(20)
+    ]
     meta = RunMeta.new(source="synthetic", workload="stress", device_name="synthetic")
     markers = Trace.build(meta, lanes, [], steps).markers
     return Trace(meta, tuple(lanes), conform_intervals(frame), markers)
@@ -97,15 +119,20 @@ def build_data(folder: Path, n_big: int) -> dict[str, str]:
     store = Store(folder)
     small = store.add(synthetic_trace(100, pattern="overlap", steps=4), "small (100 intervals)")
     ids = {"small": small.id}
-    for key, make in (("big", lambda: stress_trace(n_big)),  # stored first: the server warms only the newest
-                      ("loop", lambda: synthetic_trace(n_big, pattern="overlap", steps=20))):
+    for key, make in (
+        ("big", lambda: stress_trace(n_big)),  # stored first: the server warms only the newest
+        ("loop", lambda: synthetic_trace(n_big, pattern="overlap", steps=20)),
+    ):
         t = time.perf_counter()
         trace = make()
         t_gen = time.perf_counter() - t
         t = time.perf_counter()
         ids[key] = store.add(trace, f"{key} ({len(trace.intervals):,} intervals)").id
-        print(f"{key}: generated {len(trace.intervals):,} intervals in {t_gen:.1f} s, stored (analysis, "
-              f"Parquet, overview) in {time.perf_counter() - t:.1f} s", flush=True)
+        print(
+            f"{key}: generated {len(trace.intervals):,} intervals in {t_gen:.1f} s, stored (analysis, "
+            f"Parquet, overview) in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
     store.set_setting("samples_imported", "1")
     return ids
 
@@ -143,8 +170,10 @@ def cold_views(base: str, ids: dict[str, str]) -> list[tuple[str, str, float, fl
     catalog = {r["id"]: r for r in json.loads(fetch(f"{base}/api/runs")[0])["runs"]}  # no run is opened
     for key in ("big", "loop"):
         span = catalog[ids[key]]["end_ns"] - catalog[ids[key]]["start_ns"]
-        for view, query in (("whole run (first request)", ""),
-                            ("1% (next request)", f"&start_ns={span // 2}&end_ns={span // 2 + span // 100}")):
+        for view, query in (
+            ("whole run (first request)", ""),
+            ("1% (next request)", f"&start_ns={span // 2}&end_ns={span // 2 + span // 100}"),
+        ):
             url = f"{base}/api/runs/{ids[key]}/timeline?width_px=1240{query}"
             _, wall, lod_ms, _, open_ms = fetch_timed(url)
             rows.append(("stress" if key == "big" else key, view, open_ms, lod_ms, wall))
@@ -160,9 +189,12 @@ def free_port() -> int:
 
 def start_server(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data",
-                             str(folder), "--no-samples"], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data", str(folder), "--no-samples"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -192,15 +224,20 @@ def fetch_timed(url: str, gz: bool = False) -> tuple[bytes, float, float, int, f
     m = re.search(r"dur=([0-9.]+)", timing)
     o = re.search(r"open;dur=([0-9.]+)", timing)
     body = gzip.decompress(raw) if enc == "gzip" else raw
-    return (body, wall, float(m.group(1)) if m else float("nan"), len(raw),
-            float(o.group(1)) if o else float("nan"))
+    return (body, wall, float(m.group(1)) if m else float("nan"), len(raw), float(o.group(1)) if o else float("nan"))
 
 
 def view_table(base: str, run_id: str, span: int, width: int) -> list[dict[str, object]]:
-    views = [("whole run", 0, span), ("10%", int(span * 0.45), int(span * 0.55)),
-             ("one step (5%)", int(span * 0.30), int(span * 0.35)), ("1%", int(span * 0.5), int(span * 0.51)),
-             ("0.3%", int(span * 0.2), int(span * 0.203)), ("0.1%", int(span * 0.6), int(span * 0.601)),
-             ("0.01%", int(span * 0.8), int(span * 0.8001)), ("0.001%", int(span * 0.7), int(span * 0.70001))]
+    views = [
+        ("whole run", 0, span),
+        ("10%", int(span * 0.45), int(span * 0.55)),
+        ("one step (5%)", int(span * 0.30), int(span * 0.35)),
+        ("1%", int(span * 0.5), int(span * 0.51)),
+        ("0.3%", int(span * 0.2), int(span * 0.203)),
+        ("0.1%", int(span * 0.6), int(span * 0.601)),
+        ("0.01%", int(span * 0.8), int(span * 0.8001)),
+        ("0.001%", int(span * 0.7), int(span * 0.70001)),
+    ]
     rows = []
     for name, a, b in views:
         url = f"{base}/api/runs/{run_id}/timeline?start_ns={a}&end_ns={b}&width_px={width}"
@@ -209,9 +246,17 @@ def view_table(base: str, run_id: str, span: int, width: int) -> list[dict[str, 
         data = json.loads(body)
         boxes = [len(ln["s"]) + len(ln["bs"]) for ln in data["lanes"]]
         _, _, _, wire = fetch(url, gz=True)
-        rows.append({"view": name, "server_ms": statistics.median(s[2] for s in samples),
-                     "wall_ms": statistics.median(s[1] for s in samples), "bytes": len(body), "gzip_bytes": wire,
-                     "boxes": sum(boxes), "max_lane_boxes": max(boxes)})
+        rows.append(
+            {
+                "view": name,
+                "server_ms": statistics.median(s[2] for s in samples),
+                "wall_ms": statistics.median(s[1] for s in samples),
+                "bytes": len(body),
+                "gzip_bytes": wire,
+                "boxes": sum(boxes),
+                "max_lane_boxes": max(boxes),
+            }
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -276,8 +321,7 @@ def main() -> int:
     (REPO / "test-output").mkdir(exist_ok=True)
     ids = build_data(folder, args.intervals)
     open_s, rebuild_s, save_s, lod_bytes = cold_load_seconds(folder, ids["big"])
-    print(f"big run: saved index opened in {open_s * 1000:.1f} ms; Parquet + index build {rebuild_s:.1f} s",
-          flush=True)
+    print(f"big run: saved index opened in {open_s * 1000:.1f} ms; Parquet + index build {rebuild_s:.1f} s", flush=True)
     restarts = []
     for _ in range(COLD_RESTARTS):  # a fresh server each time, asked nothing before
         proc, base = start_server(folder)
@@ -286,8 +330,10 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    cold = [(r[0][0], r[0][1], *(statistics.median(x[i] for x in r) for i in (2, 3, 4)))
-            for r in zip(*restarts, strict=True)]
+    cold = [
+        (r[0][0], r[0][1], *(statistics.median(x[i] for x in r) for i in (2, 3, 4)))
+        for r in zip(*restarts, strict=True)
+    ]
     proc, base = start_server(folder)
     try:
         runs, views = {}, []
@@ -320,8 +366,10 @@ def main() -> int:
     ]
     for v in views:
         name = "stress" if v["run"] == "big" else "loop"
-        lines.append(f"| {name} | {v['view']} | {v['server_ms']:.1f} | {v['wall_ms']:.1f} | {v['bytes']:,} | "
-                     f"{v['gzip_bytes']:,} | {v['boxes']:,} | {v['max_lane_boxes']:,} |")
+        lines.append(
+            f"| {name} | {v['view']} | {v['server_ms']:.1f} | {v['wall_ms']:.1f} | {v['bytes']:,} | "
+            f"{v['gzip_bytes']:,} | {v['boxes']:,} | {v['max_lane_boxes']:,} |"
+        )
     worst_ms = max(float(v["server_ms"]) for v in views)  # type: ignore[arg-type]
     worst_b = max(int(v["bytes"]) for v in views)  # type: ignore[call-overload]
     zooms = browser["zoom_ms"]
@@ -355,8 +403,11 @@ def main() -> int:
     for name, view, open_ms, lod_ms, wall_ms in cold:
         lines.append(f"| {name} | {view} | {open_ms:.1f} | {lod_ms:.1f} | {open_ms + lod_ms:.1f} | {wall_ms:.1f} |")
     worst_cold = max(c[2] + c[3] for c in cold)
-    lines += ["", f"Worst first view after a restart: {worst_cold:.1f} ms server time "
-              f"({'meets' if worst_cold <= VIEW_BUDGET_MS else 'MISSES'} {VIEW_BUDGET_MS:.0f} ms)."]
+    lines += [
+        "",
+        f"Worst first view after a restart: {worst_cold:.1f} ms server time "
+        f"({'meets' if worst_cold <= VIEW_BUDGET_MS else 'MISSES'} {VIEW_BUDGET_MS:.0f} ms).",
+    ]
     text = "\n".join(lines)
     print(text)
     write_results(text)

@@ -129,7 +129,6 @@ def read_events(
     return EventTable(top, pd.DataFrame(columns), id_names)
 
 
-
 def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
     """The file's JSON bytes, writable (the fast path brackets batches in place).
 

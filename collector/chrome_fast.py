@@ -50,6 +50,7 @@ class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
     python_id: int | None = msgspec.field(default=-1, name="Python id")
     python_parent_id: int | None = msgspec.field(default=-1, name="Python parent id")
 
+
 class _OurArgs(msgspec.Struct, gc=False, frozen=True):
     name: str | None = ""
     stream: int | None = -1
@@ -63,11 +64,14 @@ class _OurArgs(msgspec.Struct, gc=False, frozen=True):
     launch_id: int | None = -1
     id: int | None = -1
 
+
 class _Top(msgspec.Struct):
     traceEvents: list[msgspec.Raw]
 
+
 _NO_KINETO_ARGS = _KinetoArgs()
 _NO_OUR_ARGS = _OurArgs()
+
 
 class _Event(msgspec.Struct, gc=False):
     """The fields every event shares; the two subclasses add ``args`` (last), and inherit ``gc=False``."""
@@ -81,8 +85,10 @@ class _Event(msgspec.Struct, gc=False):
     dur: float = math.nan
     id: int | str = -1
 
+
 class _KinetoEvent(_Event):
     args: _KinetoArgs = _NO_KINETO_ARGS
+
 
 class _OurEvent(_Event):
     args: _OurArgs = _NO_OUR_ARGS
@@ -131,8 +137,13 @@ def _address(buf: Any) -> int:
 
 
 def _decode_batch(
-    decoder: Any, data: Any, view: memoryview, chunk: Sequence[Any], span: tuple[int, int] | None,
-    first: bool, last: bool,
+    decoder: Any,
+    data: Any,
+    view: memoryview,
+    chunk: Sequence[Any],
+    span: tuple[int, int] | None,
+    first: bool,
+    last: bool,
 ) -> Any:
     if span is None:  # events not located in data: decode a joined copy
         return decoder.decode(b"".join((b"[", b",".join(chunk), b"]")))

@@ -50,7 +50,9 @@ def _host_prep(step: int) -> np.ndarray:
     return np.random.default_rng(step).permutation(100_000)
 
 
-def _setup(ctx: DemoContext, pinned: bool, pool: int = 2) -> tuple[Any, Any, Callable[[Any, Any], Any], list[Any], list[Any]]:
+def _setup(
+    ctx: DemoContext, pinned: bool, pool: int = 2
+) -> tuple[Any, Any, Callable[[Any, Any], Any], list[Any], list[Any]]:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -196,20 +198,42 @@ def d2h(ctx: DemoContext) -> Generator[None, None, None]:
 DEMOS: dict[str, Demo] = {
     d.name: d
     for d in (
-        Demo("naive", "pageable batches, blocking copies, loss.item() every step, one stream",
-             "copies block the host and serialize with compute; the GPU idles during every copy and sync", naive),
-        Demo("pinned", "pinned batches with non_blocking=True, no per-step sync, one stream",
-             "pinned copies run ~10x faster and the host runs ahead; copies still wait in line with compute",
-             pinned, steps=150),
-        Demo("overlap", "next batch copied on a transfer stream while this one computes",
-             "copies on their own stream hide under compute: the step is as long as compute alone", overlap,
-             steps=150),
-        Demo("sync-trap", "a good loop with print(loss) and `if loss.item() > x:` inside",
-             "each print/item waits for the GPU: the host can no longer run ahead, so host work and launch "
-             "gaps add to every step (the sync_wait intervals point at the two lines)", sync_trap, steps=150),
-        Demo("d2h", "results copied back every step: blocking .cpu() then non_blocking into pinned buffers",
-             "a blocking .cpu() stalls the host on a slow pageable copy; non_blocking copies into pinned "
-             "buffers on a side stream cost almost nothing", d2h, steps=60),
+        Demo(
+            "naive",
+            "pageable batches, blocking copies, loss.item() every step, one stream",
+            "copies block the host and serialize with compute; the GPU idles during every copy and sync",
+            naive,
+        ),
+        Demo(
+            "pinned",
+            "pinned batches with non_blocking=True, no per-step sync, one stream",
+            "pinned copies run ~10x faster and the host runs ahead; copies still wait in line with compute",
+            pinned,
+            steps=150,
+        ),
+        Demo(
+            "overlap",
+            "next batch copied on a transfer stream while this one computes",
+            "copies on their own stream hide under compute: the step is as long as compute alone",
+            overlap,
+            steps=150,
+        ),
+        Demo(
+            "sync-trap",
+            "a good loop with print(loss) and `if loss.item() > x:` inside",
+            "each print/item waits for the GPU: the host can no longer run ahead, so host work and launch "
+            "gaps add to every step (the sync_wait intervals point at the two lines)",
+            sync_trap,
+            steps=150,
+        ),
+        Demo(
+            "d2h",
+            "results copied back every step: blocking .cpu() then non_blocking into pinned buffers",
+            "a blocking .cpu() stalls the host on a slow pageable copy; non_blocking copies into pinned "
+            "buffers on a side stream cost almost nothing",
+            d2h,
+            steps=60,
+        ),
     )
 }
 

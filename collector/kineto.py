@@ -236,9 +236,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     kind_g[k] = np.where(
         by_name(gpu_ev[k], lambda c: "nccl" in c.lower(), bool), KIND_CODE["collective"], KIND_CODE["kernel"]
     )
-    kind_g[m] = by_name(
-        gpu_ev[m], lambda c: KIND_CODE.get(memcpy_kind(c)[0], KIND_CODE["annotation"]), np.int8
-    )
+    kind_g[m] = by_name(gpu_ev[m], lambda c: KIND_CODE.get(memcpy_kind(c)[0], KIND_CODE["annotation"]), np.int8)
     mem_g[m] = by_name(gpu_ev[m], lambda c: _MEM[memcpy_kind(c)[1]], np.int8)
     kind_g[g_is["gpu_memset"]] = KIND_CODE["memset"]
     mem_g[g_is["gpu_memset"]] = _MEM["device"]
@@ -263,9 +261,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     syn = np.flatnonzero(api_cause != "")
     copy_launch = np.unique(launch_pos_g[is_copy_g & (launch_pos_g >= 0)])
     pts = np.concatenate([syn, copy_launch])
-    outer = outermost_enclosing(
-        key[cause_ops], ts[cause_ops], end[cause_ops], key[api_rows[pts]], ts[api_rows[pts]]
-    )
+    outer = outermost_enclosing(key[cause_ops], ts[cause_ops], end[cause_ops], key[api_rows[pts]], ts[api_rows[pts]])
     syn_outer, copy_outer = outer[: len(syn)], outer[len(syn) :]
     op_cause = np.full(len(syn), "", dtype=object)
     op_cause[syn_outer >= 0] = by_name(cause_ops[syn_outer[syn_outer >= 0]], CAUSE_BY_OP.__getitem__, object)
@@ -313,9 +309,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     lane_b = np.concatenate(
         [
             tid[host_rows],
-            np.where(
-                stream_arg[gpu_rows] >= 0, stream_arg[gpu_rows], _named_id(tid[gpu_rows], table.id_names)
-            ),
+            np.where(stream_arg[gpu_rows] >= 0, stream_arg[gpu_rows], _named_id(tid[gpu_rows], table.id_names)),
         ]
     )
     lane_idx = pd.DataFrame({"g": is_gpu, "a": lane_a, "b": lane_b}).groupby(["g", "a", "b"]).ngroup()
@@ -354,9 +348,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
             "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
             "lane_label": per_lane([ln.label for ln in lanes], lane_o),
             "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
-            "name": pd.Categorical.from_codes(
-                ncodes[rows][order], categories=ncats
-            ).remove_unused_categories(),
+            "name": pd.Categorical.from_codes(ncodes[rows][order], categories=ncats).remove_unused_categories(),
             "start_ns": ts[rows][order],
             "end_ns": end[rows][order],
             "bytes": nbytes[order],
@@ -368,7 +360,5 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
             "launch_id": launch_id[order],
         }
     )
-    meta = run_meta(
-        table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist()
-    )
+    meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist())
     return Trace(meta, tuple(lanes), conform_intervals(frame), steps)

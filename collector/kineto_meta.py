@@ -77,9 +77,7 @@ def per_lane(values: list[str], lane_o: np.ndarray) -> pd.Categorical:
     """A categorical column from one value per lane, spread over the rows' lane indices."""
     uniques = list(dict.fromkeys(values))
     codes = np.array([uniques.index(v) for v in values], dtype=np.int32)
-    return pd.Categorical.from_codes(
-        codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object)
-    )
+    return pd.Categorical.from_codes(codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object))
 
 
 def build_lanes(

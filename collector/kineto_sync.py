@@ -146,9 +146,7 @@ class PyFrames(NamedTuple):
     parent_id: np.ndarray
 
 
-def latest_start(
-    iv_key: np.ndarray, iv_start: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray
-) -> np.ndarray:
+def latest_start(iv_key: np.ndarray, iv_start: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray) -> np.ndarray:
     """Per point (key, t): position of the interval with that key and the latest start <= t, or -1."""
     out = np.full(len(pt_t), -1, dtype=np.int64)
     if len(iv_start) == 0 or len(pt_t) == 0:

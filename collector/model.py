@@ -239,8 +239,16 @@ def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     """
     frame = frame.copy(deep=False)
     defaults: dict[str, Any] = {
-        "bytes": 0, "memory_kind": "", "non_blocking": False, "step": NO_STEP, "source": "",
-        "cause": "", "launch_id": NO_LAUNCH, "lane_label": "", "stream": 0, "rank": 0,
+        "bytes": 0,
+        "memory_kind": "",
+        "non_blocking": False,
+        "step": NO_STEP,
+        "source": "",
+        "cause": "",
+        "launch_id": NO_LAUNCH,
+        "lane_label": "",
+        "stream": 0,
+        "rank": 0,
     }
     for name, value in defaults.items():
         if name not in frame:

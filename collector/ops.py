@@ -27,14 +27,43 @@ class OpClass(enum.IntEnum):
 
 NO_LAUNCH_OPS = frozenset(
     {
-        "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::new_empty", "aten::new_empty_strided",
-        "aten::resize_", "aten::set_", "aten::record_stream", "aten::detach", "aten::alias", "aten::lift_fresh",
-        "aten::_reshape_alias", "aten::as_strided", "aten::view", "aten::_unsafe_view", "aten::is_pinned",
-        "aten::_has_compatible_shallow_copy_type", "aten::size", "aten::stride", "aten::sym_size",
-        "aten::sym_stride", "aten::sym_numel", "aten::sym_storage_offset", "aten::is_same_size",
-        "aten::_nested_tensor_size", "aten::result_type", "aten::can_cast", "aten::promote_types",
-        "aten::_to_cpu", "aten::is_coalesced", "aten::_version", "aten::data", "aten::requires_grad_",
-        "aten::retain_grad", "aten::_fw_primal", "aten::_make_dual", "aten::_unpack_dual",
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_like",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::resize_",
+        "aten::set_",
+        "aten::record_stream",
+        "aten::detach",
+        "aten::alias",
+        "aten::lift_fresh",
+        "aten::_reshape_alias",
+        "aten::as_strided",
+        "aten::view",
+        "aten::_unsafe_view",
+        "aten::is_pinned",
+        "aten::_has_compatible_shallow_copy_type",
+        "aten::size",
+        "aten::stride",
+        "aten::sym_size",
+        "aten::sym_stride",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+        "aten::is_same_size",
+        "aten::_nested_tensor_size",
+        "aten::result_type",
+        "aten::can_cast",
+        "aten::promote_types",
+        "aten::_to_cpu",
+        "aten::is_coalesced",
+        "aten::_version",
+        "aten::data",
+        "aten::requires_grad_",
+        "aten::retain_grad",
+        "aten::_fw_primal",
+        "aten::_make_dual",
+        "aten::_unpack_dual",
     }
 )
 COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::copy", "aten::_copy_from"})
@@ -93,9 +122,6 @@ def copy_facts(name: str, args: Any, kwargs: dict[str, Any], tensor: Any) -> tup
     nbytes = src.numel() * src.element_size()
     if kind is _K.MEMCPY_D2D:
         return (kind if same_dtype else _K.KERNEL), nbytes, MemoryKind.DEVICE.value, nb, False
-    if kind is _K.MEMCPY_H2D:
-        pinned = bool(src.is_pinned())
-    else:
-        pinned = dst_pinned if dst is None else bool(dst.is_pinned())
+    pinned = bool(src.is_pinned()) if kind is _K.MEMCPY_H2D else dst_pinned if dst is None else bool(dst.is_pinned())
     mem = MemoryKind.PINNED.value if pinned else MemoryKind.PAGEABLE.value
     return kind, nbytes, mem, nb, syncs.copy_blocks(kind, bool(pinned), nb)

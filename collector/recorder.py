@@ -142,9 +142,7 @@ class Recorder:
             self._event_overhead_ms = event_overhead_ms() if self.calibrate else 0.0
             torch.cuda.synchronize()
             self._anchor: Any
-            self._anchor, self._host0 = take_anchor(
-                torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns
-            )
+            self._anchor, self._host0 = take_anchor(torch.cuda.Event, torch.cuda.current_stream(), time.monotonic_ns)
         self._record_ev = torch._C._CudaEventBase.record
         self._elapsed = torch._C._CudaEventBase.elapsed_time
         self._get_stream = torch._C._cuda_getCurrentStream
@@ -251,7 +249,14 @@ class Recorder:
             **self._meta,
         )
         self.trace = build_trace(
-            meta, self.rank, self._host, self._resolved, self._markers, self._threads, self._stream_names, clock,
+            meta,
+            self.rank,
+            self._host,
+            self._resolved,
+            self._markers,
+            self._threads,
+            self._stream_names,
+            clock,
             self._event_overhead_ms,
         )
         if self.out:
@@ -277,13 +282,15 @@ class Recorder:
     def _on_host_wait(self, name: str, cause: str, t0: int, t1: int) -> None:
         if self._on:
             src = sourceline.user_source()
-            self._host.append((self._thread(), _K.SYNC_WAIT, name, t0, t1, 0, "", False, self._step, src, cause,
-                               next(self._ids)))
+            self._host.append(
+                (self._thread(), _K.SYNC_WAIT, name, t0, t1, 0, "", False, self._step, src, cause, next(self._ids))
+            )
 
     def _on_range(self, name: str, t0: int, t1: int) -> None:
         if self._on:
-            self._host.append((self._thread(), _K.ANNOTATION, name, t0, t1, 0, "", False, self._step, "", "",
-                               next(self._ids)))
+            self._host.append(
+                (self._thread(), _K.ANNOTATION, name, t0, t1, 0, "", False, self._step, "", "", next(self._ids))
+            )
 
     def _on_mark(self, name: str, t: int) -> None:
         if self._on:
@@ -402,8 +409,22 @@ class Recorder:
             record(ev_e, stream)
             hid = next(self._ids)
             step = self._step
-            self._host.append((self._thread(), _K.SYNC_WAIT if cause else _CPU_OP, name, t0, t1, nbytes, mem, nb,
-                               step, src, cause, hid))
+            self._host.append(
+                (
+                    self._thread(),
+                    _K.SYNC_WAIT if cause else _CPU_OP,
+                    name,
+                    t0,
+                    t1,
+                    nbytes,
+                    mem,
+                    nb,
+                    step,
+                    src,
+                    cause,
+                    hid,
+                )
+            )
             self._open.append((ev_s, ev_e, sid, kind, name, nbytes, mem, nb, step, hid, next(self._ids)))
             self._pending_ops += 1
 

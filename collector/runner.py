@@ -1,7 +1,8 @@
 """``streamscope record TARGET [ARGS...]``: record a built-in demo or run a user's script exactly as python would.
 
 Argument rule: streamscope's own options come *before* TARGET (after ``demo:NAME`` too, since demos take
-no arguments); everything after a script belongs to the script, untouched, with one exception: when no ``--out`` was given before TARGET, a final ``--out FILE``
+no arguments); everything after a script belongs to the script, untouched, with one exception:
+when no ``--out`` was given before TARGET, a final ``--out FILE``
 (or ``--out=FILE``) pair is streamscope's. To pass ``--out`` as your script's last argument, give
 streamscope's ``--out`` before TARGET. TARGET is ``demo:NAME`` or a path to a Python script.
 
@@ -40,15 +41,22 @@ class RecordRequest:
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
     _add_options(parser)
     parser.add_argument("target", metavar="TARGET", help="demo:NAME or a Python script")
-    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
-                        help="the script's own arguments, passed unchanged")
+    parser.add_argument(
+        "args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments, passed unchanged"
+    )
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", "-o", metavar="FILE", help="trace to write (.json or .json.gz); "
-                        "default: <demo or script name>.json.gz")
-    parser.add_argument("--every", type=int, default=1, metavar="N",
-                        help="record every Nth step only (lower overhead on launch-bound loops)")
+    parser.add_argument(
+        "--out", "-o", metavar="FILE", help="trace to write (.json or .json.gz); default: <demo or script name>.json.gz"
+    )
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="record every Nth step only (lower overhead on launch-bound loops)",
+    )
     parser.add_argument("--steps", type=int, default=None, metavar="N", help="demos only: steps to record")
     parser.add_argument("--no-probe", action="store_true", help="skip the H2D bandwidth probe at start")
 
@@ -83,10 +91,10 @@ def request_from_args(ns: argparse.Namespace) -> RecordRequest:
         if len(args) >= 2 and args[-2] == "--out":
             out, args = args[-1], args[:-2]
         elif args[-1].startswith("--out="):
-            out, args = args[-1][len("--out="):], args[:-1]
+            out, args = args[-1][len("--out=") :], args[:-1]
     target = str(ns.target)
     if not out:
-        stem = target[len("demo:"):] if target.startswith("demo:") else os.path.splitext(os.path.basename(target))[0]
+        stem = target[len("demo:") :] if target.startswith("demo:") else os.path.splitext(os.path.basename(target))[0]
         out = f"{stem or 'run'}.json.gz"
     if not (out.endswith(".json") or out.endswith(".json.gz")):
         raise RecordUsageError(f"--out must end in .json or .json.gz, got {out!r}")
@@ -102,7 +110,7 @@ def run_record(req: RecordRequest) -> int:
     if req.target.startswith("demo:"):
         from collector import demos
 
-        name = req.target[len("demo:"):]
+        name = req.target[len("demo:") :]
         try:
             demos.get(name)
         except ValueError as exc:  # an unknown demo: its message lists the demos
@@ -110,8 +118,14 @@ def run_record(req: RecordRequest) -> int:
         if req.args:
             raise RecordUsageError(f"demos take no arguments, got {' '.join(req.args)!r}")
         require_cuda()
-        rec = Recorder(req.target, req.out, every=req.every, probe=req.probe, source="demo",
-                       command=f"streamscope record {req.target}")
+        rec = Recorder(
+            req.target,
+            req.out,
+            every=req.every,
+            probe=req.probe,
+            source="demo",
+            command=f"streamscope record {req.target}",
+        )
         demos.run_demo(name, rec, steps=req.steps)
         _report(rec)
         return 0
@@ -188,9 +202,19 @@ def _report(rec: Recorder) -> None:
     trace = rec.trace
     if trace is not None and rec.out:
         steps = len(trace.steps())
-        print(f"streamscope: wrote {rec.out} ({len(trace.intervals)} intervals, {steps} steps)",
-              file=sys.stderr, flush=True)
+        print(
+            f"streamscope: wrote {rec.out} ({len(trace.intervals)} intervals, {steps} steps)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-__all__ = ["NoCudaError", "RecordRequest", "RecordUsageError", "add_record_arguments", "request_from_args",
-           "run_record", "run_script"]
+__all__ = [
+    "NoCudaError",
+    "RecordRequest",
+    "RecordUsageError",
+    "add_record_arguments",
+    "request_from_args",
+    "run_record",
+    "run_script",
+]

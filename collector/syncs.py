@@ -166,16 +166,20 @@ def install(on_wait: HostWait) -> Callable[[], None]:
 
     patches = _Patches()
     patches.set(
-        torch.cuda, "synchronize", _wait_wrapper(torch.cuda.synchronize, "cudaDeviceSynchronize", "synchronize", on_wait)
+        torch.cuda,
+        "synchronize",
+        _wait_wrapper(torch.cuda.synchronize, "cudaDeviceSynchronize", "synchronize", on_wait),
     )
     stream_sync = torch.cuda.Stream.synchronize
     patches.set(
-        torch.cuda.Stream, "synchronize",
+        torch.cuda.Stream,
+        "synchronize",
         _wait_wrapper(stream_sync, "cudaStreamSynchronize", "stream_synchronize", on_wait),
     )
     event_sync = torch.cuda.Event.synchronize
     patches.set(
-        torch.cuda.Event, "synchronize",
+        torch.cuda.Event,
+        "synchronize",
         _wait_wrapper(event_sync, "cudaEventSynchronize", "event_synchronize", on_wait),
     )
     for method, cause in METHOD_CAUSES.items():

@@ -93,14 +93,41 @@ class _Columns:
 
     def __init__(self) -> None:
         self.chunks: dict[str, list[np.ndarray]] = {
-            c: [] for c in ("lane", "kind", "name", "start_ns", "end_ns", "bytes", "memory_kind",
-                            "non_blocking", "step", "source", "cause", "launch_id", "id")
+            c: []
+            for c in (
+                "lane",
+                "kind",
+                "name",
+                "start_ns",
+                "end_ns",
+                "bytes",
+                "memory_kind",
+                "non_blocking",
+                "step",
+                "source",
+                "cause",
+                "launch_id",
+                "id",
+            )
         }
         self.next_id = 0
 
-    def add(self, lane: int, kind: str, name: np.ndarray | str, start: np.ndarray | int, end: np.ndarray | int,
-            step: int, *, nbytes: int = 0, memory: str = "", non_blocking: bool = False,
-            source: str = "", cause: str = "", launch_id: np.ndarray | int = -1) -> np.ndarray:
+    def add(
+        self,
+        lane: int,
+        kind: str,
+        name: np.ndarray | str,
+        start: np.ndarray | int,
+        end: np.ndarray | int,
+        step: int,
+        *,
+        nbytes: int = 0,
+        memory: str = "",
+        non_blocking: bool = False,
+        source: str = "",
+        cause: str = "",
+        launch_id: np.ndarray | int = -1,
+    ) -> np.ndarray:
         start_a = np.atleast_1d(np.asarray(start, dtype=np.int64))
         n = len(start_a)
         ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
@@ -130,33 +157,44 @@ class _Columns:
         labels = sorted({ln.label for ln in lanes})
         lane_label = np.array([labels.index(ln.label) for ln in lanes], np.int16)
         lane_ident = np.array([ln.ident for ln in lanes], np.int64)
-        return pd.DataFrame({
-            "id": col["id"],
-            "rank": lane_rank[lane],
-            "lane": lane,
-            "lane_kind": _cat(lane_kind[lane], LANE_KIND_DTYPE),
-            "stream": lane_ident[lane],
-            "lane_label": _cat(lane_label[lane], pd.CategoricalDtype(labels)),
-            "kind": _cat(col["kind"], INTERVAL_KIND_DTYPE),
-            "name": _cat(col["name"], pd.CategoricalDtype(list(NAMES))),
-            "start_ns": col["start_ns"],
-            "end_ns": col["end_ns"],
-            "bytes": col["bytes"],
-            "memory_kind": _cat(col["memory_kind"], MEMORY_KIND_DTYPE),
-            "non_blocking": col["non_blocking"].astype(bool),
-            "step": col["step"],
-            "source": _cat(col["source"], pd.CategoricalDtype(list(SOURCES))),
-            "cause": _cat(col["cause"], pd.CategoricalDtype(list(CAUSES))),
-            "launch_id": col["launch_id"],
-        })
+        return pd.DataFrame(
+            {
+                "id": col["id"],
+                "rank": lane_rank[lane],
+                "lane": lane,
+                "lane_kind": _cat(lane_kind[lane], LANE_KIND_DTYPE),
+                "stream": lane_ident[lane],
+                "lane_label": _cat(lane_label[lane], pd.CategoricalDtype(labels)),
+                "kind": _cat(col["kind"], INTERVAL_KIND_DTYPE),
+                "name": _cat(col["name"], pd.CategoricalDtype(list(NAMES))),
+                "start_ns": col["start_ns"],
+                "end_ns": col["end_ns"],
+                "bytes": col["bytes"],
+                "memory_kind": _cat(col["memory_kind"], MEMORY_KIND_DTYPE),
+                "non_blocking": col["non_blocking"].astype(bool),
+                "step": col["step"],
+                "source": _cat(col["source"], pd.CategoricalDtype(list(SOURCES))),
+                "cause": _cat(col["cause"], pd.CategoricalDtype(list(CAUSES))),
+                "launch_id": col["launch_id"],
+            }
+        )
 
 
 def _cat(codes: Any, dtype: Any) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, dtype=dtype)
 
 
-def _launch_kernels(cols: _Columns, rng: np.random.Generator, tm: _Timing, k: int, t: int, gpu_free: int,
-                    cpu: int, stream: int, step: int) -> tuple[int, int]:
+def _launch_kernels(
+    cols: _Columns,
+    rng: np.random.Generator,
+    tm: _Timing,
+    k: int,
+    t: int,
+    gpu_free: int,
+    cpu: int,
+    stream: int,
+    step: int,
+) -> tuple[int, int]:
     """Launch ``k`` kernels from host time ``t``; returns (host time after, compute stream free time)."""
     launch_dur = rng.normal(tm.launch_ns, tm.launch_ns * 0.1, k).clip(1_000).astype(np.int64)
     py = rng.exponential(tm.py_ns, k).astype(np.int64)
@@ -180,8 +218,9 @@ def _sync(cols: _Columns, t: int, until: int, cpu: int, step: int, name: str, ca
     return end
 
 
-def synthetic_trace(n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: int = 0,
-                    pattern: str = "overlap") -> Trace:
+def synthetic_trace(
+    n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: int = 0, pattern: str = "overlap"
+) -> Trace:
     """A synthetic run of about ``n_intervals`` intervals over ``ranks`` ranks and ``steps`` steps.
 
     Raises ValueError for an unknown pattern or non-positive sizes.
@@ -218,17 +257,35 @@ def synthetic_trace(n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: 
                 c1 = c0 + pageable_ns
                 lid = cols.add(cpu, "cpu_op", "aten::to", t, c1 + 5_000, s, source="train.py:31")
                 _sync(cols, t + 6_000, c1, cpu, s, "cudaMemcpyAsync", "blocking_copy", "train.py:31")
-                cols.add(comp, "memcpy_h2d", "Memcpy HtoD (Pageable -> Device)", c0, c1, s, nbytes=nbytes,
-                         memory="pageable", launch_id=lid)
+                cols.add(
+                    comp,
+                    "memcpy_h2d",
+                    "Memcpy HtoD (Pageable -> Device)",
+                    c0,
+                    c1,
+                    s,
+                    nbytes=nbytes,
+                    memory="pageable",
+                    launch_id=lid,
+                )
                 t, gpu_free = c1 + 5_000, c1
             else:
-                lid = cols.add(cpu, "cpu_op", "aten::to", t, t + 10_000, s, non_blocking=True,
-                               source="train.py:31")
+                lid = cols.add(cpu, "cpu_op", "aten::to", t, t + 10_000, s, non_blocking=True, source="train.py:31")
                 on_comp = pattern == "pinned"
                 c0 = max(t + 8_000, gpu_free if on_comp else xfer_free)
                 c1 = c0 + pinned_ns
-                cols.add(comp if on_comp else xfer, "memcpy_h2d", "Memcpy HtoD (Pinned -> Device)", c0, c1, s,
-                         nbytes=nbytes, memory="pinned", non_blocking=True, launch_id=lid)
+                cols.add(
+                    comp if on_comp else xfer,
+                    "memcpy_h2d",
+                    "Memcpy HtoD (Pinned -> Device)",
+                    c0,
+                    c1,
+                    s,
+                    nbytes=nbytes,
+                    memory="pinned",
+                    non_blocking=True,
+                    launch_id=lid,
+                )
                 t += 10_000
                 if on_comp:
                     gpu_free = c1
@@ -249,19 +306,33 @@ def synthetic_trace(n_intervals: int, *, ranks: int = 1, steps: int = 20, seed: 
                 d0 = max(t + 6_000, gpu_free)
                 d1 = d0 + 2_500
                 lid = cols.add(cpu, "cpu_op", "aten::item", t, d1 + 8_000, s, source="train.py:48")
-                cols.add(comp, "memcpy_d2h", "Memcpy DtoH (Device -> Pageable)", d0, d1, s, nbytes=4,
-                         memory="pageable", launch_id=lid)
+                cols.add(
+                    comp,
+                    "memcpy_d2h",
+                    "Memcpy DtoH (Device -> Pageable)",
+                    d0,
+                    d1,
+                    s,
+                    nbytes=4,
+                    memory="pageable",
+                    launch_id=lid,
+                )
                 _sync(cols, t + 4_000, d1, cpu, s, "cudaStreamSynchronize", "item", "train.py:48")
                 t, gpu_free = d1 + 8_000, d1
             elif pattern in ("sync-trap", "launch-bound"):
-                t = _sync(cols, t, max(gpu_free, xfer_free), cpu, s, "cudaDeviceSynchronize", "synchronize",
-                          "train.py:61")
+                t = _sync(
+                    cols, t, max(gpu_free, xfer_free), cpu, s, "cudaDeviceSynchronize", "synchronize", "train.py:61"
+                )
             t += 20_000  # Python between steps
-            markers.append({"rank": r, "kind": "step", "name": f"step {s}", "step": s,
-                            "start_ns": step_start, "end_ns": t})
+            markers.append(
+                {"rank": r, "kind": "step", "name": f"step {s}", "step": s, "start_ns": step_start, "end_ns": t}
+            )
     lanes_t = tuple(lanes)
     meta = RunMeta.new(
-        source="synthetic", workload=f"synthetic:{pattern}", world_size=ranks, device_name="synthetic",
+        source="synthetic",
+        workload=f"synthetic:{pattern}",
+        world_size=ranks,
+        device_name="synthetic",
         bandwidth_probe={"h2d_pinned_gbps": PINNED_GBPS, "h2d_pageable_gbps": PAGEABLE_GBPS},
     )
     frame = conform_intervals(cols.frame(lanes_t))

@@ -46,7 +46,10 @@ def running_server(
     env = {**os.environ, "STREAMSCOPE_SAMPLES_DIR": str(samples), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data", str(data)],
-        cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -31,8 +31,18 @@ def small_trace() -> Trace:
     ]
     rows = [
         Interval(0, IntervalKind.LAUNCH, "aten::copy_", 1_000, 2_000),
-        Interval(1, IntervalKind.MEMCPY_H2D, "aten::copy_", 2_500, 9_000, bytes=1 << 20,
-                 memory_kind=MemoryKind.PINNED, non_blocking=True, launch_id=0, step=0),
+        Interval(
+            1,
+            IntervalKind.MEMCPY_H2D,
+            "aten::copy_",
+            2_500,
+            9_000,
+            bytes=1 << 20,
+            memory_kind=MemoryKind.PINNED,
+            non_blocking=True,
+            launch_id=0,
+            step=0,
+        ),
         Interval(2, IntervalKind.KERNEL, "aten::mm", 3_000, 12_345, step=0),
         Interval(0, IntervalKind.SYNC_WAIT, "item", 2_000, 12_400, cause="item", source="train.py:42", step=0),
     ]

@@ -26,8 +26,6 @@ def test_import_does_not_import_torch(module: str) -> None:
 
 
 def test_cli_help_lists_working_subcommands_only() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "webapp.cli", "--help"], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-m", "webapp.cli", "--help"], capture_output=True, text=True, check=True)
     assert "convert" in out.stdout
     assert "serve" in out.stdout

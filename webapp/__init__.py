@@ -121,7 +121,7 @@ def _install_token_check(app: Flask) -> None:
         given = request.args.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
-            given = auth[len("Bearer "):]
+            given = auth[len("Bearer ") :]
         if not hmac.compare_digest(given.encode(), str(token).encode()):
             abort(401, "this server needs its access token: open the URL printed by `streamscope serve`")
 

@@ -146,9 +146,12 @@ def overview(run_id: str) -> Response:
 @bp.after_request
 def _compress(response: Response) -> Response:
     """gzip large JSON answers for clients that accept it."""
-    if (response.mimetype == "application/json" and not response.direct_passthrough
-            and "gzip" in request.headers.get("Accept-Encoding", "")
-            and "Content-Encoding" not in response.headers):
+    if (
+        response.mimetype == "application/json"
+        and not response.direct_passthrough
+        and "gzip" in request.headers.get("Accept-Encoding", "")
+        and "Content-Encoding" not in response.headers
+    ):
         data = response.get_data()
         if len(data) > 2048:
             import gzip

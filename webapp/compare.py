@@ -20,10 +20,19 @@ from webapp.store import RunInfo, RunNotFound
 
 bp = Blueprint("compare", __name__)
 
-HEADLINE = ("step_time_median_ns", "step_time_p90_ns", "gpu_busy_frac", "copy_compute_overlap_frac",
-            "exposed_copy_step_median_ns", "sync_wait_step_median_ns", "gpu_idle_step_median_ns",
-            "idle_sync_stall_step_median_ns", "idle_launch_bound_step_median_ns", "pageable_copy_bytes",
-            "sync_wait_count")
+HEADLINE = (
+    "step_time_median_ns",
+    "step_time_p90_ns",
+    "gpu_busy_frac",
+    "copy_compute_overlap_frac",
+    "exposed_copy_step_median_ns",
+    "sync_wait_step_median_ns",
+    "gpu_idle_step_median_ns",
+    "idle_sync_stall_step_median_ns",
+    "idle_launch_bound_step_median_ns",
+    "pageable_copy_bytes",
+    "sync_wait_count",
+)
 
 
 def comparison(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -40,8 +49,11 @@ def comparison(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {
         "metrics": frame_records(metrics),
         "ops": frame_records(ops),
-        "findings": {"fixed": [r for r in ra if r not in rb], "new": [r for r in rb if r not in ra],
-                     "unchanged": [r for r in ra if r in rb]},
+        "findings": {
+            "fixed": [r for r in ra if r not in rb],
+            "new": [r for r in rb if r not in ra],
+            "unchanged": [r for r in ra if r in rb],
+        },
         "a": _side(a),
         "b": _side(b),
     }
@@ -49,8 +61,11 @@ def comparison(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def _side(analysis: dict[str, Any]) -> dict[str, Any]:
     """One run's part of a comparison: its summary, what-if and findings."""
-    return {"summary": analysis.get("summary") or {}, "what_if": analysis.get("what_if") or {},
-            "findings": analysis.get("findings") or []}
+    return {
+        "summary": analysis.get("summary") or {},
+        "what_if": analysis.get("what_if") or {},
+        "findings": analysis.get("findings") or [],
+    }
 
 
 def _pair() -> tuple[RunInfo, RunInfo]:
@@ -68,13 +83,21 @@ def _pair() -> tuple[RunInfo, RunInfo]:
 def api() -> Response:
     info_a, info_b = _pair()
     store = get_store()
-    return jsonify({"a": info_a.to_dict(), "b": info_b.to_dict(),
-                    **comparison(store.analysis(info_a.id), store.analysis(info_b.id))})
+    return jsonify(
+        {
+            "a": info_a.to_dict(),
+            "b": info_b.to_dict(),
+            **comparison(store.analysis(info_a.id), store.analysis(info_b.id)),
+        }
+    )
 
 
 def _steps(analysis: dict[str, Any]) -> list[dict[str, int]]:
-    return [{"step": int(r["step"]), "start_ns": int(r["start_ns"]), "end_ns": int(r["end_ns"])}
-            for r in analysis.get("per_step") or [] if int(r.get("rank", 0)) == 0]
+    return [
+        {"step": int(r["step"]), "start_ns": int(r["start_ns"]), "end_ns": int(r["end_ns"])}
+        for r in analysis.get("per_step") or []
+        if int(r.get("rank", 0)) == 0
+    ]
 
 
 @bp.get("/compare")
@@ -89,15 +112,30 @@ def page() -> str:
     store.warm(info_b.id)
     rows = {r["metric"]: r for r in compare_rows(result["metrics"])}
     page_data = {
-        "a": {"run": info_a.to_dict(), "lanes": store.lanes(info_a.id), "steps": _steps(an_a),
-              "api": url_for("api.get_run", run_id=info_a.id)},
-        "b": {"run": info_b.to_dict(), "lanes": store.lanes(info_b.id), "steps": _steps(an_b),
-              "api": url_for("api.get_run", run_id=info_b.id)},
+        "a": {
+            "run": info_a.to_dict(),
+            "lanes": store.lanes(info_a.id),
+            "steps": _steps(an_a),
+            "api": url_for("api.get_run", run_id=info_a.id),
+        },
+        "b": {
+            "run": info_b.to_dict(),
+            "lanes": store.lanes(info_b.id),
+            "steps": _steps(an_b),
+            "api": url_for("api.get_run", run_id=info_b.id),
+        },
         "ops": result["ops"][:300],
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
-        "step_figure": compare_steps_figure(an_a.get("per_step") or [], an_b.get("per_step") or [],
-                                            f"A: {info_a.name}", f"B: {info_b.name}"),
+        "step_figure": compare_steps_figure(
+            an_a.get("per_step") or [], an_b.get("per_step") or [], f"A: {info_a.name}", f"B: {info_b.name}"
+        ),
     }
-    return render_template("compare.html", a=info_a.to_dict(), b=info_b.to_dict(), page=page_data,
-                           headline=[rows[k] for k in HEADLINE if k in rows], findings=result["findings"],
-                           all_rows=[r for k, r in rows.items() if k not in HEADLINE])
+    return render_template(
+        "compare.html",
+        a=info_a.to_dict(),
+        b=info_b.to_dict(),
+        page=page_data,
+        headline=[rows[k] for k in HEADLINE if k in rows],
+        findings=result["findings"],
+        all_rows=[r for k, r in rows.items() if k not in HEADLINE],
+    )

@@ -32,8 +32,11 @@ _FORMATS = {"ns": fmt_ns, "pct": fmt_pct, "bytes": fmt_bytes, "num": fmt_num}
 
 def metric_cards(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     """The run page's headline numbers: [{key, label, value}] for metrics present in ``metrics``."""
-    return [{"key": key, "label": label, "value": _FORMATS[fmt](metrics[key])}
-            for key, label, fmt in METRIC_CARDS if key in metrics]
+    return [
+        {"key": key, "label": label, "value": _FORMATS[fmt](metrics[key])}
+        for key, label, fmt in METRIC_CARDS
+        if key in metrics
+    ]
 
 
 def format_value(key: str, value: Any) -> str:
@@ -61,24 +64,37 @@ def step_time_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step t
         steps.append(int(row["step"]))
         values.append(float(row["step_time_ns"] or 0) / 1e6)
     data = [
-        {"type": "bar", "name": f"rank {rank}", "x": steps, "y": values,
-         "marker": {"color": RANK_COLORS[i % len(RANK_COLORS)]},
-         "hovertemplate": "step %{x}: %{y:.3f} ms<extra>rank " + str(rank) + "</extra>"}
+        {
+            "type": "bar",
+            "name": f"rank {rank}",
+            "x": steps,
+            "y": values,
+            "marker": {"color": RANK_COLORS[i % len(RANK_COLORS)]},
+            "hovertemplate": "step %{x}: %{y:.3f} ms<extra>rank " + str(rank) + "</extra>",
+        }
         for i, (rank, (steps, values)) in enumerate(sorted(by_rank.items())[:8])
     ]
     return {"data": data, "layout": _layout(title, "step", "ms", len(data) > 1)}
 
 
-def compare_steps_figure(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]],
-                         name_a: str, name_b: str) -> dict[str, Any] | None:
+def compare_steps_figure(
+    a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]], name_a: str, name_b: str
+) -> dict[str, Any] | None:
     """Step time (ms) per step of rank 0 for two runs, side by side; None when neither has steps."""
     data = []
     for rows, name, color in ((a, name_a, "#4c78a8"), (b, name_b, "#f58518")):
         rows0 = [r for r in rows if int(r.get("rank", 0)) == 0 and "step_time_ns" in r]
         if rows0:
-            data.append({"type": "bar", "name": name, "x": [int(r["step"]) for r in rows0],
-                         "y": [float(r["step_time_ns"] or 0) / 1e6 for r in rows0], "marker": {"color": color},
-                         "hovertemplate": "step %{x}: %{y:.3f} ms"})
+            data.append(
+                {
+                    "type": "bar",
+                    "name": name,
+                    "x": [int(r["step"]) for r in rows0],
+                    "y": [float(r["step_time_ns"] or 0) / 1e6 for r in rows0],
+                    "marker": {"color": color},
+                    "hovertemplate": "step %{x}: %{y:.3f} ms",
+                }
+            )
     if not data:
         return None
     return {"data": data, "layout": _layout("Step time, rank 0", "step", "ms", True)}
@@ -110,22 +126,33 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         key = str(m.get("metric", ""))
         better = m.get("better")
         rel = m.get("rel_change")
-        rows.append({
-            "metric": key, "label": metric_label(key), "a": format_value(key, m.get("a")), "b": format_value(key, m.get("b")),
-            "delta": format_value(key, m.get("delta")) if not key.endswith("_frac") else
-            (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
-            "change": f"{100 * float(rel):+.1f}%" if rel is not None else "—",
-            "cls": "better" if better is True else "worse" if better is False else "",
-        })
+        rows.append(
+            {
+                "metric": key,
+                "label": metric_label(key),
+                "a": format_value(key, m.get("a")),
+                "b": format_value(key, m.get("b")),
+                "delta": format_value(key, m.get("delta"))
+                if not key.endswith("_frac")
+                else (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
+                "change": f"{100 * float(rel):+.1f}%" if rel is not None else "—",
+                "cls": "better" if better is True else "worse" if better is False else "",
+            }
+        )
     return rows
 
 
 def _layout(title: str, xlabel: str, ylabel: str, legend: bool) -> dict[str, Any]:
     return {
-        "title": {"text": title, "font": {"size": 13}}, "height": 240,
-        "margin": {"l": 50, "r": 10, "t": 34, "b": 36}, "barmode": "group", "showlegend": legend,
+        "title": {"text": title, "font": {"size": 13}},
+        "height": 240,
+        "margin": {"l": 50, "r": 10, "t": 34, "b": 36},
+        "barmode": "group",
+        "showlegend": legend,
         "xaxis": {"title": {"text": xlabel}},
         "yaxis": {"title": {"text": ylabel}, "rangemode": "tozero"},
-        "paper_bgcolor": "#fff", "plot_bgcolor": "#fff", "font": {"family": "system-ui, sans-serif", "size": 11},
+        "paper_bgcolor": "#fff",
+        "plot_bgcolor": "#fff",
+        "font": {"family": "system-ui, sans-serif", "size": 11},
         "legend": {"orientation": "h", "y": 1.15, "x": 1, "xanchor": "right"},
     }

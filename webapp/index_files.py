@@ -45,8 +45,13 @@ def save_index(index: RunIndex, folder: Path) -> None:
     for lane, coarse in enumerate(index.coarse):
         if coarse is not None:
             coarse_lanes.append(lane)
-            arrays.update({f"coarse-{lane}-{part}": getattr(coarse, part) for part in _COARSE_PARTS
-                           if part != "kind_cum" or len(coarse.kinds) > 1})
+            arrays.update(
+                {
+                    f"coarse-{lane}-{part}": getattr(coarse, part)
+                    for part in _COARSE_PARTS
+                    if part != "kind_cum" or len(coarse.kinds) > 1
+                }
+            )
     for rank, (s, e) in index.exposed.items():
         arrays[f"exposed-{rank}-s"], arrays[f"exposed-{rank}-e"] = s, e
     for rank, (order, neg_sorted) in index.exposed_gaps.items():
@@ -57,12 +62,16 @@ def save_index(index: RunIndex, folder: Path) -> None:
             fh.flush()
             os.fsync(fh.fileno())
     doc = {
-        "version": INDEX_VERSION, "rows": len(index.start), "lane_bounds": index.lane_bounds,
+        "version": INDEX_VERSION,
+        "rows": len(index.start),
+        "lane_bounds": index.lane_bounds,
         "meta": index.meta.to_dict(),
         "lanes": [lane_dict(ln) for ln in index.lanes],
         "markers": json.loads(markers_json(index.markers)),
-        "name_cats": list(index.columns.name_cats), "source_cats": list(index.columns.source_cats),
-        "coarse_lanes": coarse_lanes, "exposed_ranks": sorted(index.exposed),
+        "name_cats": list(index.columns.name_cats),
+        "source_cats": list(index.columns.source_cats),
+        "coarse_lanes": coarse_lanes,
+        "exposed_ranks": sorted(index.exposed),
         "exposed_gap_ranks": sorted(index.exposed_gaps),
     }
     with open(folder / "index.json", "w", encoding="utf-8") as fh:
@@ -71,8 +80,9 @@ def save_index(index: RunIndex, folder: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def load_index(folder: Path, load_trace: Callable[[], Trace],
-               read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> RunIndex | None:
+def load_index(
+    folder: Path, load_trace: Callable[[], Trace], read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None
+) -> RunIndex | None:
     """The index saved in ``folder``, memory-mapped; None when it is missing, of another version or
     damaged (callers then rebuild it from the run file). ``load_trace`` reads the full run on demand,
     ``read_rows(positions)`` some of its rows (see RunIndex.from_arrays)."""
@@ -90,21 +100,38 @@ def load_index(folder: Path, load_trace: Callable[[], Trace],
         if any(len(a) != rows for a in row.values()):
             return None
         columns = RowColumns(
-            name=row["name"], name_cats=np.asarray(doc["name_cats"], dtype=object),
-            source=row["source"], source_cats=np.asarray(doc["source_cats"], dtype=object),
-            memory_kind=row["memory_kind"], id=row["id"], bytes=row["bytes"], step=row["step"],
+            name=row["name"],
+            name_cats=np.asarray(doc["name_cats"], dtype=object),
+            source=row["source"],
+            source_cats=np.asarray(doc["source_cats"], dtype=object),
+            memory_kind=row["memory_kind"],
+            id=row["id"],
+            bytes=row["bytes"],
+            step=row["step"],
         )
         coarse = {int(lane): _coarse_parts(arr, int(lane)) for lane in doc["coarse_lanes"]}
         exposed = {int(r): (arr(f"exposed-{r}-s"), arr(f"exposed-{r}-e")) for r in doc["exposed_ranks"]}
-        exposed_gaps = {int(r): (arr(f"exposed-{r}-gap_order"), arr(f"exposed-{r}-gap_neg_sorted"))
-                        for r in doc["exposed_gap_ranks"]}
+        exposed_gaps = {
+            int(r): (arr(f"exposed-{r}-gap_order"), arr(f"exposed-{r}-gap_neg_sorted"))
+            for r in doc["exposed_gap_ranks"]
+        }
         lanes = tuple(lane_from_dict(d) for d in doc["lanes"])
         markers = markers_from_split(doc["markers"])
         return RunIndex.from_arrays(
-            RunMeta.from_dict(doc["meta"]), lanes, markers, start=row["start"], end=row["end"],
-            kind=row["kind"], cummax=row["cummax"], lane_bounds=[tuple(b) for b in doc["lane_bounds"]],
-            columns=columns, coarse=coarse, exposed=exposed, exposed_gaps=exposed_gaps,
-            load_trace=load_trace, read_rows=read_rows,
+            RunMeta.from_dict(doc["meta"]),
+            lanes,
+            markers,
+            start=row["start"],
+            end=row["end"],
+            kind=row["kind"],
+            cummax=row["cummax"],
+            lane_bounds=[tuple(b) for b in doc["lane_bounds"]],
+            columns=columns,
+            coarse=coarse,
+            exposed=exposed,
+            exposed_gaps=exposed_gaps,
+            load_trace=load_trace,
+            read_rows=read_rows,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

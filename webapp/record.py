@@ -42,9 +42,15 @@ class Job:
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "target": self.target, "state": self.state, "log": list(self.lines),
-                "run_id": self.run_id, "run_url": f"/runs/{self.run_id}" if self.run_id else "",
-                "error": self.error}
+        return {
+            "id": self.id,
+            "target": self.target,
+            "state": self.state,
+            "log": list(self.lines),
+            "run_id": self.run_id,
+            "run_url": f"/runs/{self.run_id}" if self.run_id else "",
+            "error": self.error,
+        }
 
 
 @lru_cache(maxsize=1)
@@ -79,8 +85,9 @@ def demo_summaries() -> dict[str, str]:
     except ImportError:
         return {name: "" for name in FALLBACK_DEMOS}
     demos = getattr(demo_module, "DEMOS", None) or {}
-    return {str(name): str(getattr(d, "summary", "")) for name, d in demos.items()} or \
-        {name: "" for name in FALLBACK_DEMOS}
+    return {str(name): str(getattr(d, "summary", "")) for name, d in demos.items()} or {
+        name: "" for name in FALLBACK_DEMOS
+    }
 
 
 def list_demos() -> list[str]:
@@ -90,8 +97,7 @@ def list_demos() -> list[str]:
 @bp.get("/record")
 def page() -> str:
     ok, reason = record_available()
-    return render_template("record.html", available=ok, reason=reason, demos=list_demos(),
-                           summaries=demo_summaries())
+    return render_template("record.html", available=ok, reason=reason, demos=list_demos(), summaries=demo_summaries())
 
 
 @bp.post("/api/record")

@@ -21,11 +21,18 @@ def run_row(info: RunInfo) -> dict[str, Any]:
     """A run as the runs list shows it (plain values; the template formats them)."""
     s = info.summary
     return {
-        "id": info.id, "name": info.name, "source": info.source, "device": info.device or "—",
-        "created": info.created or "", "steps": s.get("steps"),
-        "step_time_median_ns": s.get("step_time_median_ns"), "gpu_busy_frac": s.get("gpu_busy_frac"),
-        "copy_compute_overlap_frac": s.get("copy_compute_overlap_frac"), "findings": s.get("findings"),
-        "intervals": info.intervals, "ranks": info.ranks,
+        "id": info.id,
+        "name": info.name,
+        "source": info.source,
+        "device": info.device or "—",
+        "created": info.created or "",
+        "steps": s.get("steps"),
+        "step_time_median_ns": s.get("step_time_median_ns"),
+        "gpu_busy_frac": s.get("gpu_busy_frac"),
+        "copy_compute_overlap_frac": s.get("copy_compute_overlap_frac"),
+        "findings": s.get("findings"),
+        "intervals": info.intervals,
+        "ranks": info.ranks,
     }
 
 
@@ -46,14 +53,25 @@ def run_page(run_id: str) -> str:
         abort(404, f"no run with id {run_id!r}")
     store.warm(run_id)  # zooming needs the run's arrays: start loading them now
     light = {k: analysis.get(k) for k in ("findings", "what_if", "notes")}
-    light["steps"] = [{"rank": r.get("rank", 0), "step": r["step"], "start_ns": r["start_ns"], "end_ns": r["end_ns"]}
-                      for r in analysis.get("per_step") or [] if "start_ns" in r and "step" in r][:MAX_EMBEDDED_STEPS]
+    light["steps"] = [
+        {"rank": r.get("rank", 0), "step": r["step"], "start_ns": r["start_ns"], "end_ns": r["end_ns"]}
+        for r in analysis.get("per_step") or []
+        if "start_ns" in r and "step" in r
+    ][:MAX_EMBEDDED_STEPS]
     page = {
-        "run": info.to_dict(), "lanes": lanes, "analysis": light,
+        "run": info.to_dict(),
+        "lanes": lanes,
+        "analysis": light,
         "analysis_url": url_for("api.run_analysis", run_id=run_id),
         "api": url_for("api.get_run", run_id=run_id),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
     }
     others = [r for r in store.list_runs() if r.id != run_id]
-    return render_template("run.html", run=info.to_dict(), analysis=analysis, page=page,
-                           cards=metric_cards(analysis.get("metrics") or {}), others=others)
+    return render_template(
+        "run.html",
+        run=info.to_dict(),
+        analysis=analysis,
+        page=page,
+        cards=metric_cards(analysis.get("metrics") or {}),
+        others=others,
+    )

@@ -62,8 +62,22 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
-RUN_FIELDS = ("id", "name", "source", "device", "created", "added", "workload", "intervals", "lanes", "ranks",
-              "start_ns", "end_ns", "summary", "origin")
+RUN_FIELDS = (
+    "id",
+    "name",
+    "source",
+    "device",
+    "created",
+    "added",
+    "workload",
+    "intervals",
+    "lanes",
+    "ranks",
+    "start_ns",
+    "end_ns",
+    "summary",
+    "origin",
+)
 
 
 class RunNotFound(KeyError):
@@ -220,11 +234,20 @@ class Store:
         _write_atomic_index(self.lod_path(run_id), index)
         meta = trace.meta
         info = RunInfo(
-            id=run_id, name=name, source=meta.source or "recorded", device=meta.device_name or "",
-            created=meta.created or "", added=time.time(), workload=meta.workload or "",
-            intervals=len(frame), lanes=len(trace.lanes), ranks=len({lane.rank for lane in trace.lanes}),
-            start_ns=index.origin_ns, end_ns=index.end_ns,
-            summary=dict(analysis.get("summary") or {}), origin=origin,
+            id=run_id,
+            name=name,
+            source=meta.source or "recorded",
+            device=meta.device_name or "",
+            created=meta.created or "",
+            added=time.time(),
+            workload=meta.workload or "",
+            intervals=len(frame),
+            lanes=len(trace.lanes),
+            ranks=len({lane.rank for lane in trace.lanes}),
+            start_ns=index.origin_ns,
+            end_ns=index.end_ns,
+            summary=dict(analysis.get("summary") or {}),
+            origin=origin,
         )
         row = info.to_dict()
         row["summary"] = json.dumps(info.summary)
@@ -267,13 +290,15 @@ class Store:
         if trace is not None:
             return RunIndex(trace)
         path = self.run_path(run_id)
-        saved = load_index(self.lod_path(run_id), lambda: read_run_file(path),
-                           lambda positions: read_run_rows(path, positions))
+        saved = load_index(
+            self.lod_path(run_id), lambda: read_run_file(path), lambda positions: read_run_rows(path, positions)
+        )
         if saved is not None:
             return saved
         index = RunIndex(read_run_file(path))
-        threading.Thread(target=self._save_index, args=(run_id, index), name=f"save-index-{run_id}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._save_index, args=(run_id, index), name=f"save-index-{run_id}", daemon=True
+        ).start()
         return index
 
     def _save_index(self, run_id: str, index: RunIndex) -> None:
@@ -332,8 +357,17 @@ def analyze_dict(trace: Trace) -> dict[str, Any]:
         return dict(analyze(trace).to_dict())
     except Exception as exc:  # analysis bugs must not lose the user's run
         log.exception("analysis failed")
-        return {"metrics": {}, "per_rank": [], "per_step": [], "kernels": [], "sync_sources": [],
-                "findings": [], "what_if": {}, "summary": {}, "notes": [f"analysis failed: {exc}"]}
+        return {
+            "metrics": {},
+            "per_rank": [],
+            "per_step": [],
+            "kernels": [],
+            "sync_sources": [],
+            "findings": [],
+            "what_if": {},
+            "summary": {},
+            "notes": [f"analysis failed: {exc}"],
+        }
 
 
 def overview_json(index: RunIndex) -> bytes:

@@ -29,9 +29,16 @@ def _codes(all_codes: np.ndarray, cats: np.ndarray, rows: np.ndarray) -> tuple[l
     return inverse.astype(np.int64).tolist(), [str(cats[c]) if c >= 0 else "" for c in used]
 
 
-def view_payload(index: RunIndex, t0: int, t1: int, width_px: int, *, rank: int | None = None,
-                 max_per_lane: int = MAX_BOXES_PER_LANE, max_per_view: int = MAX_BOXES_PER_VIEW
-                 ) -> dict[str, Any]:
+def view_payload(
+    index: RunIndex,
+    t0: int,
+    t1: int,
+    width_px: int,
+    *,
+    rank: int | None = None,
+    max_per_lane: int = MAX_BOXES_PER_LANE,
+    max_per_view: int = MAX_BOXES_PER_VIEW,
+) -> dict[str, Any]:
     """Everything the timeline draws for [t0, t1) (absolute ns) at ``width_px`` pixels."""
     lanes = [i for i, ln in enumerate(index.lanes) if rank is None or ln.rank == rank]
     lods = index.view(t0, t1, width_px, lanes, max_per_lane, max_per_view)
@@ -50,20 +57,42 @@ def view_payload(index: RunIndex, t0: int, t1: int, width_px: int, *, rank: int 
         sl = slice(pos, pos + n)
         pos += n
         lane = index.lanes[lod.lane]
-        out_lanes.append({
-            "lane": lod.lane, "rank": lane.rank, "kind": lane.kind.value, "label": lane.label,
-            "px_ns": lod.px_ns,
-            "s": (lod.start_ns - origin).tolist(), "d": (lod.end_ns - lod.start_ns).tolist(),
-            "k": lod.kind.tolist(), "n": name_idx[sl], "src": src_idx[sl], "id": ids[sl].tolist(),
-            "b": nbytes[sl].tolist(), "m": mem[sl].tolist(), "st": steps[sl].tolist(),
-            "bs": (lod.busy_start_ns - origin).tolist(), "bd": (lod.busy_end_ns - lod.busy_start_ns).tolist(),
-            "bk": lod.busy_kind.tolist(), "bn": lod.busy_count.tolist(), "bb": lod.busy_ns.tolist(),
-        })
+        out_lanes.append(
+            {
+                "lane": lod.lane,
+                "rank": lane.rank,
+                "kind": lane.kind.value,
+                "label": lane.label,
+                "px_ns": lod.px_ns,
+                "s": (lod.start_ns - origin).tolist(),
+                "d": (lod.end_ns - lod.start_ns).tolist(),
+                "k": lod.kind.tolist(),
+                "n": name_idx[sl],
+                "src": src_idx[sl],
+                "id": ids[sl].tolist(),
+                "b": nbytes[sl].tolist(),
+                "m": mem[sl].tolist(),
+                "st": steps[sl].tolist(),
+                "bs": (lod.busy_start_ns - origin).tolist(),
+                "bd": (lod.busy_end_ns - lod.busy_start_ns).tolist(),
+                "bk": lod.busy_kind.tolist(),
+                "bn": lod.busy_count.tolist(),
+                "bb": lod.busy_ns.tolist(),
+            }
+        )
     return {
-        "origin_ns": origin, "start_ns": t0 - origin, "end_ns": t1 - origin, "width_px": width_px,
-        "run_end_ns": index.end_ns - origin, "kinds": list(KIND_NAMES), "memory_kinds": list(MEMORY_KINDS),
-        "names": names, "sources": sources, "lanes": out_lanes,
-        "steps": _steps(index, t0, t1, rank), "exposed": _exposed(index, t0, t1, width_px, rank),
+        "origin_ns": origin,
+        "start_ns": t0 - origin,
+        "end_ns": t1 - origin,
+        "width_px": width_px,
+        "run_end_ns": index.end_ns - origin,
+        "kinds": list(KIND_NAMES),
+        "memory_kinds": list(MEMORY_KINDS),
+        "names": names,
+        "sources": sources,
+        "lanes": out_lanes,
+        "steps": _steps(index, t0, t1, rank),
+        "exposed": _exposed(index, t0, t1, width_px, rank),
     }
 
 
@@ -73,8 +102,10 @@ def _steps(index: RunIndex, t0: int, t1: int, rank: int | None) -> list[dict[str
     if len(visible) > MAX_STEP_MARKS:
         visible = visible.iloc[:: -(-len(visible) // MAX_STEP_MARKS)]
     o = index.origin_ns
-    return [{"rank": int(r), "step": int(s), "s": int(a) - o, "e": int(b) - o}
-            for r, s, a, b in visible[["rank", "step", "start_ns", "end_ns"]].itertuples(index=False)]
+    return [
+        {"rank": int(r), "step": int(s), "s": int(a) - o, "e": int(b) - o}
+        for r, s, a, b in visible[["rank", "step", "start_ns", "end_ns"]].itertuples(index=False)
+    ]
 
 
 def _exposed(index: RunIndex, t0: int, t1: int, width_px: int, rank: int | None) -> list[dict[str, Any]]:
@@ -93,10 +124,20 @@ def interval_rows(index: RunIndex, ids: list[int]) -> list[dict[str, Any]]:
     o = index.origin_ns
     out = []
     for row in found.itertuples(index=False):
-        out.append({
-            "id": int(row.id), "lane": int(row.lane), "rank": int(row.rank), "kind": str(row.kind),
-            "name": str(row.name), "s": int(row.start_ns) - o, "d": int(row.dur_ns), "bytes": int(row.bytes),
-            "memory_kind": str(row.memory_kind), "source": str(row.source), "step": int(row.step),
-            "stream": int(row.stream),
-        })
+        out.append(
+            {
+                "id": int(row.id),
+                "lane": int(row.lane),
+                "rank": int(row.rank),
+                "kind": str(row.kind),
+                "name": str(row.name),
+                "s": int(row.start_ns) - o,
+                "d": int(row.dur_ns),
+                "bytes": int(row.bytes),
+                "memory_kind": str(row.memory_kind),
+                "source": str(row.source),
+                "step": int(row.step),
+                "stream": int(row.stream),
+            }
+        )
     return out

@@ -25,8 +25,11 @@ PROBE = {"h2d_pinned_gbps": 53.7, "h2d_pageable_gbps": 5.6}
 def lanes(ranks: int = 1) -> list[Lane]:
     out: list[Lane] = []
     for r in range(ranks):
-        out += [Lane(r, LaneKind.CPU_THREAD, 100 + r, "main"), Lane(r, LaneKind.COMPUTE_STREAM, 7, "stream 7"),
-                Lane(r, LaneKind.TRANSFER_STREAM, 13, "stream 13")]
+        out += [
+            Lane(r, LaneKind.CPU_THREAD, 100 + r, "main"),
+            Lane(r, LaneKind.COMPUTE_STREAM, 7, "stream 7"),
+            Lane(r, LaneKind.TRANSFER_STREAM, 13, "stream 13"),
+        ]
     return out
 
 
@@ -51,10 +54,27 @@ def pageable_run(n_steps: int = 1) -> Trace:
     for k in range(n_steps):
         t = k * 28 * MS
         rows += [
-            iv(CPU, "sync_wait", t, t + 12 * MS + 10 * US, "aten::to", cause="blocking_copy", source="train.py:10",
-               id=10 * k),
-            iv(COMPUTE, "memcpy_h2d", t, t + 12 * MS, "Memcpy HtoD (Pageable -> Device)", bytes=64 << 20,
-               memory_kind="pageable", launch_id=10 * k, id=10 * k + 1),
+            iv(
+                CPU,
+                "sync_wait",
+                t,
+                t + 12 * MS + 10 * US,
+                "aten::to",
+                cause="blocking_copy",
+                source="train.py:10",
+                id=10 * k,
+            ),
+            iv(
+                COMPUTE,
+                "memcpy_h2d",
+                t,
+                t + 12 * MS,
+                "Memcpy HtoD (Pageable -> Device)",
+                bytes=64 << 20,
+                memory_kind="pageable",
+                launch_id=10 * k,
+                id=10 * k + 1,
+            ),
             iv(CPU, "launch", t + 12 * MS + 10 * US, t + 12 * MS + 15 * US, "cudaLaunchKernel", id=10 * k + 2),
             iv(COMPUTE, "kernel", t + 12 * MS + 20 * US, t + 28 * MS, "gemm", launch_id=10 * k + 2, id=10 * k + 3),
         ]
@@ -68,8 +88,18 @@ def clean_run(n_steps: int = 1) -> Trace:
         t = k * 16 * MS
         rows += [
             iv(CPU, "cpu_op", t, t + 5 * US, "aten::to", non_blocking=True, id=10 * k),
-            iv(TRANSFER, "memcpy_h2d", t + 10 * US, t + 1260 * US, "Memcpy HtoD (Pinned -> Device)",
-               bytes=64 << 20, memory_kind="pinned", non_blocking=True, launch_id=10 * k, id=10 * k + 1),
+            iv(
+                TRANSFER,
+                "memcpy_h2d",
+                t + 10 * US,
+                t + 1260 * US,
+                "Memcpy HtoD (Pinned -> Device)",
+                bytes=64 << 20,
+                memory_kind="pinned",
+                non_blocking=True,
+                launch_id=10 * k,
+                id=10 * k + 1,
+            ),
             iv(CPU, "launch", t, t + 5 * US, "cudaLaunchKernel", id=10 * k + 2),
             iv(COMPUTE, "kernel", t, t + 16 * MS, "gemm", launch_id=10 * k + 2, id=10 * k + 3),
         ]

@@ -53,12 +53,24 @@ def _sync_run(with_sync_in: tuple[int, ...]) -> object:
     rows, markers = [], []
     for k in range(4):
         t = k * 10 * MS
-        rows += [iv(CPU, "launch", t, t + 5 * US, id=10 * k),
-                 iv(COMPUTE, "kernel", t + 10 * US, t + 8 * MS, "k", launch_id=10 * k, id=10 * k + 1)]
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=10 * k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 8 * MS, "k", launch_id=10 * k, id=10 * k + 1),
+        ]
         if k in with_sync_in:
-            rows += [iv(CPU, "sync_wait", t + 6 * MS, t + 8 * MS + 5 * US, "cudaStreamSynchronize", cause="item",
-                        source="loop.py:7", id=10 * k + 2),
-                     iv(CPU, "cpu_op", t + 8 * MS + 5 * US, t + 10 * MS, "log", id=10 * k + 3)]
+            rows += [
+                iv(
+                    CPU,
+                    "sync_wait",
+                    t + 6 * MS,
+                    t + 8 * MS + 5 * US,
+                    "cudaStreamSynchronize",
+                    cause="item",
+                    source="loop.py:7",
+                    id=10 * k + 2,
+                ),
+                iv(CPU, "cpu_op", t + 8 * MS + 5 * US, t + 10 * MS, "log", id=10 * k + 3),
+            ]
         markers.append((t, t + 10 * MS))
     return trace(rows, steps(*markers))
 
@@ -77,15 +89,39 @@ def test_sync_in_loop_names_recurring_syncs_but_not_one_offs() -> None:
     rows, markers = [], []
     for k in range(12):
         t = k * 10 * MS
-        rows += [iv(CPU, "launch", t, t + 5 * US, id=10 * k),
-                 iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1),
-                 iv(CPU, "sync_wait", t + 6 * MS, t + 7 * MS + 5 * US, "item", cause="item",
-                    source="loop.py:7", id=10 * k + 2)]
-        extra = {0: ("print", "loop.py:9"), 4: ("print", "loop.py:9"), 8: ("print", "loop.py:9"),
-                 5: ("synchronize", "loop.py:20")}.get(k)
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=10 * k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1),
+            iv(
+                CPU,
+                "sync_wait",
+                t + 6 * MS,
+                t + 7 * MS + 5 * US,
+                "item",
+                cause="item",
+                source="loop.py:7",
+                id=10 * k + 2,
+            ),
+        ]
+        extra = {
+            0: ("print", "loop.py:9"),
+            4: ("print", "loop.py:9"),
+            8: ("print", "loop.py:9"),
+            5: ("synchronize", "loop.py:20"),
+        }.get(k)
         if extra:
-            rows.append(iv(CPU, "sync_wait", t + 7 * MS + 10 * US, t + 7 * MS + 20 * US, extra[0],
-                           cause=extra[0], source=extra[1], id=10 * k + 3))
+            rows.append(
+                iv(
+                    CPU,
+                    "sync_wait",
+                    t + 7 * MS + 10 * US,
+                    t + 7 * MS + 20 * US,
+                    extra[0],
+                    cause=extra[0],
+                    source=extra[1],
+                    id=10 * k + 3,
+                )
+            )
         markers.append((t, t + 10 * MS))
     f = _by_rule(analyze(trace(rows, steps(*markers))))["sync-in-loop"]
     assert f.sources == ("loop.py:7", "loop.py:9")
@@ -102,8 +138,10 @@ def test_launch_bound_fires_when_kernels_wait_for_launches() -> None:
     rows = []
     for i in range(200):  # 10 us launches, 2 us kernels started right after each launch
         t = i * 12 * US
-        rows += [iv(CPU, "launch", t, t + 10 * US, id=2 * i),
-                 iv(COMPUTE, "kernel", t + 10 * US, t + 12 * US, "tiny", launch_id=2 * i, id=2 * i + 1)]
+        rows += [
+            iv(CPU, "launch", t, t + 10 * US, id=2 * i),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 12 * US, "tiny", launch_id=2 * i, id=2 * i + 1),
+        ]
     result = analyze(trace(rows, steps((0, 200 * 12 * US))))
     f = _by_rule(result)["launch-bound"]
     assert f.severity == "critical" and f.cost_per_step_ns == 200 * 10 * US
@@ -119,12 +157,15 @@ def test_idle_gaps_fire_on_long_unexplained_gaps() -> None:
     assert "idle or in unrecorded code 100%" in f.detail
 
 
-@pytest.mark.parametrize("pattern, rule, severity", [
-    ("naive", "pageable-copy", "critical"),
-    ("pinned", "no-copy-overlap", "warning"),
-    ("sync-trap", "sync-in-loop", "warning"),
-    ("launch-bound", "launch-bound", "critical"),
-])
+@pytest.mark.parametrize(
+    "pattern, rule, severity",
+    [
+        ("naive", "pageable-copy", "critical"),
+        ("pinned", "no-copy-overlap", "warning"),
+        ("sync-trap", "sync-in-loop", "warning"),
+        ("launch-bound", "launch-bound", "critical"),
+    ],
+)
 def test_synthetic_patterns_get_their_finding(pattern: str, rule: str, severity: str) -> None:
     f = _by_rule(analyze(synthetic_trace(4000, pattern=pattern, steps=4)))
     assert f[rule].severity == severity
@@ -147,16 +188,37 @@ def _refill_run(launch_us: int) -> object:
     rows, markers, i = [], [], 0
     for k in range(2):
         t = k * 10 * MS
-        rows += [iv(CPU, "launch", t, t + 5 * US, id=i, step=k),
-                 iv(COMPUTE, "kernel", t + 10 * US, t + 5 * MS, "big", launch_id=i, id=i + 1, step=k),
-                 iv(CPU, "sync_wait", t + 20 * US, t + 5 * MS - 30 * US, "sync", cause="item", source="a.py:1",
-                    id=i + 2, step=k)]
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=i, step=k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 5 * MS, "big", launch_id=i, id=i + 1, step=k),
+            iv(
+                CPU,
+                "sync_wait",
+                t + 20 * US,
+                t + 5 * MS - 30 * US,
+                "sync",
+                cause="item",
+                source="a.py:1",
+                id=i + 2,
+                step=k,
+            ),
+        ]
         i += 3
         h = t + 5 * MS
         for _ in range(10):
-            rows += [iv(CPU, "launch", h, h + launch_us * US, id=i, step=k),
-                     iv(COMPUTE, "kernel", h + launch_us * US, h + (launch_us + 100) * US, "small", launch_id=i,
-                        id=i + 1, step=k)]
+            rows += [
+                iv(CPU, "launch", h, h + launch_us * US, id=i, step=k),
+                iv(
+                    COMPUTE,
+                    "kernel",
+                    h + launch_us * US,
+                    h + (launch_us + 100) * US,
+                    "small",
+                    launch_id=i,
+                    id=i + 1,
+                    step=k,
+                ),
+            ]
             h += (launch_us + 100) * US
             i += 2
         markers.append((t, t + 10 * MS))

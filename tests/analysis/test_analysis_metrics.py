@@ -13,15 +13,27 @@ from webapp.analysis import analyze
 def _one_step():
     """Step [0, 1 ms): kernels [100, 400) and [500, 800) us, a copy [300, 600) us on the transfer stream,
     the first kernel launched during [0, 90) us, an item() sync over [800, 950) us."""
-    return trace([
-        iv(CPU, "launch", 0, 90 * US, "cudaLaunchKernel", id=0),
-        iv(CPU, "launch", 90 * US, 95 * US, "cudaLaunchKernel", id=1),
-        iv(COMPUTE, "kernel", 100 * US, 400 * US, "k1", launch_id=0, id=2),
-        iv(COMPUTE, "kernel", 500 * US, 800 * US, "k2", launch_id=1, id=3),
-        iv(TRANSFER, "memcpy_h2d", 300 * US, 600 * US, "copy", bytes=3 << 20, memory_kind="pinned",
-           non_blocking=True, id=4),
-        iv(CPU, "sync_wait", 800 * US, 950 * US, "cudaStreamSynchronize", cause="item", source="t.py:3", id=5),
-    ], steps((0, 1000 * US)))
+    return trace(
+        [
+            iv(CPU, "launch", 0, 90 * US, "cudaLaunchKernel", id=0),
+            iv(CPU, "launch", 90 * US, 95 * US, "cudaLaunchKernel", id=1),
+            iv(COMPUTE, "kernel", 100 * US, 400 * US, "k1", launch_id=0, id=2),
+            iv(COMPUTE, "kernel", 500 * US, 800 * US, "k2", launch_id=1, id=3),
+            iv(
+                TRANSFER,
+                "memcpy_h2d",
+                300 * US,
+                600 * US,
+                "copy",
+                bytes=3 << 20,
+                memory_kind="pinned",
+                non_blocking=True,
+                id=4,
+            ),
+            iv(CPU, "sync_wait", 800 * US, 950 * US, "cudaStreamSynchronize", cause="item", source="t.py:3", id=5),
+        ],
+        steps((0, 1000 * US)),
+    )
 
 
 def test_busy_overlap_and_exposed_copy_are_exact() -> None:
@@ -46,13 +58,16 @@ def test_idle_split_sync_launch_other() -> None:
 
 def test_queued_gap_counts_as_other() -> None:
     # k2 was launched long before the gap [400, 500) began: the device waited on itself
-    t = trace([
-        iv(CPU, "launch", 0, 5 * US, id=0),
-        iv(CPU, "launch", 5 * US, 10 * US, id=1),
-        iv(COMPUTE, "kernel", 10 * US, 400 * US, "k1", launch_id=0, id=2),
-        iv(COMPUTE, "kernel", 500 * US, 900 * US, "k2", launch_id=1, id=3),
-        iv(CPU, "cpu_op", 300 * US, 600 * US, "busy host", id=4),
-    ], steps((10 * US, 900 * US)))
+    t = trace(
+        [
+            iv(CPU, "launch", 0, 5 * US, id=0),
+            iv(CPU, "launch", 5 * US, 10 * US, id=1),
+            iv(COMPUTE, "kernel", 10 * US, 400 * US, "k1", launch_id=0, id=2),
+            iv(COMPUTE, "kernel", 500 * US, 900 * US, "k2", launch_id=1, id=3),
+            iv(CPU, "cpu_op", 300 * US, 600 * US, "busy host", id=4),
+        ],
+        steps((10 * US, 900 * US)),
+    )
     row = analyze(t).per_step.iloc[0]
     assert row["idle_other_ns"] == 100 * US and row["idle_launch_bound_ns"] == 0
 
@@ -94,9 +109,10 @@ def test_step_windows_follow_gpu_work_when_host_runs_ahead() -> None:
     # host marks three 1 ms steps, the GPU work launched in them takes 10 ms each
     rows = []
     for k in range(3):
-        rows += [iv(CPU, "launch", k * MS, k * MS + 5 * US, id=2 * k, step=k),
-                 iv(COMPUTE, "kernel", 10 * US + k * 10 * MS, (k + 1) * 10 * MS, launch_id=2 * k, id=2 * k + 1,
-                    step=k)]
+        rows += [
+            iv(CPU, "launch", k * MS, k * MS + 5 * US, id=2 * k, step=k),
+            iv(COMPUTE, "kernel", 10 * US + k * 10 * MS, (k + 1) * 10 * MS, launch_id=2 * k, id=2 * k + 1, step=k),
+        ]
     result = analyze(trace(rows, steps((0, MS), (MS, 2 * MS), (2 * MS, 3 * MS))))
     assert result.per_step["step_time_ns"].tolist() == [10 * MS, 10 * MS, 10 * MS - 10 * US]
     assert result.metrics["step_time_median_ns"] == 10 * MS
@@ -112,10 +128,11 @@ def test_step_annotations_stand_in_for_missing_markers() -> None:
     # record_function("step N") on the host, no markers; the host runs ahead, the GPU takes 10 ms a step
     rows = [iv(CPU, "cpu_op", 0, 10 * US, "setup", id=99)]
     for k in range(3):
-        rows += [iv(CPU, "annotation", 100 * US + k * MS, 100 * US + (k + 1) * MS - 10 * US, f"step {k}", id=3 * k),
-                 iv(CPU, "launch", 200 * US + k * MS, 205 * US + k * MS, id=3 * k + 1),
-                 iv(COMPUTE, "kernel", 5 * MS + k * 10 * MS, 15 * MS + k * 10 * MS, launch_id=3 * k + 1,
-                    id=3 * k + 2)]
+        rows += [
+            iv(CPU, "annotation", 100 * US + k * MS, 100 * US + (k + 1) * MS - 10 * US, f"step {k}", id=3 * k),
+            iv(CPU, "launch", 200 * US + k * MS, 205 * US + k * MS, id=3 * k + 1),
+            iv(COMPUTE, "kernel", 5 * MS + k * 10 * MS, 15 * MS + k * 10 * MS, launch_id=3 * k + 1, id=3 * k + 2),
+        ]
     result = analyze(trace(rows))
     assert result.per_step["step"].tolist() == [0, 1, 2]
     assert result.per_step["step_time_ns"].tolist() == [10 * MS] * 3

@@ -35,8 +35,9 @@ def test_naive_estimate_within_10_percent_of_overlap() -> None:
     assert {"pageable-copy", "no-copy-overlap", "sync-in-loop"} <= _rules(naive)
 
 
-@pytest.mark.parametrize("name, rule", [("pinned", "no-copy-overlap"), ("sync-trap", "sync-in-loop"),
-                                        ("d2h", "pageable-copy")])
+@pytest.mark.parametrize(
+    "name, rule", [("pinned", "no-copy-overlap"), ("sync-trap", "sync-in-loop"), ("d2h", "pageable-copy")]
+)
 def test_each_demo_gets_its_finding(name: str, rule: str) -> None:
     assert rule in _rules(_load(name))
 

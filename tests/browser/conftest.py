@@ -19,8 +19,14 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM,
-        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"],
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
     }
 
 
@@ -49,8 +55,12 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     iv["name"] = iv["name"].cat.rename_categories({iv["name"].cat.categories[0]: evil})
     write_trace(Trace(replace(t.meta, workload=evil), t.lanes, iv, t.markers), str(root / "xxx-evil.json"))
     (root / "broken.json").write_text('{"traceEvents": [')
-    return {"samples": samples, "good": root / "sync-trap-upload.json.gz", "evil": root / "xxx-evil.json",
-            "broken": root / "broken.json"}
+    return {
+        "samples": samples,
+        "good": root / "sync-trap-upload.json.gz",
+        "evil": root / "xxx-evil.json",
+        "broken": root / "broken.json",
+    }
 
 
 @pytest.fixture(scope="module")

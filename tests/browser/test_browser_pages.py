@@ -29,7 +29,9 @@ def test_upload_timeline_finding_zoom_and_compare(page, server, traces, shot) ->
     assert page.evaluate("ssTimeline.lanes.filter(r => !r.header).length") == 3
     page.wait_for_selector("#step-chart .main-svg")  # Plotly, served by the app, drew the step chart
     box = page.locator("#timeline canvas").bounding_box()
-    row_y = page.evaluate("(() => { const r = ssTimeline.lanes.find(l => l.kind === 'compute_stream'); return r.y + r.h / 2; })()")
+    row_y = page.evaluate(
+        "(() => { const r = ssTimeline.lanes.find(l => l.kind === 'compute_stream'); return r.y + r.h / 2; })()"
+    )
     page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + row_y)
     page.wait_for_selector(".tooltip:not([hidden])")
     tip = page.inner_text(".tooltip")

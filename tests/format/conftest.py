@@ -47,9 +47,9 @@ def full_trace() -> Trace:
                 start_ns=start,
                 end_ns=start + 333 + i,
                 bytes=i * 4096 if kind.value.startswith("mem") else 0,
-                memory_kind=MemoryKind.PAGEABLE if kind is IntervalKind.MEMCPY_D2H else (
-                    MemoryKind.PINNED if kind is IntervalKind.MEMCPY_H2D else MemoryKind.NONE
-                ),
+                memory_kind=MemoryKind.PAGEABLE
+                if kind is IntervalKind.MEMCPY_D2H
+                else (MemoryKind.PINNED if kind is IntervalKind.MEMCPY_H2D else MemoryKind.NONE),
                 non_blocking=kind is IntervalKind.MEMCPY_H2D,
                 step=i // 4,
                 source="train.py:88" if host else "",

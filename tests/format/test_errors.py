@@ -159,7 +159,10 @@ def _x_index(doc: dict[str, Any]) -> int:
 @pytest.mark.parametrize(
     ("change", "pattern"),
     [
-        (lambda d: d["streamscope"].update(format_version=99), r"format version 99 is not supported \(this streamscope reads version 1\)"),
+        (
+            lambda d: d["streamscope"].update(format_version=99),
+            r"format version 99 is not supported \(this streamscope reads version 1\)",
+        ),
         (lambda d: d["streamscope"].pop("format_version"), r"format version None is not supported"),
         (lambda d: d["streamscope"].update(lanes="x"), r"'streamscope.lanes' is missing or not an array"),
         (lambda d: d["streamscope"]["lanes"][1].update(kind="gpu"), r"'streamscope.lanes\[1\]' is not a valid lane"),

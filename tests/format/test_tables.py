@@ -48,7 +48,9 @@ def test_columns_and_dtypes(tmp_path: Path, kineto_like: Callable[..., Path]) ->
 
 @NEEDS_MSGSPEC
 @pytest.mark.parametrize("batch", [1, 7, 100_000])
-def test_fast_equals_stdlib_on_kineto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, kineto_like: Callable[..., Path]) -> None:
+def test_fast_equals_stdlib_on_kineto(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, kineto_like: Callable[..., Path]
+) -> None:
     monkeypatch.setattr(chrome_parse, "BATCH", batch)
     path = kineto_like(tmp_path / "k.json", 50_000 if batch == 1 else 200_000)
     before = path.read_bytes()
@@ -96,7 +98,9 @@ def test_gzip_equals_plain(tmp_path: Path, kineto_like: Callable[..., Path]) -> 
 
 
 @NEEDS_MSGSPEC
-def test_without_msgspec_the_stdlib_path_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kineto_like: Callable[..., Path]) -> None:
+def test_without_msgspec_the_stdlib_path_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kineto_like: Callable[..., Path]
+) -> None:
     path = kineto_like(tmp_path / "k.json")
     expected = read_events(path, fast=True).events
     monkeypatch.setattr(chrome_parse, "HAVE_MSGSPEC", False)
@@ -115,10 +119,26 @@ def test_top_level_object_is_kept(tmp_path: Path, kineto_like: Callable[..., Pat
 def test_null_in_args_counts_as_absent(tmp_path: Path) -> None:
     """torch.profiler with_stack traces hold "Python parent id": null for a root frame."""
     events = [
-        {"ph": "X", "cat": "python_function", "name": "f", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
-         "args": {"Python id": 1, "Python parent id": None, "name": None, "stream": None}},
-        {"ph": "X", "cat": "python_function", "name": "g", "pid": 1, "tid": 1, "ts": 1, "dur": 1,
-         "args": {"Python id": 2, "Python parent id": 1}},
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "f",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1,
+            "dur": 2,
+            "args": {"Python id": 1, "Python parent id": None, "name": None, "stream": None},
+        },
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "g",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1,
+            "dur": 1,
+            "args": {"Python id": 2, "Python parent id": 1},
+        },
     ]
     (tmp_path / "nulls.json").write_text(json.dumps({"traceEvents": events}))
     table = assert_tables_equal(tmp_path / "nulls.json")

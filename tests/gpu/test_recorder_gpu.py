@@ -125,8 +125,10 @@ def test_copy_kinds_bytes_and_memory_kinds() -> None:
     ]
     waits = iv[iv["kind"] == "sync_wait"]
     assert list(waits["cause"]) == ["blocking_copy", "cpu", "synchronize"]
-    assert all(str(s).startswith("tests/gpu/test_recorder_gpu.py:") or "test_recorder_gpu.py:" in str(s)
-               for s in waits["source"])
+    assert all(
+        str(s).startswith("tests/gpu/test_recorder_gpu.py:") or "test_recorder_gpu.py:" in str(s)
+        for s in waits["source"]
+    )
     launches = iv.set_index("id")
     assert set(gpu["launch_id"]) <= set(launches.index)
 
@@ -153,8 +155,16 @@ def test_implicit_and_explicit_syncs_are_classified() -> None:
 
     waits = _record(work).intervals.query("kind == 'sync_wait'")
     causes = list(waits["cause"])
-    for cause in ("nonzero", "masked_index", "bool", "tolist", "stream_synchronize", "event_synchronize",
-                  "print", "item"):
+    for cause in (
+        "nonzero",
+        "masked_index",
+        "bool",
+        "tolist",
+        "stream_synchronize",
+        "event_synchronize",
+        "print",
+        "item",
+    ):
         assert cause in causes, (cause, causes)
 
 
@@ -287,8 +297,14 @@ def _kernels(trace, name: str) -> int:  # type: ignore[no-untyped-def]
 
 def _run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "collector", "record", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "collector", "record", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_script_runs_as_with_python(tmp_path: Path) -> None:

@@ -70,9 +70,7 @@ def record_training(out_dir: str) -> None:
 
 def main(out_dir: str) -> None:
     os.makedirs(out_dir, exist_ok=True)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
-    ).cuda()
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)).cuda()
     pageable = torch.randn(256, 1024)
     pinned = torch.randn(256, 1024).pin_memory()
     side = torch.cuda.Stream()

@@ -81,9 +81,7 @@ def test_profiler_steps_become_markers_and_step_column(profiled: tuple[Trace, in
     assert mm["step"].tolist() == [2, 3]
     inside = iv["step"] >= 0
     bounds = steps.set_index("step")
-    assert (
-        iv.loc[inside, "start_ns"].to_numpy() >= bounds.loc[iv.loc[inside, "step"], "start_ns"].to_numpy()
-    ).all()
+    assert (iv.loc[inside, "start_ns"].to_numpy() >= bounds.loc[iv.loc[inside, "step"], "start_ns"].to_numpy()).all()
 
 
 def test_meta_and_times(profiled: tuple[Trace, int]) -> None:

@@ -73,17 +73,13 @@ def test_two_devices_named_streams_and_driver_launches(
     assert iv.loc[kernels["launch_id"], "name"].astype(str).tolist() == ["cuLaunchKernel", "cudaLaunchKernel"]
     sync = iv[iv["kind"] == "sync_wait"]
     assert sync["name"].astype(str).tolist() == ["cudaMemcpy"]
-    assert sync["cause"].astype(str).tolist() == ["blocking_copy"] and sync["source"].astype(
-        str
-    ).tolist() == [""]
+    assert sync["cause"].astype(str).tolist() == ["blocking_copy"] and sync["source"].astype(str).tolist() == [""]
     empty_op = iv[iv["name"] == "aten::empty"]
     assert empty_op["dur_ns"].tolist() == [0]  # an X event without dur is kept as an instant
     assert (iv["step"] == -1).all() and trace.markers.empty
 
 
-def test_only_annotations_on_a_stream_make_it_other(
-    tmp_path: Path, plain_reader: Callable[[Path], EventTable]
-) -> None:
+def test_only_annotations_on_a_stream_make_it_other(tmp_path: Path, plain_reader: Callable[[Path], EventTable]) -> None:
     trace = _import(
         tmp_path,
         plain_reader,

@@ -69,17 +69,13 @@ def test_kinds_counts(trace: Trace) -> None:
         "Stream Sync",
         "Context Sync",
     }
-    assert not any(
-        n.startswith(("train.py", "<built-in", "torch/")) for n in names
-    )  # python frames not imported
+    assert not any(n.startswith(("train.py", "<built-in", "torch/")) for n in names)  # python frames not imported
 
 
 def test_copies_bytes_memory_kinds_and_non_blocking(trace: Trace) -> None:
     cols = ["kind", "lane", "bytes", "memory_kind", "non_blocking", "start_ns", "end_ns"]
     copies = trace.intervals[trace.intervals["kind"].astype(str).str.startswith("mem")][cols]
-    got = {
-        tuple(str(v) if i in (0, 3) else v for i, v in enumerate(r)) for r in copies.itertuples(index=False)
-    }
+    got = {tuple(str(v) if i in (0, 3) else v for i, v in enumerate(r)) for r in copies.itertuples(index=False)}
     assert got == {
         ("memcpy_h2d", 1, 4194304, "pageable", False, 1_020_000, 1_060_000),
         ("memcpy_h2d", 2, 8388608, "pinned", True, 1_090_000, 1_120_000),
@@ -109,9 +105,7 @@ def test_launch_links_by_correlation_and_by_flow(trace: Trace) -> None:
 
 def test_sync_waits_causes_and_sources(trace: Trace) -> None:
     syncs = trace.intervals[trace.intervals["kind"] == "sync_wait"]
-    got = [
-        (str(r.name), r.start_ns, r.end_ns, str(r.cause), str(r.source), r.step) for r in syncs.itertuples()
-    ]
+    got = [(str(r.name), r.start_ns, r.end_ns, str(r.cause), str(r.source), r.step) for r in syncs.itertuples()]
     assert got == [
         ("cudaMemcpyAsync", 1_015_000, 1_065_000, "blocking_copy", "train.py:20 (train_step)", 0),
         ("cudaStreamSynchronize", 1_066_000, 1_068_000, "blocking_copy", "train.py:20 (train_step)", 0),
@@ -130,9 +124,7 @@ def test_steps_markers_and_step_column(trace: Trace) -> None:
         {"rank": 1, "step": 0, "start_ns": 1_000_000, "end_ns": 1_500_000},
         {"rank": 1, "step": 1, "start_ns": 1_600_000, "end_ns": 1_900_000},
     ]
-    late = by_name(
-        trace, trace.intervals["name"].astype(str)[trace.intervals["start_ns"] == 1_950_000].iloc[0]
-    )
+    late = by_name(trace, trace.intervals["name"].astype(str)[trace.intervals["start_ns"] == 1_950_000].iloc[0])
     assert late["step"].tolist() == [1]  # runs after step 1 ends, but step 1 launched it
     assert one(trace, "custom thing")["step"] == 0
     assert one(trace, "cudaLaunchKernel", start_ns=1_800_000)["step"] == 1

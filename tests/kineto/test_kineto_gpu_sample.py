@@ -44,8 +44,7 @@ def test_copies_per_step(trace: Trace) -> None:
     iv = trace.intervals
     big = iv[iv["kind"].astype(str).str.startswith("memcpy") & (iv["bytes"] == 1 << 20)]
     got = sorted(
-        (r.step, str(r.kind), str(r.memory_kind), r.non_blocking, trace.lanes[r.lane].ident)
-        for r in big.itertuples()
+        (r.step, str(r.kind), str(r.memory_kind), r.non_blocking, trace.lanes[r.lane].ident) for r in big.itertuples()
     )
     per_step = [
         ("memcpy_d2h", "pageable", False, 7),

@@ -90,9 +90,7 @@ def test_outermost_enclosing_per_thread() -> None:
     key = np.array([1, 1, 1, 2])
     start = np.array([10, 0, 200, 0])
     end = np.array([50, 100, 300, 1000])
-    got = outermost_enclosing(
-        key, start, end, np.array([1, 1, 1, 2, 3, 1]), np.array([20, 150, 250, 20, 20, 100])
-    )
+    got = outermost_enclosing(key, start, end, np.array([1, 1, 1, 2, 3, 1]), np.array([20, 150, 250, 20, 20, 100]))
     assert got.tolist() == [1, -1, 2, 3, -1, 1]
 
 

@@ -55,8 +55,11 @@ def test_demo_file_counts_as_user_code() -> None:
 
 @pytest.mark.parametrize(
     ("src", "dst", "kind"),
-    [(False, True, IntervalKind.MEMCPY_H2D), (True, False, IntervalKind.MEMCPY_D2H),
-     (True, True, IntervalKind.MEMCPY_D2D)],
+    [
+        (False, True, IntervalKind.MEMCPY_H2D),
+        (True, False, IntervalKind.MEMCPY_D2H),
+        (True, True, IntervalKind.MEMCPY_D2D),
+    ],
 )
 def test_copy_kind(src: bool, dst: bool, kind: IntervalKind) -> None:
     assert syncs.copy_kind(src, dst) is kind
@@ -109,10 +112,9 @@ def test_cause_wrapper_only_for_cuda_tensors() -> None:
 
 def test_wait_wrapper_measures_and_reports() -> None:
     calls: list[tuple[str, str, int, int]] = []
-    wrapped = syncs._wait_wrapper(lambda x: x * 2, "cudaDeviceSynchronize", "synchronize",
-                                  lambda *a: calls.append(a))
+    wrapped = syncs._wait_wrapper(lambda x: x * 2, "cudaDeviceSynchronize", "synchronize", lambda *a: calls.append(a))
     assert wrapped(21) == 42
-    (name, cause, t0, t1), = calls
+    ((name, cause, t0, t1),) = calls
     assert (name, cause) == ("cudaDeviceSynchronize", "synchronize") and t1 >= t0
 
 
@@ -136,11 +138,17 @@ def test_patches_undo_restores_inherited_and_own_attributes() -> None:
 
 @pytest.mark.parametrize(
     ("name", "is_view", "cls"),
-    [("aten::view", True, OpClass.SKIP), ("aten::empty_strided", False, OpClass.SKIP),
-     ("aten::mm", False, OpClass.KERNEL), ("aten::copy_", False, OpClass.COPY),
-     ("aten::_to_copy", False, OpClass.COPY), ("aten::zero_", False, OpClass.MEMSET),
-     ("aten::nonzero", False, OpClass.SYNC), ("aten::index", False, OpClass.MASKABLE),
-     ("profiler::_record_function_enter_new", False, OpClass.SKIP)],
+    [
+        ("aten::view", True, OpClass.SKIP),
+        ("aten::empty_strided", False, OpClass.SKIP),
+        ("aten::mm", False, OpClass.KERNEL),
+        ("aten::copy_", False, OpClass.COPY),
+        ("aten::_to_copy", False, OpClass.COPY),
+        ("aten::zero_", False, OpClass.MEMSET),
+        ("aten::nonzero", False, OpClass.SYNC),
+        ("aten::index", False, OpClass.MASKABLE),
+        ("profiler::_record_function_enter_new", False, OpClass.SKIP),
+    ],
 )
 def test_classify_op(name: str, is_view: bool, cls: OpClass) -> None:
     assert classify_op(name, is_view) is cls
@@ -181,8 +189,16 @@ def test_build_trace_lanes_roles_and_links() -> None:
         ((0, 3), IntervalKind.KERNEL, "aten::mm", 0.0005, 0.0006, 0, "", False, 0, 0, 1),
         ((0, 35), IntervalKind.MEMCPY_D2H, "aten::_to_copy", 0.0007, 0.0008, 64, "pageable", False, 0, 2, 3),
     ]
-    trace = build_trace(RunMeta.new(), 0, host, gpu, [("step", "step 0", 50, 1000, 0)],
-                        {11: "main thread"}, {(0, 35): "results"}, ClockMap(0))
+    trace = build_trace(
+        RunMeta.new(),
+        0,
+        host,
+        gpu,
+        [("step", "step 0", 50, 1000, 0)],
+        {11: "main thread"},
+        {(0, 35): "results"},
+        ClockMap(0),
+    )
     kinds = [lane.kind for lane in trace.lanes]
     assert kinds == [LaneKind.CPU_THREAD, LaneKind.COMPUTE_STREAM, LaneKind.TRANSFER_STREAM]
     assert "results" in trace.lanes[2].label

@@ -45,7 +45,13 @@ def test_script_flags_that_look_like_ours_stay_the_scripts() -> None:
 def test_options_after_a_demo_are_ours() -> None:
     req = _parse("demo:overlap", "--steps", "20", "--every", "2", "--no-probe", "--out", "o.json.gz")
     assert (req.target, req.args, req.steps, req.every, req.probe, req.out) == (
-        "demo:overlap", (), 20, 2, False, "o.json.gz")
+        "demo:overlap",
+        (),
+        20,
+        2,
+        False,
+        "o.json.gz",
+    )
     with pytest.raises(runner.RecordUsageError, match="demos take no arguments"):
         _parse("demo:overlap", "--lr", "3")
     with pytest.raises(runner.RecordUsageError, match="invalid int"):
@@ -95,8 +101,10 @@ def test_script_exit_status_and_error_kept(tmp_path: Path, capsys: Any) -> None:
     assert runner.run_script(_script(tmp_path, "import sys\nsys.exit(3)\n"), [], "x.json", recorder=rec) == 3
     assert rec.error == "SystemExit: 3"
     rec = FakeRecorder()
-    assert runner.run_script(_script(tmp_path, "def f():\n    raise KeyError('k')\nf()\n"), [], "x.json",
-                             recorder=rec) == 1
+    assert (
+        runner.run_script(_script(tmp_path, "def f():\n    raise KeyError('k')\nf()\n"), [], "x.json", recorder=rec)
+        == 1
+    )
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):")
     assert "script.py" in err and "KeyError: 'k'" in err and "runpy" not in err
@@ -106,8 +114,9 @@ def test_script_exit_status_and_error_kept(tmp_path: Path, capsys: Any) -> None:
 def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     code = "import sys; from collector.cli import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_no_cuda_exits_2_and_writes_nothing(tmp_path: Path) -> None:
@@ -135,10 +144,17 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
 
 
 def test_importing_the_collector_does_not_import_torch() -> None:
-    code = ("import sys, collector, collector.recorder, collector.runner, collector.demos, collector.cli; "
-            "print('torch' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, collector, collector.recorder, collector.runner, collector.demos, collector.cli; "
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.stdout.strip() == "False"
 
 

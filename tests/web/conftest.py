@@ -16,8 +16,9 @@ from webapp.store import Store
 
 @pytest.fixture
 def app(tmp_path: Path):
-    return create_app({"DATA_DIR": str(tmp_path / "data"), "IMPORT_SAMPLES": False, "TESTING": True,
-                       "RECORD_ENABLED": False})
+    return create_app(
+        {"DATA_DIR": str(tmp_path / "data"), "IMPORT_SAMPLES": False, "TESTING": True, "RECORD_ENABLED": False}
+    )
 
 
 @pytest.fixture

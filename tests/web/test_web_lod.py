@@ -23,11 +23,21 @@ def stream_trace(n: int, seed: int = 0) -> Trace:
     dur = np.where(rng.random(n) < 0.01, rng.integers(50_000, 500_000, n), rng.integers(100, 3_000, n))
     gap = np.where(rng.random(n) < 0.05, rng.integers(10_000, 200_000, n), rng.integers(0, 800, n))
     start = np.cumsum(gap + np.concatenate([[0], dur[:-1]]))
-    frame = conform_intervals(pd.DataFrame({
-        "lane": 0, "rank": 0, "lane_kind": "compute_stream", "stream": 7, "lane_label": "s7",
-        "kind": np.where(rng.random(n) < 0.1, "memset", "kernel"), "name": "k",
-        "start_ns": start, "end_ns": start + dur,
-    }))
+    frame = conform_intervals(
+        pd.DataFrame(
+            {
+                "lane": 0,
+                "rank": 0,
+                "lane_kind": "compute_stream",
+                "stream": 7,
+                "lane_label": "s7",
+                "kind": np.where(rng.random(n) < 0.1, "memset", "kernel"),
+                "name": "k",
+                "start_ns": start,
+                "end_ns": start + dur,
+            }
+        )
+    )
     return Trace(RunMeta(), (Lane(0, LaneKind.COMPUTE_STREAM, 7, "s7"),), frame, empty_markers())
 
 
@@ -104,8 +114,9 @@ def test_exposed_copies_are_copy_time_without_compute() -> None:
 
 
 @pytest.mark.parametrize("window", [(0.0, 1.0), (0.1, 0.4), (0.33, 0.3301)])
-def test_exposed_windows_with_many_windows_merge_by_gaps(window: tuple[float, float],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_exposed_windows_with_many_windows_merge_by_gaps(
+    window: tuple[float, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import webapp.analysis.lod as lod
 
     monkeypatch.setattr(lod, "RAW_LIMIT", 500)

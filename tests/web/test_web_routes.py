@@ -53,8 +53,7 @@ def test_upload_raw_body_stores_a_run(client, tmp_path) -> None:
 
 def test_upload_multipart_plain_json(client, tmp_path) -> None:
     data = trace_bytes(tmp_path, gz=False)
-    resp = client.post("/api/runs", data={"file": (io.BytesIO(data), "plain.json")},
-                       content_type="multipart/form-data")
+    resp = client.post("/api/runs", data={"file": (io.BytesIO(data), "plain.json")}, content_type="multipart/form-data")
     assert resp.status_code == 201
     assert resp.get_json()["run"]["name"] == "plain"
 
@@ -165,8 +164,12 @@ def test_timeline_slices_and_bad_parameters(client, two_runs) -> None:
     assert zoom.status_code == 200 and zoom.get_json()["start_ns"] == span // 2
     one = client.get(f"/api/runs/{a.id}/timeline?rank=0").get_json()
     assert len(one["lanes"]) == 3
-    for query, needle in [("start_ns=5&end_ns=5", "greater"), ("width_px=0", "width_px"),
-                          ("width_px=abc", "number"), ("start_ns=1e99x", "number")]:
+    for query, needle in [
+        ("start_ns=5&end_ns=5", "greater"),
+        ("width_px=0", "width_px"),
+        ("width_px=abc", "number"),
+        ("start_ns=1e99x", "number"),
+    ]:
         resp = client.get(f"/api/runs/{a.id}/timeline?{query}")
         assert resp.status_code == 400 and needle in resp.get_json()["error"], query
 
@@ -205,8 +208,14 @@ def test_compare_api_and_page(client, two_runs) -> None:
 def test_run_page_has_timeline_findings_and_tables(client, two_runs) -> None:
     a, _ = two_runs
     html = client.get(f"/runs/{a.id}").get_data(as_text=True)
-    for needle in ('id="timeline"', 'id="findings"', 'id="steps-table"', 'id="kernels-table"', "Median step",
-                   "/assets/plotly-"):
+    for needle in (
+        'id="timeline"',
+        'id="findings"',
+        'id="steps-table"',
+        'id="kernels-table"',
+        "Median step",
+        "/assets/plotly-",
+    ):
         assert needle in html
     assert "cdn" not in html.lower()
 
@@ -227,8 +236,14 @@ def test_record_runs_the_collector_and_lands_on_the_run(tmp_path) -> None:
         "print('recording', args[-1], flush=True)\n"
         f"shutil.copy({str(src)!r}, out)\n"
     )
-    app = create_app({"DATA_DIR": str(tmp_path / "d"), "IMPORT_SAMPLES": False, "RECORD_ENABLED": True,
-                      "RECORD_COMMAND": [sys.executable, str(fake)]})
+    app = create_app(
+        {
+            "DATA_DIR": str(tmp_path / "d"),
+            "IMPORT_SAMPLES": False,
+            "RECORD_ENABLED": True,
+            "RECORD_COMMAND": [sys.executable, str(fake)],
+        }
+    )
     c = app.test_client()
     assert "Record" in c.get("/record").get_data(as_text=True)
     assert c.post("/api/record", json={"demo": "nope"}).status_code == 400

@@ -61,8 +61,9 @@ def test_saved_index_gives_the_same_views(tmp_path: Path, make: Callable[[], Tra
     assert saved.frame["start_ns"].tolist() == np.asarray(saved.start).tolist()
 
 
-def test_fresh_app_answers_views_without_reading_the_parquet_file(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fresh_app_answers_views_without_reading_the_parquet_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     Store(tmp_path).add(run_trace(), "run")
     run_id = Store(tmp_path).list_runs()[0].id
 
@@ -70,8 +71,7 @@ def test_fresh_app_answers_views_without_reading_the_parquet_file(tmp_path: Path
         raise AssertionError(f"read the run file {path.name}")
 
     monkeypatch.setattr(store_module, "read_run_file", no_read)
-    app = create_app({"DATA_DIR": str(tmp_path), "IMPORT_SAMPLES": False, "TESTING": True,
-                      "RECORD_ENABLED": False})
+    app = create_app({"DATA_DIR": str(tmp_path), "IMPORT_SAMPLES": False, "TESTING": True, "RECORD_ENABLED": False})
     client = app.test_client()
     run = client.get(f"/api/runs/{run_id}")
     assert run.status_code == 200 and len(run.get_json()["lanes"]) >= 2
@@ -129,8 +129,11 @@ def test_read_run_rows_reads_rows_across_row_groups(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     path = tmp_path / "rows.parquet"
-    pq.write_table(pa.table({"id": np.arange(1000) * 3, "name": pa.array(["a", "b"] * 500).dictionary_encode()}),
-                   path, row_group_size=128)
+    pq.write_table(
+        pa.table({"id": np.arange(1000) * 3, "name": pa.array(["a", "b"] * 500).dictionary_encode()}),
+        path,
+        row_group_size=128,
+    )
     positions = np.array([0, 5, 127, 128, 640, 999])
     frame = store_module.read_run_rows(path, positions)
     assert frame["id"].tolist() == (positions * 3).tolist()

@@ -35,8 +35,12 @@ def test_serve_rejects_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _upload(base: str, path, name: str) -> int:
-    req = urllib.request.Request(f"{base}/api/runs?name={name}", data=path.read_bytes(), method="POST",
-                                 headers={"Content-Type": "application/octet-stream"})
+    req = urllib.request.Request(
+        f"{base}/api/runs?name={name}",
+        data=path.read_bytes(),
+        method="POST",
+        headers={"Content-Type": "application/octet-stream"},
+    )
     with urllib.request.urlopen(req, timeout=60) as resp:
         return int(resp.status)
 

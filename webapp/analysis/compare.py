@@ -17,13 +17,24 @@ SAME_TOLERANCE = 0.05
 """Per-op mean durations within 5% count as "same": run-to-run noise of kernel times is a few %."""
 
 LOWER_IS_BETTER_PREFIXES = (
-    "step_time", "gpu_idle", "idle_", "exposed_copy", "sync_wait", "pageable_copy", "host_issue",
+    "step_time",
+    "gpu_idle",
+    "idle_",
+    "exposed_copy",
+    "sync_wait",
+    "pageable_copy",
+    "host_issue",
 )
 """Metrics where a smaller value is an improvement (matched by prefix)."""
-HIGHER_IS_BETTER = frozenset({
-    "gpu_busy_frac", "copy_compute_overlap_frac", "h2d_pinned_achieved_gbps", "h2d_pageable_achieved_gbps",
-    "h2d_pinned_vs_probe_frac",
-})
+HIGHER_IS_BETTER = frozenset(
+    {
+        "gpu_busy_frac",
+        "copy_compute_overlap_frac",
+        "h2d_pinned_achieved_gbps",
+        "h2d_pageable_achieved_gbps",
+        "h2d_pinned_vs_probe_frac",
+    }
+)
 """Metrics where a larger value is an improvement; every other metric is neutral (better = None)."""
 
 _NEUTRAL = frozenset({"h2d_pinned_probe_gbps", "h2d_pageable_probe_gbps"})
@@ -51,8 +62,16 @@ def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
     for name, d in zip(names, delta, strict=True):
         sign = direction(name)
         better.append(None if sign == 0 or not np.isfinite(d) or d == 0 else bool(d * sign > 0))
-    return pd.DataFrame({"metric": names, "a": va, "b": vb, "delta": delta, "rel_change": rel,
-                         "better": pd.Series(better, dtype=object)})
+    return pd.DataFrame(
+        {
+            "metric": names,
+            "a": va,
+            "b": vb,
+            "delta": delta,
+            "rel_change": rel,
+            "better": pd.Series(better, dtype=object),
+        }
+    )
 
 
 def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int = 1) -> pd.DataFrame:
@@ -66,12 +85,16 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int =
     per-step delta first."""
     cols = ["kind", "name", "count", "total_ns", "mean_ns"]
     m = a[cols].merge(b[cols], on=["kind", "name"], how="outer", suffixes=("_a", "_b"))
-    out = pd.DataFrame({
-        "name": m["name"], "kind": m["kind"],
-        "a_count": m["count_a"].fillna(0).astype(np.int64), "b_count": m["count_b"].fillna(0).astype(np.int64),
-        "a_total_ns": m["total_ns_a"].fillna(0).astype(np.int64),
-        "b_total_ns": m["total_ns_b"].fillna(0).astype(np.int64),
-    })
+    out = pd.DataFrame(
+        {
+            "name": m["name"],
+            "kind": m["kind"],
+            "a_count": m["count_a"].fillna(0).astype(np.int64),
+            "b_count": m["count_b"].fillna(0).astype(np.int64),
+            "a_total_ns": m["total_ns_a"].fillna(0).astype(np.int64),
+            "b_total_ns": m["total_ns_b"].fillna(0).astype(np.int64),
+        }
+    )
     out["delta_ns"] = out["b_total_ns"] - out["a_total_ns"]
     out["a_step_ns"] = out["a_total_ns"] / max(int(a_steps), 1)
     out["b_step_ns"] = out["b_total_ns"] / max(int(b_steps), 1)
@@ -81,7 +104,8 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int =
         rel = (out["b_mean_ns"] - out["a_mean_ns"]) / out["a_mean_ns"]
     status = np.select(
         [out["a_count"] == 0, out["b_count"] == 0, rel < -SAME_TOLERANCE, rel > SAME_TOLERANCE],
-        ["added", "removed", "faster", "slower"], default="same",
+        ["added", "removed", "faster", "slower"],
+        default="same",
     )
     out["status"] = status
     order = np.argsort(-out["delta_step_ns"].abs().to_numpy(), kind="stable")
@@ -138,8 +162,10 @@ class Comparison:
         """Intervals of step ``a_step`` of A and ``b_step`` of B on ``rank`` (those overlapping the step
         window), with the run DataFrame's columns plus ``rel_start_ns``/``rel_end_ns``: ns from the step
         window's start. Raises ValueError for a step that is not there."""
-        return (_step_intervals(self.a, self.analysis_a.per_step, a_step, rank),
-                _step_intervals(self.b, self.analysis_b.per_step, b_step, rank))
+        return (
+            _step_intervals(self.a, self.analysis_a.per_step, a_step, rank),
+            _step_intervals(self.b, self.analysis_b.per_step, b_step, rank),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: tables as lists of records, NaN as None."""
@@ -148,15 +174,28 @@ class Comparison:
             "ops": frame_records(self.ops),
             "findings": {k: list(v) for k, v in self.findings.items()},
             "step_time_change": _plain(self.step_time_change),
-            "a": {"summary": self.analysis_a.summary(), "what_if": _plain(dict(self.analysis_a.what_if)),
-                  "findings": [f.to_dict() for f in self.analysis_a.findings]},
-            "b": {"summary": self.analysis_b.summary(), "what_if": _plain(dict(self.analysis_b.what_if)),
-                  "findings": [f.to_dict() for f in self.analysis_b.findings]},
+            "a": {
+                "summary": self.analysis_a.summary(),
+                "what_if": _plain(dict(self.analysis_a.what_if)),
+                "findings": [f.to_dict() for f in self.analysis_a.findings],
+            },
+            "b": {
+                "summary": self.analysis_b.summary(),
+                "what_if": _plain(dict(self.analysis_b.what_if)),
+                "findings": [f.to_dict() for f in self.analysis_b.findings],
+            },
         }
 
 
 def compare(a: Trace, b: Trace) -> Comparison:
     """Compare run A (baseline) with run B."""
     ra, rb = analyze(a), analyze(b)
-    return Comparison(a, b, ra, rb, metrics_table(ra.metrics, rb.metrics), ops_table(ra.kernels, rb.kernels, ra.summary()["steps"], rb.summary()["steps"]),
-                      findings_diff(ra, rb))
+    return Comparison(
+        a,
+        b,
+        ra,
+        rb,
+        metrics_table(ra.metrics, rb.metrics),
+        ops_table(ra.kernels, rb.kernels, ra.summary()["steps"], rb.summary()["steps"]),
+        findings_diff(ra, rb),
+    )

@@ -101,8 +101,15 @@ def prepare(trace: Trace) -> RunData:
     rank = np.asarray(df["rank"], dtype=np.int64)
     start = np.asarray(df["start_ns"], dtype=np.int64)
     end = np.maximum(np.asarray(df["end_ns"], dtype=np.int64), start)
-    gpu_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET, IntervalKind.COLLECTIVE,
-                         IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
+    gpu_mask = kind_mask(
+        kind,
+        IntervalKind.KERNEL,
+        IntervalKind.MEMSET,
+        IntervalKind.COLLECTIVE,
+        IntervalKind.MEMCPY_H2D,
+        IntervalKind.MEMCPY_D2H,
+        IntervalKind.MEMCPY_D2D,
+    )
     compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
     lane = np.asarray(df["lane"], dtype=np.int64)
     lanes_with_kernels = np.flatnonzero(np.bincount(lane[compute_mask], minlength=len(trace.lanes)))
@@ -133,11 +140,29 @@ def prepare(trace: Trace) -> RunData:
     gpu_rows = np.flatnonzero(gpu_mask)
     gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
     return RunData(
-        trace=trace, tb=tb, kind=kind, mem=mem, rank=rank, s=s, e=e, win=win, win_rank=wr,
-        win_step=steps["step"].to_numpy(np.int64), win_start_ns=steps["start_ns"].to_numpy(np.int64),
-        win_end_ns=steps["end_ns"].to_numpy(np.int64), gpu=gpu, gpu_first=gpu_rows[first], compute=compute, copy=copy,
-        host=iv.union(s[host_mask], e[host_mask]), sync=iv.union(s[sync_mask], e[sync_mask]),
-        ids=ids, ids_are_rows=bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1
-                                                  and (ids[1:] > ids[:-1]).all())),
-        win_row=iv.window_index(win, s), gpu_mask=gpu_mask, copy_mask=copy_mask, sync_mask=sync_mask, step_basis=step_basis,
+        trace=trace,
+        tb=tb,
+        kind=kind,
+        mem=mem,
+        rank=rank,
+        s=s,
+        e=e,
+        win=win,
+        win_rank=wr,
+        win_step=steps["step"].to_numpy(np.int64),
+        win_start_ns=steps["start_ns"].to_numpy(np.int64),
+        win_end_ns=steps["end_ns"].to_numpy(np.int64),
+        gpu=gpu,
+        gpu_first=gpu_rows[first],
+        compute=compute,
+        copy=copy,
+        host=iv.union(s[host_mask], e[host_mask]),
+        sync=iv.union(s[sync_mask], e[sync_mask]),
+        ids=ids,
+        ids_are_rows=bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1 and (ids[1:] > ids[:-1]).all())),
+        win_row=iv.window_index(win, s),
+        gpu_mask=gpu_mask,
+        copy_mask=copy_mask,
+        sync_mask=sync_mask,
+        step_basis=step_basis,
     )

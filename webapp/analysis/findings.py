@@ -92,8 +92,14 @@ def _top_sources(sources: np.ndarray, weights: np.ndarray, limit: int = 5) -> tu
     return tuple(str(k) for k in s.index if k)[:limit]
 
 
-def _evidence(rd: RunData, rows: np.ndarray, start: np.ndarray, end: np.ndarray, weight: np.ndarray,
-              extra: Sequence[np.ndarray] = ()) -> tuple[Evidence, ...]:
+def _evidence(
+    rd: RunData,
+    rows: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    weight: np.ndarray,
+    extra: Sequence[np.ndarray] = (),
+) -> tuple[Evidence, ...]:
     """The EVIDENCE_LIMIT heaviest items; ``start``/``end`` on the axis, ``rows`` (and extra rows) as ids."""
     if not len(weight):
         return ()
@@ -119,8 +125,9 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.2f} ms"
 
 
-def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gaps: gp.Gaps,
-             blocked: np.ndarray) -> tuple[tuple[Finding, ...], dict[str, np.ndarray]]:
+def find_all(
+    rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gaps: gp.Gaps, blocked: np.ndarray
+) -> tuple[tuple[Finding, ...], dict[str, np.ndarray]]:
     """Findings, most costly first, and each rule's cost per step window (ns, aligned with rd.win)."""
     n_win = max(len(rd.win), 1)
     step_ref = float(np.median(rd.win.ends - rd.win.starts)) if len(rd.win) else 0.0
@@ -130,8 +137,14 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
     costs: dict[str, np.ndarray] = {r: np.zeros(len(rd.win), dtype=np.int64) for r in RULES}
     found: list[Finding] = []
 
-    def add(rule: str, floor: str | None, detail: str, sources: tuple[str, ...],
-            evidence: tuple[Evidence, ...], fix: str | None = None) -> None:
+    def add(
+        rule: str,
+        floor: str | None,
+        detail: str,
+        sources: tuple[str, ...],
+        evidence: tuple[Evidence, ...],
+        fix: str | None = None,
+    ) -> None:
         per_step = float(costs[rule].sum()) / n_win  # the per-step columns and the what-if use the same costs
         sev = severity(per_step / step_ref if step_ref > 0 else 0.0, floor)
         if sev is None:
@@ -154,26 +167,49 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         pr = big[pageable]
         costs["pageable-copy"] = _per_window(rd, rd.s[big], save_pinned)
         achieved = nbytes[pr].sum() / max(dur[pr].sum(), 1)
-        bw = (f"{pinned_gbps:.1f} GB/s pinned (bandwidth probe)" if not math.isnan(pinned_gbps)
-              else f"an assumed {FALLBACK_PINNED_SPEEDUP:.0f}x faster pinned copy")
+        bw = (
+            f"{pinned_gbps:.1f} GB/s pinned (bandwidth probe)"
+            if not math.isnan(pinned_gbps)
+            else f"an assumed {FALLBACK_PINNED_SPEEDUP:.0f}x faster pinned copy"
+        )
         n_h2d = int((rd.kind[pr] == rd.code(IntervalKind.MEMCPY_H2D)).sum())
-        what = " and ".join(x for x in (f"{n_h2d} host-to-device" if n_h2d else "",
-                                        f"{len(pr) - n_h2d} device-to-host" if len(pr) > n_h2d else "") if x)
-        detail = (f"{what} copies of {nbytes[pr].sum() / len(pr) / 2**20:.1f} MiB on average through pageable "
-                  f"memory ran at {achieved:.1f} GB/s; against {bw} they would save "
-                  f"{_ms(save_pinned.sum() / n_win)} per step.")
-        add("pageable-copy", "info", detail, _top_sources(_sources(rd, pr), dur[pr]),
-            _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr], (_launch_rows(rd, pr),)))
+        what = " and ".join(
+            x
+            for x in (
+                f"{n_h2d} host-to-device" if n_h2d else "",
+                f"{len(pr) - n_h2d} device-to-host" if len(pr) > n_h2d else "",
+            )
+            if x
+        )
+        detail = (
+            f"{what} copies of {nbytes[pr].sum() / len(pr) / 2**20:.1f} MiB on average through pageable "
+            f"memory ran at {achieved:.1f} GB/s; against {bw} they would save "
+            f"{_ms(save_pinned.sum() / n_win)} per step."
+        )
+        add(
+            "pageable-copy",
+            "info",
+            detail,
+            _top_sources(_sources(rd, pr), dur[pr]),
+            _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr], (_launch_rows(rd, pr),)),
+        )
     h2d = rd.kind[big] == rd.code(IntervalKind.MEMCPY_H2D)
     left = np.where(h2d, exposed - save_pinned, 0).astype(np.int64)
     if (left > 0).any():
         costs["no-copy-overlap"] = _per_window(rd, rd.s[big], left)
         rows = big[left > 0]
-        detail = (f"{len(rows)} host-to-device copies ran while no kernel ran, "
-                  f"{_ms(left.sum() / n_win)} per step (after pinning); overlap with compute was "
-                  f"{metrics.get('copy_compute_overlap_frac', math.nan) * 100:.0f}% of copy time.")
-        add("no-copy-overlap", None, detail, _top_sources(_sources(rd, rows), left[left > 0]),
-            _evidence(rd, rows, rd.s[rows], rd.e[rows], left[left > 0], (_launch_rows(rd, rows),)))
+        detail = (
+            f"{len(rows)} host-to-device copies ran while no kernel ran, "
+            f"{_ms(left.sum() / n_win)} per step (after pinning); overlap with compute was "
+            f"{metrics.get('copy_compute_overlap_frac', math.nan) * 100:.0f}% of copy time."
+        )
+        add(
+            "no-copy-overlap",
+            None,
+            detail,
+            _top_sources(_sources(rd, rows), left[left > 0]),
+            _evidence(rd, rows, rd.s[rows], rd.e[rows], left[left > 0], (_launch_rows(rd, rows),)),
+        )
 
     # gap-based rules
     length = gaps.length
@@ -181,10 +217,17 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
     gmask = gaps.cause == gp.BLOCKING
     costs["blocking-copy"] = gaps.per_window(len(rd.win), gmask)
     if len(blk):
-        detail = (f"{len(blk)} host-to-device copies held the host until they finished; the GPU then waited "
-                  f"{_ms(length[gmask].sum() / n_win)} per step for the next launch.")
-        add("blocking-copy", "info", detail, _top_sources(_sources(rd, blk), dur[blk]),
-            _evidence(rd, blk, rd.s[blk], rd.e[blk], dur[blk], (_launch_rows(rd, blk),)))
+        detail = (
+            f"{len(blk)} host-to-device copies held the host until they finished; the GPU then waited "
+            f"{_ms(length[gmask].sum() / n_win)} per step for the next launch."
+        )
+        add(
+            "blocking-copy",
+            "info",
+            detail,
+            _top_sources(_sources(rd, blk), dur[blk]),
+            _evidence(rd, blk, rd.s[blk], rd.e[blk], dur[blk], (_launch_rows(rd, blk),)),
+        )
 
     _sync_rule(rd, gaps, costs, add, n_win)
 
@@ -194,12 +237,13 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         launches = int((rd.kind == rd.code(IntervalKind.LAUNCH)).sum())
         kern = rd.kind == rd.code(IntervalKind.KERNEL)
         kmed = float(np.median(dur[kern])) if kern.any() else math.nan
-        detail = (f"The GPU idled {_ms(length[gmask].sum() / n_win)} per step waiting for the host to launch "
-                  f"work ({launches / n_win:.0f} launches per step, median kernel {kmed / 1e3:.1f} us, host "
-                  f"issuing {_ms(float(per_step['host_issue_ns'].mean()))} per step).")
+        detail = (
+            f"The GPU idled {_ms(length[gmask].sum() / n_win)} per step waiting for the host to launch "
+            f"work ({launches / n_win:.0f} launches per step, median kernel {kmed / 1e3:.1f} us, host "
+            f"issuing {_ms(float(per_step['host_issue_ns'].mean()))} per step)."
+        )
         rows = gaps.next_row[gmask]
-        add("launch-bound", None, detail, (),
-            _evidence(rd, rows, gaps.s[gmask], gaps.e[gmask], length[gmask]))
+        add("launch-bound", None, detail, (), _evidence(rd, rows, gaps.s[gmask], gaps.e[gmask], length[gmask]))
 
     gmask = ((gaps.cause == gp.HOST) | (gaps.cause == gp.QUEUED)) & (length >= gp.LONG_GAP_NS)
     costs["idle-gaps"] = gaps.per_window(len(rd.win), gmask)
@@ -208,12 +252,13 @@ def find_all(rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gap
         issuing = (rd.host.measure_in(a, b) - rd.sync.measure_in(a, b)).sum()
         syncing = rd.sync.measure_in(a, b).sum()
         tot = max(int((b - a).sum()), 1)
-        detail = (f"{int(gmask.sum())} GPU gaps of {gp.LONG_GAP_NS / 1e3:.0f} us or more, "
-                  f"{_ms(tot / n_win)} per step; meanwhile the host was issuing work {issuing / tot:.0%}, "
-                  f"waiting in syncs {syncing / tot:.0%} and otherwise idle or in unrecorded code "
-                  f"{max(1 - (issuing + syncing) / tot, 0):.0%} of that time.")
-        add("idle-gaps", None, detail, (),
-            _evidence(rd, gaps.next_row[gmask], a, b, b - a))
+        detail = (
+            f"{int(gmask.sum())} GPU gaps of {gp.LONG_GAP_NS / 1e3:.0f} us or more, "
+            f"{_ms(tot / n_win)} per step; meanwhile the host was issuing work {issuing / tot:.0%}, "
+            f"waiting in syncs {syncing / tot:.0%} and otherwise idle or in unrecorded code "
+            f"{max(1 - (issuing + syncing) / tot, 0):.0%} of that time."
+        )
+        add("idle-gaps", None, detail, (), _evidence(rd, gaps.next_row[gmask], a, b, b - a))
     order = {s: i for i, s in enumerate(("critical", "warning", "info"))}
     found.sort(key=lambda f: (order[f.severity], -f.cost_per_step_ns))
     return tuple(found), costs
@@ -238,26 +283,36 @@ def _sync_rule(rd: RunData, gaps: gp.Gaps, costs: dict[str, np.ndarray], add: Ad
     cost = blamed.reindex(rows, fill_value=0).to_numpy()
     frame = pd.DataFrame({"cause": cause, "source": source, "win": win, "cost": cost})
     frame = frame[frame["win"] >= 0]
-    per = frame.groupby(["cause", "source"]).agg(steps=("win", "nunique"), count=("win", "size"),
-                                                   cost=("cost", "sum"))
+    per = frame.groupby(["cause", "source"]).agg(steps=("win", "nunique"), count=("win", "size"), cost=("cost", "sum"))
     loop = per[per["steps"] >= IN_LOOP_STEP_FRAC * n_win].sort_values("cost", ascending=False)
     if loop.empty:
         return
     keep = frame.set_index(["cause", "source"]).index.isin(loop.index)
     total = float(frame["cost"][keep].sum())
-    parts = [f"{c or 'sync'} at {s or 'unknown source'} ({n / n_win:.1f}/step)" for (c, s), n in
-             zip(loop.index, loop["count"], strict=True)][:5]
-    detail = (f"Host syncs in every step: {'; '.join(parts)}. Each drains the GPU queue; the GPU then idled "
-              f"{_ms(total / n_win)} per step until new work arrived.")
+    parts = [
+        f"{c or 'sync'} at {s or 'unknown source'} ({n / n_win:.1f}/step)"
+        for (c, s), n in zip(loop.index, loop["count"], strict=True)
+    ][:5]
+    detail = (
+        f"Host syncs in every step: {'; '.join(parts)}. Each drains the GPU queue; the GPU then idled "
+        f"{_ms(total / n_win)} per step until new work arrived."
+    )
     recurring = per[(per["steps"] < IN_LOOP_STEP_FRAC * n_win) & (per["steps"] >= RECURRING_MIN_STEPS)]
     recurring = recurring.sort_values("steps", ascending=False)
     if len(recurring):
-        more = [f"{c or 'sync'} at {s or 'unknown source'} (every ~{n_win / k:.0f} steps)" for (c, s), k in
-                zip(recurring.index, recurring["steps"], strict=True)][:5]
+        more = [
+            f"{c or 'sync'} at {s or 'unknown source'} (every ~{n_win / k:.0f} steps)"
+            for (c, s), k in zip(recurring.index, recurring["steps"], strict=True)
+        ][:5]
         detail += f" Also in the loop, less often: {'; '.join(more)}."
     named = [*loop.index, *recurring.index]
     pos = frame.index.to_numpy()[keep]
     srows, scost = rows[pos], cost[pos]
-    add("sync-in-loop", "info", detail, tuple(dict.fromkeys(s for (_, s) in named if s))[:5],
+    add(
+        "sync-in-loop",
+        "info",
+        detail,
+        tuple(dict.fromkeys(s for (_, s) in named if s))[:5],
         _evidence(rd, srows, rd.s[srows], rd.e[srows], scost + (rd.e[srows] - rd.s[srows]) // 1000),
-        sync_fix(tuple(dict.fromkeys(c for (c, _) in named))))
+        sync_fix(tuple(dict.fromkeys(c for (c, _) in named))),
+    )

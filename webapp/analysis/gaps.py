@@ -63,8 +63,9 @@ class Gaps:
         return self.e - self.s
 
     def per_window(self, n_windows: int, mask: np.ndarray) -> np.ndarray:
-        return np.bincount(self.win[mask], weights=self.length[mask].astype(np.float64),
-                           minlength=n_windows).astype(np.int64)
+        return np.bincount(self.win[mask], weights=self.length[mask].astype(np.float64), minlength=n_windows).astype(
+            np.int64
+        )
 
 
 def blocked_copies(rd: RunData) -> np.ndarray:
@@ -87,8 +88,7 @@ def find_gaps(rd: RunData, blocked: np.ndarray) -> Gaps:
     gs, ge = idle.starts, idle.ends
     n = len(gs)
     has_next = seg < len(rd.gpu)
-    next_row = np.where(has_next, rd.gpu_first[np.minimum(seg, max(len(rd.gpu) - 1, 0))] if len(rd.gpu) else -1,
-                        -1)
+    next_row = np.where(has_next, rd.gpu_first[np.minimum(seg, max(len(rd.gpu) - 1, 0))] if len(rd.gpu) else -1, -1)
     prev_seg = seg - 1
     prev_end = np.where(prev_seg >= 0, rd.gpu.ends[np.maximum(prev_seg, 0)] if len(rd.gpu) else 0, -1)
     df = rd.trace.intervals

@@ -95,8 +95,17 @@ def merge_narrow(s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float) -
     return first, s[first], box_end, count, busy, dominant
 
 
-def lod_lane(lane: int, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cummax_end: np.ndarray,
-             t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE) -> LaneLod:
+def lod_lane(
+    lane: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    kind: np.ndarray,
+    cummax_end: np.ndarray,
+    t0: int,
+    t1: int,
+    width_px: int,
+    cap: int = MAX_BOXES_PER_LANE,
+) -> LaneLod:
     """Boxes of one lane (arrays sorted by start) for the window [t0, t1) drawn ``width_px`` wide."""
     i0, i1 = window_slice(start, cummax_end, t0, t1)
     s_all, e_all = start[i0:i1], end[i0:i1]
@@ -121,9 +130,17 @@ def lod_lane(lane: int, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cu
     rows.sort()
     multi = ~single
     return LaneLod(
-        lane=lane, rows=idx[rows], start_ns=start[idx[rows]], end_ns=end[idx[rows]], kind=k[rows],
-        busy_start_ns=b_s[multi], busy_end_ns=b_e[multi], busy_count=b_n[multi], busy_ns=b_busy[multi],
-        busy_kind=b_k[multi], px_ns=px,
+        lane=lane,
+        rows=idx[rows],
+        start_ns=start[idx[rows]],
+        end_ns=end[idx[rows]],
+        kind=k[rows],
+        busy_start_ns=b_s[multi],
+        busy_end_ns=b_e[multi],
+        busy_count=b_n[multi],
+        busy_ns=b_busy[multi],
+        busy_kind=b_k[multi],
+        px_ns=px,
     )
 
 
@@ -148,10 +165,14 @@ class RowColumns:
             return np.asarray([str(c) for c in frame[col].cat.categories], dtype=object)
 
         return cls(
-            name=frame["name"].cat.codes.to_numpy(), name_cats=cats("name"),
-            source=frame["source"].cat.codes.to_numpy(), source_cats=cats("source"),
-            memory_kind=frame["memory_kind"].cat.codes.to_numpy(), id=frame["id"].to_numpy(),
-            bytes=frame["bytes"].to_numpy(), step=frame["step"].to_numpy(),
+            name=frame["name"].cat.codes.to_numpy(),
+            name_cats=cats("name"),
+            source=frame["source"].cat.codes.to_numpy(),
+            source_cats=cats("source"),
+            memory_kind=frame["memory_kind"].cat.codes.to_numpy(),
+            id=frame["id"].to_numpy(),
+            bytes=frame["bytes"].to_numpy(),
+            step=frame["step"].to_numpy(),
         )
 
 
@@ -203,8 +224,14 @@ class RunIndex:
         self.exposed = self._exposed_copies()
         self.exposed_gaps = {r: gap_order(s[1:], e[:-1]) for r, (s, e) in self.exposed.items() if len(s) > RAW_LIMIT}
 
-    def _setup(self, meta: RunMeta, lanes: tuple[Lane, ...], markers: pd.DataFrame,
-               trace: Trace | None, load_trace: Callable[[], Trace] | None = None) -> None:
+    def _setup(
+        self,
+        meta: RunMeta,
+        lanes: tuple[Lane, ...],
+        markers: pd.DataFrame,
+        trace: Trace | None,
+        load_trace: Callable[[], Trace] | None = None,
+    ) -> None:
         self.meta, self.lanes, self.markers = meta, lanes, markers
         self._trace, self._load_trace = trace, load_trace
         self._read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None
@@ -212,14 +239,24 @@ class RunIndex:
         self._steps: pd.DataFrame | None = None
 
     @classmethod
-    def from_arrays(cls, meta: RunMeta, lanes: tuple[Lane, ...], markers: pd.DataFrame, *,
-                    start: np.ndarray, end: np.ndarray, kind: np.ndarray, cummax: np.ndarray,
-                    lane_bounds: list[tuple[int, int]], columns: RowColumns,
-                    coarse: dict[int, tuple[np.ndarray, ...]],
-                    exposed: dict[int, tuple[np.ndarray, np.ndarray]],
-                    exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]],
-                    load_trace: Callable[[], Trace],
-                    read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None) -> RunIndex:
+    def from_arrays(
+        cls,
+        meta: RunMeta,
+        lanes: tuple[Lane, ...],
+        markers: pd.DataFrame,
+        *,
+        start: np.ndarray,
+        end: np.ndarray,
+        kind: np.ndarray,
+        cummax: np.ndarray,
+        lane_bounds: list[tuple[int, int]],
+        columns: RowColumns,
+        coarse: dict[int, tuple[np.ndarray, ...]],
+        exposed: dict[int, tuple[np.ndarray, np.ndarray]],
+        exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]],
+        load_trace: Callable[[], Trace],
+        read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None,
+    ) -> RunIndex:
         """An index from arrays saved by webapp.index_files.save_index (memory-mapped ``.npy`` files).
 
         ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane,
@@ -233,8 +270,9 @@ class RunIndex:
         self.start, self.end, self.kind, self.cummax = start, end, kind, cummax
         self.columns = columns
         self.lane_bounds = [(int(lo), int(hi)) for lo, hi in lane_bounds]
-        self.coarse = [_Coarse(lo, self, *coarse[i]) if i in coarse else None
-                       for i, (lo, _) in enumerate(self.lane_bounds)]
+        self.coarse = [
+            _Coarse(lo, self, *coarse[i]) if i in coarse else None for i, (lo, _) in enumerate(self.lane_bounds)
+        ]
         self.origin_ns = int(start.min()) if len(start) else 0  # whole-array reductions: a few ms
         self.end_ns = int(end.max()) if len(end) else 0
         self.exposed, self.exposed_gaps = exposed, dict(exposed_gaps)
@@ -288,8 +326,9 @@ class RunIndex:
             out[rank] = (exposed.starts, exposed.ends)
         return out
 
-    def lane(self, lane: int, t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE,
-             raw_limit: int | None = None) -> LaneLod:
+    def lane(
+        self, lane: int, t0: int, t1: int, width_px: int, cap: int = MAX_BOXES_PER_LANE, raw_limit: int | None = None
+    ) -> LaneLod:
         """Boxes of one lane. Windows holding more than ``raw_limit`` (default RAW_LIMIT) intervals use
         the precomputed prefix arrays (cost: one compare over the slice plus work per box); smaller ones
         the exact wide/narrow split of :func:`lod_lane`."""
@@ -303,8 +342,15 @@ class RunIndex:
         out = lod_lane(lane, self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi], cm, t0, t1, width_px, cap)
         return replace(out, rows=out.rows + lo)
 
-    def view(self, t0: int, t1: int, width_px: int, lanes: list[int] | None = None,
-             max_per_lane: int = MAX_BOXES_PER_LANE, max_per_view: int = MAX_BOXES_PER_VIEW) -> list[LaneLod]:
+    def view(
+        self,
+        t0: int,
+        t1: int,
+        width_px: int,
+        lanes: list[int] | None = None,
+        max_per_lane: int = MAX_BOXES_PER_LANE,
+        max_per_view: int = MAX_BOXES_PER_VIEW,
+    ) -> list[LaneLod]:
         """Boxes for every lane (or ``lanes``) in [t0, t1): at most ``max_per_lane`` per lane and
         ``max_per_view`` in all."""
         if t1 <= t0:
@@ -315,8 +361,9 @@ class RunIndex:
         cap = max(1, min(max_per_lane, max_per_view // max(1, len(chosen))))
         return [self.lane(i, t0, t1, width_px, cap) for i in chosen]
 
-    def exposed_view(self, rank: int, t0: int, t1: int, width_px: int, cap: int = 1000
-                     ) -> tuple[np.ndarray, np.ndarray]:
+    def exposed_view(
+        self, rank: int, t0: int, t1: int, width_px: int, cap: int = 1000
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Exposed-copy windows of ``rank`` in [t0, t1), sub-pixel ones merged, at most ``cap``."""
         s, e = self.exposed.get(rank, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
         if len(s) == 0:
@@ -327,7 +374,7 @@ class RunIndex:
             if gaps is None:
                 gaps = self.exposed_gaps.setdefault(rank, gap_order(s[1:], e[:-1]))
             px = max(1.0, (t1 - t0) / max(1, width_px), (t1 - t0) / max(1, cap - 1))
-            first, last = _runs(gaps, a, b, px, lambda: s[a + 1:b] - e[a:b - 1])
+            first, last = _runs(gaps, a, b, px, lambda: s[a + 1 : b] - e[a : b - 1])
             return np.maximum(s[first], t0), np.minimum(e[last], t1)
         cm = e
         lod = lod_lane(-1, s, e, np.zeros(len(s), np.int8), cm, t0, t1, width_px, cap)
@@ -385,8 +432,13 @@ class _Coarse:
         span = max(1, t1 - t0)
         px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
         # a >= lo: the gap before each interval is to the previous ends of the same lane
-        f, last = _runs((self.gap_order, self.gap_neg_sorted), a - self.lo, b - self.lo, px,
-                        lambda: ix.start[a + 1:b] - ix.cummax[a:b - 1])
+        f, last = _runs(
+            (self.gap_order, self.gap_neg_sorted),
+            a - self.lo,
+            b - self.lo,
+            px,
+            lambda: ix.start[a + 1 : b] - ix.cummax[a : b - 1],
+        )
         la = last + 1
         busy = self.busy_cum[la] - self.busy_cum[f]
         count = la - f
@@ -396,9 +448,17 @@ class _Coarse:
         multi = ~single
         rows = first[single]
         return LaneLod(
-            lane=lane, rows=rows, start_ns=ix.start[rows], end_ns=ix.end[rows], kind=ix.kind[rows],
-            busy_start_ns=ix.start[first[multi]], busy_end_ns=ix.cummax[last[multi]],
-            busy_count=count[multi], busy_ns=busy[multi], busy_kind=dominant[multi], px_ns=px,
+            lane=lane,
+            rows=rows,
+            start_ns=ix.start[rows],
+            end_ns=ix.end[rows],
+            kind=ix.kind[rows],
+            busy_start_ns=ix.start[first[multi]],
+            busy_end_ns=ix.cummax[last[multi]],
+            busy_count=count[multi],
+            busy_ns=busy[multi],
+            busy_kind=dominant[multi],
+            px_ns=px,
         )
 
 
@@ -411,8 +471,9 @@ def gap_order(start: np.ndarray, prev_end: np.ndarray) -> tuple[np.ndarray, np.n
     return order, -gap[order - 1]
 
 
-def _runs(gaps: tuple[np.ndarray, np.ndarray], a: int, b: int, px: float,
-          window_gaps: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _runs(
+    gaps: tuple[np.ndarray, np.ndarray], a: int, b: int, px: float, window_gaps: Callable[[], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """(first, last) positions of the runs of [a, b) separated by gaps of at least ``px``; ``gaps`` is
     :func:`gap_order`'s answer for the whole array, ``window_gaps()`` the gaps before a+1 .. b-1 (asked
     only when that many gaps are so wide that scanning the window is cheaper)."""

@@ -58,8 +58,16 @@ PER_STEP_COLUMNS: dict[str, str] = {
 }
 
 STAT_COLUMNS = (
-    "step_time", "gpu_busy", "compute_busy", "transfer_busy", "exposed_copy", "gpu_idle", "idle_sync_stall",
-    "idle_launch_bound", "idle_other", "sync_wait",
+    "step_time",
+    "gpu_busy",
+    "compute_busy",
+    "transfer_busy",
+    "exposed_copy",
+    "gpu_idle",
+    "idle_sync_stall",
+    "idle_launch_bound",
+    "idle_other",
+    "sync_wait",
 )
 """Per-step ``<name>_ns`` columns that get run-level median and p90 (``<name>_step_median_ns`` etc.)."""
 
@@ -89,33 +97,35 @@ def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
     page = rd.copy_mask & (rd.mem == rd.mem_code("pageable"))
     nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = pd.DataFrame({
-            "rank": rd.win_rank,
-            "step": rd.win_step,
-            "start_ns": rd.win_start_ns,
-            "end_ns": rd.win_start_ns + step_time,
-            "step_time_ns": step_time,
-            "gpu_busy_ns": gpu,
-            "compute_busy_ns": comp,
-            "transfer_busy_ns": xfer,
-            "copy_compute_overlap_ns": overlap,
-            "exposed_copy_ns": xfer - overlap,
-            "copy_compute_overlap_frac": np.where(xfer > 0, overlap / np.maximum(xfer, 1), np.nan),
-            "gpu_busy_frac": np.where(step_time > 0, gpu / np.maximum(step_time, 1), np.nan),
-            "gpu_idle_ns": idle,
-            "idle_sync_stall_ns": idle_sync,
-            "idle_launch_bound_ns": idle_launch,
-            "idle_other_ns": idle - idle_sync - idle_launch,
-            "host_issue_ns": rd.host.measure_in(a, b) - sync_t,
-            "sync_wait_count": _by_window(rd, rd.sync_mask),
-            "sync_wait_ns": _by_window(rd, rd.sync_mask, dur[rd.sync_mask]),
-            "copy_count": _by_window(rd, rd.copy_mask),
-            "copy_ns": _by_window(rd, rd.copy_mask, dur[rd.copy_mask]),
-            "copy_bytes": _by_window(rd, rd.copy_mask, nbytes[rd.copy_mask]),
-            "pageable_copy_count": _by_window(rd, page),
-            "pageable_copy_bytes": _by_window(rd, page, nbytes[page]),
-            "pageable_copy_ns": _by_window(rd, page, dur[page]),
-        })
+        out = pd.DataFrame(
+            {
+                "rank": rd.win_rank,
+                "step": rd.win_step,
+                "start_ns": rd.win_start_ns,
+                "end_ns": rd.win_start_ns + step_time,
+                "step_time_ns": step_time,
+                "gpu_busy_ns": gpu,
+                "compute_busy_ns": comp,
+                "transfer_busy_ns": xfer,
+                "copy_compute_overlap_ns": overlap,
+                "exposed_copy_ns": xfer - overlap,
+                "copy_compute_overlap_frac": np.where(xfer > 0, overlap / np.maximum(xfer, 1), np.nan),
+                "gpu_busy_frac": np.where(step_time > 0, gpu / np.maximum(step_time, 1), np.nan),
+                "gpu_idle_ns": idle,
+                "idle_sync_stall_ns": idle_sync,
+                "idle_launch_bound_ns": idle_launch,
+                "idle_other_ns": idle - idle_sync - idle_launch,
+                "host_issue_ns": rd.host.measure_in(a, b) - sync_t,
+                "sync_wait_count": _by_window(rd, rd.sync_mask),
+                "sync_wait_ns": _by_window(rd, rd.sync_mask, dur[rd.sync_mask]),
+                "copy_count": _by_window(rd, rd.copy_mask),
+                "copy_ns": _by_window(rd, rd.copy_mask, dur[rd.copy_mask]),
+                "copy_bytes": _by_window(rd, rd.copy_mask, nbytes[rd.copy_mask]),
+                "pageable_copy_count": _by_window(rd, page),
+                "pageable_copy_bytes": _by_window(rd, page, nbytes[page]),
+                "pageable_copy_ns": _by_window(rd, page, dur[page]),
+            }
+        )
     return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
 
 
@@ -127,8 +137,9 @@ def _fracs(frame: pd.DataFrame) -> pd.DataFrame:
         frame["copy_compute_overlap_frac"] = np.where(
             frame["transfer_busy_ns"] > 0, frame["copy_compute_overlap_ns"] / frame["transfer_busy_ns"], np.nan
         )
-        frame["gpu_busy_frac"] = np.where(frame["step_time_ns"] > 0, frame["gpu_busy_ns"] / frame["step_time_ns"],
-                                          np.nan)
+        frame["gpu_busy_frac"] = np.where(
+            frame["step_time_ns"] > 0, frame["gpu_busy_ns"] / frame["step_time_ns"], np.nan
+        )
     return frame
 
 
@@ -173,7 +184,8 @@ def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
     span = m["step_time_ns"]
     m["gpu_busy_frac"] = m["gpu_busy_ns"] / span if span > 0 else math.nan
     m["copy_compute_overlap_frac"] = (
-        m["copy_compute_overlap_ns"] / m["transfer_busy_ns"] if m["transfer_busy_ns"] > 0 else math.nan)
+        m["copy_compute_overlap_ns"] / m["transfer_busy_ns"] if m["transfer_busy_ns"] > 0 else math.nan
+    )
     probe = rd.trace.meta.bandwidth_probe or {}
     for memory in ("pinned", "pageable"):
         gbps, _ = _bandwidth(rd, memory)
@@ -215,14 +227,16 @@ def kernel_table(rd: RunData) -> pd.DataFrame:
     name_arr = np.asarray([*name_cats, ""], dtype=object)
     gpu_kinds = np.isin(kind_code, [rd.code(k) for k in GPU_KINDS])
     busy = rd.gpu.total
-    out = pd.DataFrame({
-        "kind": kinds[kind_code].astype(str),
-        "name": name_arr[name_code].astype(str),
-        "count": count.astype(np.int64),
-        "total_ns": total,
-        "mean_ns": total / np.maximum(count, 1),
-        "max_ns": mx,
-        "bytes": bsum,
-        "gpu_frac": np.where(gpu_kinds & (busy > 0), total / max(busy, 1), np.nan),
-    })
+    out = pd.DataFrame(
+        {
+            "kind": kinds[kind_code].astype(str),
+            "name": name_arr[name_code].astype(str),
+            "count": count.astype(np.int64),
+            "total_ns": total,
+            "mean_ns": total / np.maximum(count, 1),
+            "max_ns": mx,
+            "bytes": bsum,
+            "gpu_frac": np.where(gpu_kinds & (busy > 0), total / max(busy, 1), np.nan),
+        }
+    )
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -54,8 +54,9 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     """Metrics, findings (cost, sources, fix) and the what-if, as a readable report."""
     m = result.metrics
     lines = [title] if title else []
-    lines.append(f"{int(m.get('ranks', 0))} rank(s), {int(m.get('steps', 0))} step(s), "
-                 f"{int(m.get('intervals', 0)):,} intervals")
+    lines.append(
+        f"{int(m.get('ranks', 0))} rank(s), {int(m.get('steps', 0))} step(s), {int(m.get('intervals', 0)):,} intervals"
+    )
     lines.append("")
     lines.append("Metrics")
     for label, key, how in KEY_METRICS:
@@ -64,16 +65,20 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
         lines.append("")
         lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14} {'GPU busy':>9}")
         for rec in result.per_rank.to_dict(orient="records"):
-            lines.append(f"  {int(rec['rank']):<6} {int(rec['steps']):>6} "
-                         f"{fmt(float(rec['step_time_median_ns']), 'ms'):>14} "
-                         f"{fmt(float(rec['step_time_p90_ns']), 'ms'):>14} {fmt(float(rec['gpu_busy_frac']), 'pct'):>9}")
+            lines.append(
+                f"  {int(rec['rank']):<6} {int(rec['steps']):>6} "
+                f"{fmt(float(rec['step_time_median_ns']), 'ms'):>14} "
+                f"{fmt(float(rec['step_time_p90_ns']), 'ms'):>14} {fmt(float(rec['gpu_busy_frac']), 'pct'):>9}"
+            )
     for note in result.notes:
         lines.extend(_wrap(note, "  "))
     lines.append("")
     if result.findings:
         lines.append(f"Findings ({len(result.findings)})")
         for f in result.findings:
-            lines.append(f"  [{f.severity.upper()}] {f.rule}: {f.title} - costs {fmt(f.cost_per_step_ns, 'ms')} per step")
+            lines.append(
+                f"  [{f.severity.upper()}] {f.rule}: {f.title} - costs {fmt(f.cost_per_step_ns, 'ms')} per step"
+            )
             lines.extend(_wrap(f.detail, "      "))
             if f.sources:
                 lines.append(f"      where: {', '.join(f.sources)}")
@@ -85,10 +90,15 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     now, fixed = w.get("step_time_now_ns"), w.get("step_time_fixed_ns")
     lines.append("What if the copy and sync findings were fixed")
     speedup = w.get("speedup", math.nan)
-    lines.append(f"  step time now {fmt(now, 'ms')}, estimated {fmt(fixed, 'ms')}"
-                 + (f" ({speedup:.2f}x)" if math.isfinite(speedup) else ""))
-    savings = [(k[len("saving_"):-3].replace("_", "-"), v) for k, v in w.items()
-               if k.startswith("saving_") and k != "saving_applied_ns" and v > 0]
+    lines.append(
+        f"  step time now {fmt(now, 'ms')}, estimated {fmt(fixed, 'ms')}"
+        + (f" ({speedup:.2f}x)" if math.isfinite(speedup) else "")
+    )
+    savings = [
+        (k[len("saving_") : -3].replace("_", "-"), v)
+        for k, v in w.items()
+        if k.startswith("saving_") and k != "saving_applied_ns" and v > 0
+    ]
     for rule, v in sorted(savings, key=lambda kv: -kv[1]):
         lines.append(f"  {rule:<20} {fmt(v, 'ms'):>12} per step")
     return "\n".join(lines)

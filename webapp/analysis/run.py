@@ -23,10 +23,10 @@ EXTRA_STEP_COLUMNS: dict[str, str] = {
 
 _BASIS_NOTES = {
     "gpu": "Step windows follow the GPU: each starts where the work launched in that step starts on the "
-           "streams that run kernels (the host may run steps ahead).",
+    "streams that run kernels (the host may run steps ahead).",
     "host": "Step windows are the step markers (no GPU work is tagged with its step).",
     "annotation": "No step markers: steps come from 'step N' annotations (record_function), and each window "
-                  "follows the GPU work launched in that step.",
+    "follows the GPU work launched in that step.",
     "span": "No step markers: each rank's whole run (first to last GPU interval) is one step.",
 }
 
@@ -42,16 +42,23 @@ def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="object" if c in ("cause", "source") else "int64") for c in cols})
     hit = gaps.sync_row >= 0
     blamed = pd.Series(gaps.length[hit]).groupby(gaps.sync_row[hit]).sum()
-    frame = pd.DataFrame({
-        "cause": df["cause"].iloc[rows].astype(str).to_numpy(dtype=object),
-        "source": df["source"].iloc[rows].astype(str).to_numpy(dtype=object),
-        "dur": rd.e[rows] - rd.s[rows],
-        "win": rd.win_row[rows],
-        "idle": blamed.reindex(rows, fill_value=0).to_numpy(),
-    })
+    frame = pd.DataFrame(
+        {
+            "cause": df["cause"].iloc[rows].astype(str).to_numpy(dtype=object),
+            "source": df["source"].iloc[rows].astype(str).to_numpy(dtype=object),
+            "dur": rd.e[rows] - rd.s[rows],
+            "win": rd.win_row[rows],
+            "idle": blamed.reindex(rows, fill_value=0).to_numpy(),
+        }
+    )
     g = frame.groupby(["cause", "source"], sort=False)
-    out = g.agg(count=("dur", "size"), steps=("win", lambda w: int(np.unique(w[w >= 0]).size)),
-                total_ns=("dur", "sum"), max_ns=("dur", "max"), gpu_idle_ns=("idle", "sum")).reset_index()
+    out = g.agg(
+        count=("dur", "size"),
+        steps=("win", lambda w: int(np.unique(w[w >= 0]).size)),
+        total_ns=("dur", "sum"),
+        max_ns=("dur", "max"),
+        gpu_idle_ns=("idle", "sum"),
+    ).reset_index()
     out["mean_ns"] = out["total_ns"] / out["count"]
     out = out.sort_values(["gpu_idle_ns", "total_ns"], ascending=False, kind="stable").reset_index(drop=True)
     return out[cols]

@@ -14,8 +14,7 @@ import pandas as pd
 
 from collector.model import INTERVAL_KIND_DTYPE, LaneKind, Trace
 
-STEP_ANNOTATION = re.compile(r"^(?:ProfilerStep\s*#\s*|step[\s_#]*|iteration[\s_#]*|iter[\s_#]*)(\d+)$",
-                             re.IGNORECASE)
+STEP_ANNOTATION = re.compile(r"^(?:ProfilerStep\s*#\s*|step[\s_#]*|iteration[\s_#]*|iter[\s_#]*)(\d+)$", re.IGNORECASE)
 """Annotation names read as step N when a trace has no step markers: "step 3", "ProfilerStep#3", "iter_3"."""
 
 BASIS = ("gpu", "host", "annotation", "span")
@@ -25,8 +24,9 @@ BASIS = ("gpu", "host", "annotation", "span")
 _ANNOTATION = list(INTERVAL_KIND_DTYPE.categories).index("annotation")
 
 
-def _annotation_steps(trace: Trace, kind: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[
-        pd.DataFrame, np.ndarray]:
+def _annotation_steps(
+    trace: Trace, kind: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[pd.DataFrame, np.ndarray]:
     """Markers (rank, step, start_ns, end_ns) from CPU-lane step annotations, and each row's step: the
     annotation holding a host row's start, the launching row's step for GPU work (-1 elsewhere)."""
     df = trace.intervals
@@ -42,10 +42,15 @@ def _annotation_steps(trace: Trace, kind: np.ndarray, start: np.ndarray, end: np
     none = np.full(len(df), -1, dtype=np.int64)
     if not len(rows):
         return pd.DataFrame(columns=["rank", "step", "start_ns", "end_ns"], dtype="int64"), none
-    marks = pd.DataFrame({"rank": np.asarray(df["rank"], dtype=np.int64)[rows], "step": number[codes[rows]],
-                          "start_ns": start[rows], "end_ns": end[rows]})
-    marks = marks.groupby(["rank", "step"], as_index=False).agg(start_ns=("start_ns", "min"),
-                                                                 end_ns=("end_ns", "max"))
+    marks = pd.DataFrame(
+        {
+            "rank": np.asarray(df["rank"], dtype=np.int64)[rows],
+            "step": number[codes[rows]],
+            "start_ns": start[rows],
+            "end_ns": end[rows],
+        }
+    )
+    marks = marks.groupby(["rank", "step"], as_index=False).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
     marks = marks.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     # host rows: the annotation of their rank that holds their start (ranks kept apart by a large offset)
     rank = np.asarray(df["rank"], dtype=np.int64)
@@ -73,8 +78,9 @@ def _annotation_steps(trace: Trace, kind: np.ndarray, start: np.ndarray, end: np
     return marks, step
 
 
-def _gpu_step_bounds(rank: np.ndarray, step: np.ndarray, start: np.ndarray, end: np.ndarray,
-                     gpu: np.ndarray) -> pd.DataFrame:
+def _gpu_step_bounds(
+    rank: np.ndarray, step: np.ndarray, start: np.ndarray, end: np.ndarray, gpu: np.ndarray
+) -> pd.DataFrame:
     """First start and last end of the GPU work launched in each (rank, step): rank, step, gpu_start_ns,
     gpu_end_ns."""
     m = gpu & (step >= 0)
@@ -117,8 +123,15 @@ def _spans(rank: np.ndarray, start: np.ndarray, end: np.ndarray, gpu: np.ndarray
     return pd.DataFrame({"rank": present, "start_ns": lo[present], "end_ns": hi[present]})
 
 
-def step_windows(trace: Trace, kind: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray,
-                 gpu: np.ndarray, compute: np.ndarray) -> tuple[pd.DataFrame, str]:
+def step_windows(
+    trace: Trace,
+    kind: np.ndarray,
+    rank: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    gpu: np.ndarray,
+    compute: np.ndarray,
+) -> tuple[pd.DataFrame, str]:
     """Step windows (rank, step, start_ns, end_ns, sorted by rank and start) and their BASIS.
 
     With markers, a step's window starts where the work launched in that step starts on the streams that

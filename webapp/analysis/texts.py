@@ -41,19 +41,28 @@ FIXES: dict[str, tuple[str, str]] = {
 
 _SYNC_FIXES = {
     "item": "`.item()`, float(t), `if t:` or print(t) copy a value to the host and wait for the GPU: "
-            "accumulate on the GPU (total += loss.detach()) and read or print it every N steps.",
+    "accumulate on the GPU (total += loss.detach()) and read or print it every N steps.",
     "synchronize": "Remove torch.cuda.synchronize() from the loop; time with "
-                   "torch.cuda.Event(enable_timing=True) and read the events after the loop.",
+    "torch.cuda.Event(enable_timing=True) and read the events after the loop.",
     "nonzero": "Data-dependent shapes (boolean-mask indexing, nonzero, unique, masked_select) wait for the "
-               "GPU: use torch.where or fixed-shape masks.",
+    "GPU: use torch.where or fixed-shape masks.",
     "tolist": "tensor.tolist()/.numpy()/.cpu() copy to the host and wait: keep the data on the GPU, read it "
-              "every N steps, or copy into a pinned buffer with non_blocking=True and read it a step later.",
+    "every N steps, or copy into a pinned buffer with non_blocking=True and read it a step later.",
     "cuda_free": "cudaFree waits for the whole device: keep memory in PyTorch's caching allocator (avoid "
-                 "torch.cuda.empty_cache() in the loop).",
+    "torch.cuda.empty_cache() in the loop).",
 }
-_SYNC_ALIASES = {"masked_index": "nonzero", "masked_select": "nonzero", "unique": "nonzero", "implicit": "nonzero",
-                 "cpu": "tolist", "numpy": "tolist", "print": "item", "bool": "item",
-                 "stream_synchronize": "synchronize", "event_synchronize": "synchronize"}
+_SYNC_ALIASES = {
+    "masked_index": "nonzero",
+    "masked_select": "nonzero",
+    "unique": "nonzero",
+    "implicit": "nonzero",
+    "cpu": "tolist",
+    "numpy": "tolist",
+    "print": "item",
+    "bool": "item",
+    "stream_synchronize": "synchronize",
+    "event_synchronize": "synchronize",
+}
 
 
 def sync_fix(causes: tuple[str, ...]) -> str:

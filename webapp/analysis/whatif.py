@@ -26,13 +26,22 @@ def fixed_per_step(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_
     saving = np.zeros(len(per_step))
     for rule in APPLIED:
         saving += costs[rule]
-    copy_floor = (per_step["copy_bytes"].to_numpy(np.float64) / pinned_gbps if pinned_gbps == pinned_gbps
-                  and pinned_gbps > 0 else 0.0)
-    floor = np.maximum.reduce([
-        per_step["compute_busy_ns"].to_numpy(np.float64),
-        per_step["host_issue_ns"].to_numpy(np.float64),
-        np.broadcast_to(copy_floor, now.shape),
-    ]) if len(now) else now
+    copy_floor = (
+        per_step["copy_bytes"].to_numpy(np.float64) / pinned_gbps
+        if pinned_gbps == pinned_gbps and pinned_gbps > 0
+        else 0.0
+    )
+    floor = (
+        np.maximum.reduce(
+            [
+                per_step["compute_busy_ns"].to_numpy(np.float64),
+                per_step["host_issue_ns"].to_numpy(np.float64),
+                np.broadcast_to(copy_floor, now.shape),
+            ]
+        )
+        if len(now)
+        else now
+    )
     return np.minimum(now, np.maximum(now - saving, floor))
 
 
@@ -44,8 +53,12 @@ def what_if(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_gbps: f
     fixed = fixed_per_step(per_step, costs, pinned_gbps)
     now = float(per_step["step_time_ns"].median())
     est = float(np.median(fixed))
-    out = {"step_time_now_ns": now, "step_time_fixed_ns": est, "speedup": now / est if est > 0 else math.nan,
-           "saving_applied_ns": now - est}
+    out = {
+        "step_time_now_ns": now,
+        "step_time_fixed_ns": est,
+        "speedup": now / est if est > 0 else math.nan,
+        "saving_applied_ns": now - est,
+    }
     for rule, cost in costs.items():
         out[f"saving_{rule.replace('-', '_')}_ns"] = float(np.mean(cost)) if len(cost) else 0.0
     return out

@@ -25,8 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="baseline trace (.json or .json.gz)")
     parser.add_argument("b", metavar="B", help="trace to compare with the baseline")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.add_argument("--fail-if-slower", metavar="PCT", default=None,
-                        help="exit 1 when B's median step time is more than PCT (e.g. 5%%) above A's")
+    parser.add_argument(
+        "--fail-if-slower",
+        metavar="PCT",
+        default=None,
+        help="exit 1 when B's median step time is more than PCT (e.g. 5%%) above A's",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
