@@ -3,7 +3,7 @@ breakdown of one torch.profiler trace against HolisticTraceAnalysis (HTA).
 
 Part 1 builds a synthetic run (collector.synthetic) and times ``webapp.analysis.analyze`` on it (target:
 at most 5 s for 10M intervals). Part 2 loads the same Kineto trace in two fresh subprocesses: ours
-(``collector.tracefile.load_trace`` + ``analyze``, which includes the GPU busy/compute/copy/idle breakdown
+(``collector.traceformat.read.load_trace`` + ``analyze``, which includes the GPU busy/compute/copy/idle breakdown
 and everything else) and HTA's (``TraceAnalysis`` + ``get_temporal_breakdown``), run with the python of a
 separate virtual environment where ``holistictraceanalysis`` is installed (never the system python):
 
@@ -38,7 +38,7 @@ DEFAULT_HTA_PYTHON = "/tmp/hta-venv/bin/python"
 _OURS = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from collector.tracefile import load_trace
+from collector.load import load_trace
 from webapp.analysis import analyze
 t1 = time.perf_counter()
 trace = load_trace(sys.argv[1])
@@ -159,7 +159,7 @@ WHAT_IF_NOTES = [
 def what_if_lines(samples: Path) -> list[str]:
     """The what-if estimate of every sample trace against the measured step time of the overlap demo."""
     sys.path.insert(0, str(ROOT))
-    from collector.tracefile import load_trace
+    from collector.load import load_trace
     from webapp.analysis import analyze
 
     names = ("naive", "pinned", "sync-trap", "d2h", "overlap")

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from collector import demos
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", help="folder for the recorded sample traces")

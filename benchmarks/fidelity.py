@@ -61,7 +61,7 @@ def _profiler_durations(prof: Any) -> list[tuple[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--md")

@@ -4,8 +4,8 @@ Generates (into ./bench-data/, reused when present) a synthetic but realistic to
 of about 100 MB and 1 GB: python_function and cpu_op nests, cudaLaunchKernel runtime calls with ``ac2g``
 flows to kernels with long templated names on many streams, pinned and pageable copies, memsets and
 stream syncs, laid out the way Kineto writes them. Each file is loaded in a fresh subprocess (so peak RSS
-is that load's own) through ``collector.tracefile.load_trace`` when the torch.profiler importer exists,
-else ``collector.chrome.read_events``; the script prints MB/s and peak RSS / file size and writes the
+is that load's own) through ``collector.traceformat.read.load_trace`` when the torch.profiler importer exists,
+else ``collector.traceformat.events.read_events``; the script prints MB/s and peak RSS / file size and writes the
 ``## load_scale`` section of benchmarks/RESULTS.md.
 
     python3 benchmarks/load_scale.py                 # 100 MB and 1 GB
@@ -314,10 +314,10 @@ import pandas, numpy  # imported before the clock and the baseline, like a runni
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 t0 = time.perf_counter()
 if how == "load_trace":
-    from collector.tracefile import load_trace
+    from collector.load import load_trace
     frame = load_trace(path).intervals
 else:
-    from collector.chrome import read_events
+    from collector.traceformat.events import read_events
     frame = read_events(path, fast=(how == "read_events")).events
 secs = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -340,7 +340,7 @@ def write_ours(n: int) -> list[tuple[Path, float]]:
 
     sys.path.insert(0, str(ROOT))
     from collector.synthetic import synthetic_trace
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     trace = synthetic_trace(n, ranks=2)
     out = []
@@ -361,7 +361,7 @@ _LABELS = {
 
 def _how() -> str:
     try:
-        import collector.kineto  # noqa: F401
+        import collector.importers.kineto  # noqa: F401
     except ImportError:
         return "read_events"
     return "load_trace"

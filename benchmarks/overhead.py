@@ -36,7 +36,7 @@ def _segment(step: Callable[[], None], steps: int, mode: str, every: int = 1) ->
     """Run ``steps`` steps under ``mode`` (plain | record | profiler); (loop s, stop s)."""
     import torch
 
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     rec: Any = None
     prof: Any = None
@@ -116,7 +116,7 @@ def per_op_costs(n: int = 4000) -> dict[str, float]:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     x = torch.zeros(1024, device="cuda")
 

@@ -21,10 +21,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from collector.recorder import NoCudaError, Recorder, require_cuda
+from collector.errors import StreamscopeError
+from collector.recording.recorder import NoCudaError, Recorder, require_cuda
 
 
-class RecordUsageError(ValueError):
+class RecordUsageError(StreamscopeError, ValueError):
     """A mistake on the record command line (exit 2, one line)."""
 
 

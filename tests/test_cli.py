@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector import __version__
+from collector.load import load_trace
 from collector.model import (
     Interval,
     IntervalKind,
@@ -19,7 +20,7 @@ from collector.model import (
     RunMeta,
     Trace,
 )
-from collector.tracefile import load_trace, write_trace
+from collector.traceformat.write import write_trace
 from webapp.cli import main
 
 

@@ -10,8 +10,8 @@ import pytest
 MODULES = [
     "collector",
     "collector.model",
-    "collector.chrome",
-    "collector.tracefile",
+    "collector.traceformat.events",
+    "collector.traceformat.read",
     "webapp",
     "webapp.cli",
     "webapp.analysis",

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"streamscope {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except ValueError as exc:
-        from collector.chrome import TraceFileError
+        from collector.traceformat.spec import TraceFileError
 
         if not isinstance(exc, TraceFileError):
             raise

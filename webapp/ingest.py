@@ -85,7 +85,7 @@ def ingest_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: i
 
 def ingest_file(store: Store, path: Path, name: str, origin: str = "") -> RunInfo:
     """Load a trace file (ours or torch.profiler's) and store it; raises IngestError with one line."""
-    from collector.tracefile import load_trace
+    from collector.load import load_trace
 
     try:
         trace = load_trace(str(path))
@@ -109,7 +109,7 @@ def import_samples(store: Store, folder: Path) -> list[RunInfo]:
     if store.setting("samples_imported"):
         return []
     try:
-        import collector.tracefile  # noqa: F401
+        import collector.traceformat.read  # noqa: F401
     except ImportError:  # the file reader is not installed: try again on the next start
         return []
     added = _import_all(store, sample_files(folder))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from analysis_traces import clean_run, pageable_run
 
-from collector.tracefile import write_trace
+from collector.traceformat.write import write_trace
 from webapp.cli import main
 
 

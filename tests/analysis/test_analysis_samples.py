@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.tracefile import load_trace
+from collector.load import load_trace
 from webapp.analysis import analyze
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
@@ -48,7 +48,7 @@ def test_sync_trap_names_its_lines() -> None:
 
 
 def test_torch_profiler_overlap_trace_is_clean() -> None:
-    from collector.chrome import TraceFileError
+    from collector.traceformat.spec import TraceFileError
 
     path = SAMPLES / "torch-profiler-overlap.pt.trace.json.gz"
     if not path.exists():

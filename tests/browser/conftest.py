@@ -42,7 +42,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     from collector.model import Trace
     from collector.synthetic import synthetic_trace
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     root = tmp_path_factory.mktemp("traces")
     samples = root / "samples"

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from collector import chrome_parse
-from collector.chrome import TraceFileError, read_events
+from collector.load import load_trace
 from collector.model import Trace
-from collector.tracefile import load_trace, read_trace, write_trace
+from collector.traceformat import parse_json as chrome_parse
+from collector.traceformat.events import read_events
+from collector.traceformat.read import read_trace
+from collector.traceformat.spec import TraceFileError
+from collector.traceformat.write import write_trace
 
 NEEDS_MSGSPEC = pytest.mark.skipif(not chrome_parse.HAVE_MSGSPEC, reason="msgspec is not installed")
 PATHS = [pytest.param(True, id="msgspec", marks=NEEDS_MSGSPEC), pytest.param(False, id="stdlib")]
@@ -196,10 +198,3 @@ def test_read_trace_refuses_foreign_trace(tmp_path: Path) -> None:
     path = write_events(tmp_path / "kineto.json", [GOOD_X])
     with pytest.raises(TraceFileError, match="not a Streamscope trace"):
         read_trace(path)
-
-
-def test_load_trace_without_importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write_events(tmp_path / "kineto.json", [GOOD_X])
-    monkeypatch.setitem(sys.modules, "collector.kineto", None)  # import fails as if the module were absent
-    with pytest.raises(TraceFileError, match="not a Streamscope trace and torch.profiler import is unavailable"):
-        load_trace(path)

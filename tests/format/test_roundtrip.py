@@ -10,8 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from collector.load import load_trace
 from collector.model import INTERVAL_COLUMNS, IntervalKind, LaneKind, Trace, conform_intervals
-from collector.tracefile import CATEGORIES, META_KEY, load_trace, read_trace, write_trace
+from collector.traceformat.read import read_trace
+from collector.traceformat.spec import STREAMSCOPE_KEY
+from collector.traceformat.write import CATEGORIES, write_trace
 
 
 def assert_same(a: Trace, b: Trace) -> None:
@@ -51,7 +54,7 @@ def test_file_is_plain_chrome_trace(tmp_path: Path, trace: Trace) -> None:
     path = tmp_path / "run.json"
     write_trace(trace, path)
     doc = json.loads(path.read_text())
-    assert doc[META_KEY]["format_version"] == 1
+    assert doc[STREAMSCOPE_KEY]["format_version"] == 1
     assert isinstance(doc["baseTimeNanoseconds"], int)
     events = doc["traceEvents"]
     xs = [e for e in events if e["ph"] == "X"]
@@ -117,7 +120,7 @@ def test_large_times_stay_exact(tmp_path: Path, trace: Trace) -> None:
 
 def test_imported_torch_profiler_trace_round_trips(tmp_path: Path, kineto_like: Callable[..., Path]) -> None:
     """Whatever the torch.profiler importer builds survives our format exactly."""
-    pytest.importorskip("collector.kineto")
+    pytest.importorskip("collector.importers.kineto")
     imported = load_trace(kineto_like(tmp_path / "kineto.json"))
     assert len(imported.intervals) > 100
     write_trace(imported, tmp_path / "ours.json.gz")

@@ -11,10 +11,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from collector import chrome_parse
-from collector.chrome import EVENT_COLUMNS, read_events
 from collector.model import Trace
-from collector.tracefile import write_trace
+from collector.traceformat import parse_json as chrome_parse
+from collector.traceformat.events import EVENT_COLUMNS, read_events
+from collector.traceformat.write import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def test_without_msgspec_the_stdlib_path_is_used(
     path = kineto_like(tmp_path / "k.json")
     expected = read_events(path, fast=True).events
     monkeypatch.setattr(chrome_parse, "HAVE_MSGSPEC", False)
-    from collector import chrome_fast
+    from collector.traceformat import parse_msgspec as chrome_fast
 
     monkeypatch.setattr(chrome_fast, "parse_fast", None)  # would fail if called
     pd.testing.assert_frame_equal(read_events(path).events, expected)

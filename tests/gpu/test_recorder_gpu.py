@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _record(fn, **options):  # type: ignore[no-untyped-def]
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     rec = Recorder("test", None, probe=False, **options)
     rec.start()
@@ -33,7 +33,7 @@ def _record(fn, **options):  # type: ignore[no-untyped-def]
 
 def _demo_trace(name: str, steps: int):  # type: ignore[no-untyped-def]
     from collector import demos
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     rec = Recorder(f"demo:{name}", None, probe=False, source="demo")
     demos.run_demo(name, rec, steps=steps, quiet=True)
@@ -308,7 +308,7 @@ def _run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_script_runs_as_with_python(tmp_path: Path) -> None:
-    from collector.tracefile import read_trace
+    from collector.traceformat.read import read_trace
 
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

@@ -1,7 +1,7 @@
 """Fixtures for the Kineto importer tests: a tiny stdlib reader into the EventTable contract.
 
 ``table_from_json`` is a deliberately plain reader (json + a dict per event) used to check the importer
-independently of collector.chrome.read_events; tests that exercise the real reader say so.
+independently of collector.traceformat.events.read_events; tests that exercise the real reader say so.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from collector.chrome import EVENT_COLUMNS, EventTable
+from collector.traceformat.events import EVENT_COLUMNS, EventTable
 
 DATA = Path(__file__).parent / "data"
 

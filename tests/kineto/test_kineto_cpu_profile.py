@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.chrome import EventTable, read_events
-from collector.kineto import trace_from_kineto
+from collector.importers.kineto import trace_from_kineto
 from collector.model import INTERVAL_COLUMNS, LaneKind, Trace
+from collector.traceformat.events import EventTable, read_events
 
 
 def _workload(x: object) -> object:

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from collector.chrome import EventTable
-from collector.kineto import trace_from_kineto
+from collector.importers.kineto import trace_from_kineto
 from collector.model import INTERVAL_COLUMNS, LaneKind, Trace
+from collector.traceformat.events import EventTable
 
 
 def _x(cat: str, name: str, pid: Any, tid: Any, ts: float, dur: float | None, **args: Any) -> dict[str, Any]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from collector.chrome import EVENT_COLUMNS, EventTable, TraceFileError
-from collector.kineto import trace_from_kineto
+from collector.importers.kineto import trace_from_kineto
 from collector.model import INTERVAL_COLUMNS, MARKER_COLUMNS, Lane, LaneKind, Trace
+from collector.traceformat.events import EVENT_COLUMNS, EventTable
+from collector.traceformat.spec import TraceFileError
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.chrome import EventTable, read_events
-from collector.kineto import trace_from_kineto
+from collector.importers.kineto import trace_from_kineto
+from collector.load import load_trace
 from collector.model import LaneKind, Trace
-from collector.tracefile import load_trace
+from collector.traceformat.events import EventTable, read_events
 
 SAMPLE = Path(__file__).parent / "data" / "gpu_step.pt.trace.json.gz"
 

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collector.kineto import memcpy_kind
-from collector.kineto_meta import lookup_first
-from collector.kineto_sync import (
+from collector.importers.kineto import memcpy_kind
+from collector.importers.kineto_lanes import lookup_first
+from collector.importers.kineto_sync import (
     PyFrames,
     api_sync_cause,
     format_frame,

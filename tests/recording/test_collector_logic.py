@@ -8,11 +8,13 @@ import sys
 import numpy as np
 import pytest
 
-from collector import sourceline, syncs
-from collector.clock import ClockMap, take_anchor
+from collector import syncrules
 from collector.model import IntervalKind, LaneKind, RunMeta
-from collector.ops import OpClass, classify_op
-from collector.tracebuild import build_trace, stream_role
+from collector.recording import hostwaits, sourceline
+from collector.recording.build import build_trace, stream_role
+from collector.recording.clock import ClockMap, take_anchor
+from collector.recording.ops import OpClass, classify_op
+from collector.recording.patches import Patches
 
 
 def test_user_source_is_the_callers_line() -> None:
@@ -26,7 +28,7 @@ def test_user_source_skips_library_frames(tmp_path: object) -> None:
     os.makedirs(lib)
     path = os.path.join(lib, "helper.py")
     with open(path, "w") as fh:
-        fh.write("from collector.sourceline import user_source\ndef helper():\n    return user_source()\n")
+        fh.write("from collector.recording.sourceline import user_source\ndef helper():\n    return user_source()\n")
     sys.path.insert(0, lib)
     try:
         import helper  # type: ignore[import-not-found]
@@ -47,7 +49,9 @@ def test_format_source_relative_below_cwd() -> None:
 
 
 def test_demo_file_counts_as_user_code() -> None:
-    demos = os.path.join(os.path.dirname(sourceline.__file__), "demos.py")
+    import collector.demos
+
+    demos = collector.demos.__file__
     recorder = os.path.join(os.path.dirname(sourceline.__file__), "recorder.py")
     assert not sourceline._is_library(demos)
     assert sourceline._is_library(recorder)
@@ -62,35 +66,35 @@ def test_demo_file_counts_as_user_code() -> None:
     ],
 )
 def test_copy_kind(src: bool, dst: bool, kind: IntervalKind) -> None:
-    assert syncs.copy_kind(src, dst) is kind
+    assert syncrules.copy_kind(src, dst) is kind
 
 
 def test_copy_blocks_unless_pinned_and_non_blocking() -> None:
     h2d, d2h, d2d = IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D
-    assert syncs.copy_blocks(h2d, host_pinned=False, non_blocking=True)
-    assert syncs.copy_blocks(h2d, host_pinned=True, non_blocking=False)
-    assert not syncs.copy_blocks(h2d, host_pinned=True, non_blocking=True)
-    assert syncs.copy_blocks(d2h, host_pinned=False, non_blocking=True)
-    assert not syncs.copy_blocks(d2h, host_pinned=True, non_blocking=True)
-    assert not syncs.copy_blocks(d2d, host_pinned=False, non_blocking=False)
+    assert syncrules.copy_blocks(h2d, host_pinned=False, non_blocking=True)
+    assert syncrules.copy_blocks(h2d, host_pinned=True, non_blocking=False)
+    assert not syncrules.copy_blocks(h2d, host_pinned=True, non_blocking=True)
+    assert syncrules.copy_blocks(d2h, host_pinned=False, non_blocking=True)
+    assert not syncrules.copy_blocks(d2h, host_pinned=True, non_blocking=True)
+    assert not syncrules.copy_blocks(d2d, host_pinned=False, non_blocking=False)
 
 
 def test_implicit_sync_causes() -> None:
-    assert syncs.implicit_sync_cause("aten::_local_scalar_dense") == "item"
-    assert syncs.implicit_sync_cause("aten::nonzero") == "nonzero"
-    assert syncs.implicit_sync_cause("aten::masked_select") == "masked_index"
-    assert syncs.implicit_sync_cause("aten::index", has_bool_index=True) == "masked_index"
-    assert syncs.implicit_sync_cause("aten::index", has_bool_index=False) == ""
-    assert syncs.implicit_sync_cause("aten::mm") == ""
+    assert syncrules.implicit_sync_cause("aten::_local_scalar_dense") == "item"
+    assert syncrules.implicit_sync_cause("aten::nonzero") == "nonzero"
+    assert syncrules.implicit_sync_cause("aten::masked_select") == "masked_index"
+    assert syncrules.implicit_sync_cause("aten::index", has_bool_index=True) == "masked_index"
+    assert syncrules.implicit_sync_cause("aten::index", has_bool_index=False) == ""
+    assert syncrules.implicit_sync_cause("aten::mm") == ""
 
 
 def test_cause_context_outermost_wins() -> None:
-    assert syncs.current_cause() == ""
-    with syncs.cause_context("print"):
-        with syncs.cause_context("item"):
-            assert syncs.current_cause() == "print"
-        assert syncs.current_cause() == "print"
-    assert syncs.current_cause() == ""
+    assert hostwaits.current_cause() == ""
+    with hostwaits.cause_context("print"):
+        with hostwaits.cause_context("item"):
+            assert hostwaits.current_cause() == "print"
+        assert hostwaits.current_cause() == "print"
+    assert hostwaits.current_cause() == ""
 
 
 def test_cause_wrapper_only_for_cuda_tensors() -> None:
@@ -100,10 +104,10 @@ def test_cause_wrapper_only_for_cuda_tensors() -> None:
         is_cuda = True
 
         def item(self) -> str:
-            seen.append(syncs.current_cause())
+            seen.append(hostwaits.current_cause())
             return "v"
 
-    wrapped = syncs._cause_wrapper(T.item, "item")
+    wrapped = hostwaits._cause_wrapper(T.item, "item")
     assert wrapped(T()) == "v"
     T.is_cuda = False
     wrapped(T())
@@ -112,7 +116,9 @@ def test_cause_wrapper_only_for_cuda_tensors() -> None:
 
 def test_wait_wrapper_measures_and_reports() -> None:
     calls: list[tuple[str, str, int, int]] = []
-    wrapped = syncs._wait_wrapper(lambda x: x * 2, "cudaDeviceSynchronize", "synchronize", lambda *a: calls.append(a))
+    wrapped = hostwaits._wait_wrapper(
+        lambda x: x * 2, "cudaDeviceSynchronize", "synchronize", lambda *a: calls.append(a)
+    )
     assert wrapped(21) == 42
     ((name, cause, t0, t1),) = calls
     assert (name, cause) == ("cudaDeviceSynchronize", "synchronize") and t1 >= t0
@@ -127,7 +133,7 @@ def test_patches_undo_restores_inherited_and_own_attributes() -> None:
         def g(self) -> int:
             return 2
 
-    p = syncs._Patches()
+    p = Patches()
     p.set(Child, "f", lambda self: 10)
     p.set(Child, "g", lambda self: 20)
     assert (Child().f(), Child().g()) == (10, 20)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from collector import runner
-from collector.recorder import NO_CUDA_MESSAGE
+from collector.recording.recorder import NO_CUDA_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,7 +145,8 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
 
 def test_importing_the_collector_does_not_import_torch() -> None:
     code = (
-        "import sys, collector, collector.recorder, collector.runner, collector.demos, collector.cli; "
+        "import sys, collector, collector.recording.recorder, collector.runner, collector.demos, "
+        "collector.cli, collector.load; "
         "print('torch' in sys.modules)"
     )
     done = subprocess.run(
@@ -159,7 +160,7 @@ def test_importing_the_collector_does_not_import_torch() -> None:
 
 
 def test_rank_defaults_to_the_launchers(monkeypatch: Any) -> None:
-    from collector.recorder import Recorder
+    from collector.recording.recorder import Recorder
 
     monkeypatch.setenv("RANK", "3")
     assert Recorder("w").rank == 3

@@ -41,7 +41,7 @@ def two_runs(store: Store):
 @pytest.fixture
 def serve_process(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     """``streamscope serve`` on a free port with two synthetic samples; yields (base url, process, data)."""
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     samples = tmp_path / "samples"
     samples.mkdir()

@@ -14,7 +14,7 @@ from webapp import create_app
 
 
 def trace_bytes(tmp_path: Path, n: int = 500, gz: bool = True) -> bytes:
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     path = tmp_path / ("t.json.gz" if gz else "t.json")
     write_trace(synthetic_trace(n, pattern="naive", steps=3), str(path))
@@ -224,7 +224,7 @@ def test_record_runs_the_collector_and_lands_on_the_run(tmp_path) -> None:
     """With recording forced on, a fake `python -m collector` writes a trace that becomes a run."""
     import time
 
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     src = tmp_path / "made.json.gz"
     write_trace(synthetic_trace(300, steps=2), str(src))

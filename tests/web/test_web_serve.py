@@ -49,7 +49,7 @@ def test_concurrent_uploads_all_land(serve_process, tmp_path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from collector.synthetic import synthetic_trace
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     base, _proc, _data = serve_process
     files = []

@@ -68,7 +68,7 @@ def test_names_and_suffixes() -> None:
 
 
 def test_samples_imported_once(tmp_path: Path) -> None:
-    from collector.tracefile import write_trace
+    from collector.traceformat.write import write_trace
 
     samples = tmp_path / "samples"
     samples.mkdir()

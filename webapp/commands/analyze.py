@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(path: str) -> Any:
     """Read a trace for analysis; a missing file or a trace that cannot be analysed is a CliError."""
-    from collector.tracefile import load_trace
+    from collector.load import load_trace
     from webapp.cli import CliError
 
     if not Path(path).is_file():

@@ -17,7 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collector.tracefile import load_trace, write_trace
+    from collector.load import load_trace
+    from collector.traceformat.write import write_trace
     from webapp.cli import CliError
 
     src, dst = Path(args.input), Path(args.output)

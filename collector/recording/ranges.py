@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from collector.syncs import _Patches
+from collector.recording.patches import Patches
 
 OnRange = Callable[[str, int, int], None]
 OnMark = Callable[[str, int], None]
@@ -33,7 +33,7 @@ def install(on_range: OnRange, on_mark: OnMark) -> Callable[[], None]:
     import torch.cuda.nvtx as nvtx
 
     clock = time.monotonic_ns
-    patches = _Patches()
+    patches = Patches()
     rf = profiler.record_function
     enter, exit_ = rf.__enter__, rf.__exit__
 

@@ -11,8 +11,8 @@ Usage::
 While recording, a ``TorchDispatchMode`` sees every op of the recording thread and of autograd's backward
 threads (the mode travels with autograd's thread-local state). Each op that launches GPU work gets two
 pooled CUDA events on the stream it runs on (``torch.cuda.current_stream``) and a host span; events are
-resolved lazily (in batches, or at stop) and placed on the host clock by anchors (collector.clock). Host
-waits are measured where they happen (collector.syncs). Views and metadata ops produce no interval.
+resolved lazily (in batches, or at stop) and placed on the host clock by anchors (collector.recording.clock). Host
+waits are measured where they happen (collector.recording.hostwaits). Views and metadata ops produce no interval.
 
 Known limits: work inside captured CUDA graphs is recorded as one graph launch; ops issued from threads
 that the user starts (other than autograd's) and ops on devices other than the one current at start are
@@ -30,11 +30,13 @@ import time
 from collections import deque
 from typing import Any
 
-from collector import graphs, ranges, sourceline, syncs
-from collector.clock import ClockMap, take_anchor
+from collector import syncrules
+from collector.errors import StreamscopeError
 from collector.model import IntervalKind, MemoryKind, RunMeta, Trace
-from collector.ops import OpClass, classify_op, copy_facts, has_bool_index
-from collector.tracebuild import build_trace
+from collector.recording import graphs, hostwaits, ranges, sourceline
+from collector.recording.build import build_trace
+from collector.recording.clock import ClockMap, take_anchor
+from collector.recording.ops import OpClass, classify_op, copy_facts, has_bool_index
 
 NO_CUDA_MESSAGE = "no CUDA device: recording needs an NVIDIA GPU; browsing and analysis work without one"
 RESOLVE_BACKLOG_OPS = 16384
@@ -48,7 +50,7 @@ _EVENT_POOL: list[Any] = []
 _CAPTURE_LIMIT = "work inside captured CUDA graphs is recorded as one graph launch"
 
 
-class NoCudaError(RuntimeError):
+class NoCudaError(StreamscopeError, RuntimeError):
     """Recording was asked for on a machine without a usable CUDA device."""
 
 
@@ -128,7 +130,7 @@ class Recorder:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
-        from collector.probe import device_info, event_overhead_ms, probe_bandwidth
+        from collector.recording.probe import device_info, event_overhead_ms, probe_bandwidth
 
         if self._started:
             raise RuntimeError("this recorder was already started; make a new one with record()")
@@ -147,7 +149,7 @@ class Recorder:
         self._elapsed = torch._C._CudaEventBase.elapsed_time
         self._get_stream = torch._C._cuda_getCurrentStream
         self._Tensor = torch.Tensor
-        self._undo.append(syncs.install(self._on_host_wait))
+        self._undo.append(hostwaits.install(self._on_host_wait))
         self._undo.append(ranges.install(self._on_range, self._on_mark))
         self._undo.append(graphs.install(self))
         if self.auto_steps:
@@ -260,7 +262,7 @@ class Recorder:
             self._event_overhead_ms,
         )
         if self.out:
-            from collector.tracefile import write_trace
+            from collector.traceformat.write import write_trace
 
             write_trace(self.trace, self.out)
         return self.trace
@@ -370,7 +372,7 @@ class Recorder:
     def _timed(self, call: Any, name: str, cls: OpClass, args: Any = (), kwargs: Any = None) -> Any:
         """Time a copy, memset, sync op or graph replay: like the inlined kernel path, with more facts."""
         kind, nbytes, mem, nb, cause, src = _K.KERNEL, 0, "", False, "", ""
-        context = syncs.current_cause()
+        context = hostwaits.current_cause()
         if cls is OpClass.COPY:
             kind, nbytes, mem, nb, blocks = copy_facts(name, args, kwargs or {}, self._Tensor)
             if blocks:
@@ -378,7 +380,7 @@ class Recorder:
             if kind is not _K.KERNEL:
                 src = sourceline.user_source()
         elif cls is OpClass.SYNC:
-            cause = context or syncs.implicit_sync_cause(name)
+            cause = context or syncrules.implicit_sync_cause(name)
             if name == "aten::_local_scalar_dense":
                 kind, nbytes, mem = _K.MEMCPY_D2H, args[0].element_size(), MemoryKind.PAGEABLE.value
         elif cls is OpClass.MASKABLE:
@@ -388,7 +390,7 @@ class Recorder:
             kind = _K.MEMSET
             if args and isinstance(args[0], self._Tensor):
                 nbytes = args[0].numel() * args[0].element_size()
-        if cause == syncs.WHOLE_CALL_CAUSE:
+        if cause == syncrules.WHOLE_CALL_CAUSE:
             cause = ""  # inside print(tensor), which is reported whole as one wait
         if cause and not src:
             src = sourceline.user_source()

@@ -1,6 +1,7 @@
 """Import torch.profiler (Kineto) Chrome traces (PyTorch 2.0 and later) into a Streamscope :class:`Trace`.
 
-Input: an :class:`~collector.chrome.EventTable` (``collector.chrome.read_events``). One file is one rank.
+Input: an :class:`~collector.traceformat.events.EventTable` (``collector.traceformat.events.read_events``).
+One file is one rank.
 What becomes what:
 
 ========================================== ==========================================================
@@ -8,7 +9,7 @@ What becomes what:
 ``gpu_memcpy``                             ``memcpy_h2d/d2h/d2d``; memory kind from the name
                                            ("Memcpy HtoD (Pageable -> Device)"), bytes from ``args.bytes``
 ``gpu_memset``                             ``memset``
-``cuda_runtime`` / ``cuda_driver``         ``launch``, or ``sync_wait`` (see :mod:`collector.kineto_sync`)
+``cuda_runtime`` / ``cuda_driver``         ``launch``, or ``sync_wait`` (see :mod:`collector.importers.kineto_sync`)
 ``cpu_op``                                 ``cpu_op``
 ``user_annotation``, ``gpu_user_annotation`` ``annotation``; ``ProfilerStep#N`` ranges -> step markers
 unknown categories with a thread or stream ``annotation``; the rest (``python_function``, ``Trace``,
@@ -35,8 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.chrome import EventTable, TraceFileError
-from collector.kineto_meta import (
+from collector.importers.kineto_lanes import (
     BYTES_KIND_CODES,
     KIND_CODE,
     build_lanes,
@@ -46,7 +46,7 @@ from collector.kineto_meta import (
     rank_of,
     run_meta,
 )
-from collector.kineto_sync import (
+from collector.importers.kineto_sync import (
     CAUSE_BY_OP,
     CUDA_SYNC_EVENT_CAUSE,
     PyFrames,
@@ -66,6 +66,8 @@ from collector.model import (
     conform_markers,
     empty_markers,
 )
+from collector.traceformat.events import EventTable
+from collector.traceformat.spec import TraceFileError
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 HOST_API_CATS = ("cuda_runtime", "cuda_driver")

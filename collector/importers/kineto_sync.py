@@ -1,10 +1,10 @@
 """Sync waits in torch.profiler (Kineto) traces: which host calls wait, why, and from which user code.
 
-Used by :mod:`collector.kineto`. Everything here is vectorized over the event table; the only loops run over
+Used by :mod:`collector.importers.kineto`. Everything here is vectorized over the event table; the only loops run over
 API-name tables, CPU threads' frame depth, or the categories of a column, never over events.
 
 Cause vocabulary (the ``cause`` column of ``sync_wait`` intervals), shared with the recorder
-(:mod:`collector.syncs`). The most specific evidence wins: a Tensor method on the Python stack
+(:mod:`collector.recording.hostwaits`). The most specific evidence wins: a Tensor method on the Python stack
 (``item``, ``tolist``, ``numpy``, ``cpu``, ``print``), then the outermost syncing aten op (``item``,
 ``bool``, ``nonzero``, ``masked_index``, ``unique``, ``implicit``, ``blocking_copy`` for ``.to()`` /
 ``copy_``), then the API call itself (``synchronize`` for cudaDeviceSynchronize, ``stream_synchronize``,
@@ -26,8 +26,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from collector.kineto_meta import lookup_first
-from collector.syncs import MASKABLE_INDEX_OPS, METHOD_CAUSES, SYNC_OP_CAUSES
+from collector.importers.kineto_lanes import lookup_first
+from collector.syncrules import MASKABLE_INDEX_OPS, METHOD_CAUSES, SYNC_OP_CAUSES
 
 SYNC_API_CAUSE: dict[str, str] = {
     "cudaStreamSynchronize": "stream_synchronize",

@@ -13,7 +13,7 @@ import sys
 import sysconfig
 from types import FrameType
 
-_COLLECTOR_DIR = os.path.dirname(os.path.abspath(__file__))
+_COLLECTOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the collector package root
 _STDLIB_DIRS = tuple(
     os.path.normcase(os.path.abspath(p)) + os.sep
     for p in {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")}

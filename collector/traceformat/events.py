@@ -1,7 +1,7 @@
 """Read any Chrome Trace Event JSON file (ours or torch.profiler's) into a columnar event table.
 
-This is the one parser under both our own format (collector.tracefile) and the torch.profiler importer
-(collector.kineto). It returns the top-level object (everything but ``traceEvents``) and an
+This is the one parser under both our own format (collector.traceformat.read) and the torch.profiler importer
+(collector.importers.kineto). It returns the top-level object (everything but ``traceEvents``) and an
 :class:`EventTable`: one row per event, in file order, with the ``args`` fields we use pulled into typed
 columns.
 
@@ -52,8 +52,8 @@ from typing import Any
 
 import pandas as pd
 
-DEFAULT_MAX_INFLATED_BYTES = 8 * 1024**3
-"""A .json.gz that inflates past this many bytes is refused as a likely gzip bomb (configurable)."""
+from collector.traceformat import parse_json
+from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, TraceFileError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ph": "category",
@@ -83,14 +83,6 @@ EVENT_COLUMNS: dict[str, str] = {
 }
 
 
-STREAMSCOPE_KEY = "streamscope"
-"""Top-level key of the metadata object that marks our own files (see collector.tracefile)."""
-
-
-class TraceFileError(ValueError):
-    """A trace file that cannot be read; the message is one line a user can act on."""
-
-
 @dataclass
 class EventTable:
     """A parsed Chrome trace: ``top`` is the top-level object without ``traceEvents``."""
@@ -112,16 +104,14 @@ def read_events(
     ``False`` force one path (tests compare them). Gzip is recognised by its magic bytes and inflated in
     chunks, refused once it passes ``max_inflated_bytes``.
     """
-    from collector import chrome_parse
-
     if fast is None:
-        fast = chrome_parse.HAVE_MSGSPEC
+        fast = parse_json.HAVE_MSGSPEC
     if fast:
-        from collector import chrome_fast
+        from collector.traceformat import parse_msgspec  # msgspec: absent on minimal recording hosts
 
-        parse = chrome_fast.parse_fast
+        parse = parse_msgspec.parse_fast
     else:
-        parse = chrome_parse.parse_stdlib
+        parse = parse_json.parse_stdlib
     try:
         top, columns, id_names = parse(read_bytes(os.fspath(path), max_inflated_bytes))
     except TraceFileError as exc:

@@ -1,11 +1,11 @@
-"""The fast path of :func:`collector.chrome.read_events`: msgspec, in batches, in place (internal).
+"""The fast path of :func:`collector.traceformat.events.read_events`: msgspec, in batches, in place (internal).
 
 A plain file arrives memory-mapped copy-on-write. One msgspec pass finds every event as a raw slice of the
-input (no copies). Events are then decoded into typed structs ``chrome_parse.BATCH`` at a time with the
+input (no copies). Events are then decoded into typed structs ``parse_json.BATCH`` at a time with the
 garbage collector paused: the commas just outside a batch are swapped for ``[`` and ``]`` for the decode
 and restored after, so no batch is copied. Each batch goes straight into the preallocated columns, so only
 one batch of Python objects is ever alive. A struct field of the wrong type is re-checked by
-``chrome_parse.check_event`` to give the same message as the stdlib path.
+``parse_json.check_event`` to give the same message as the stdlib path.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from collector import chrome_parse
-from collector.chrome import STREAMSCOPE_KEY, TraceFileError
-from collector.chrome_parse import SPEC, Columns, active, check_event, split_top, syntax_error
+from collector.traceformat import parse_json
+from collector.traceformat.parse_json import SPEC, Columns, active, check_event, split_top, syntax_error
+from collector.traceformat.spec import STREAMSCOPE_KEY, TraceFileError
 
 
 @contextmanager
@@ -115,7 +115,7 @@ def parse_fast(data: bytearray | mmap.mmap) -> tuple[dict[str, Any], dict[str, A
     columns = Columns(len(events), fields)
     view = memoryview(data)
     with _gc_paused():
-        batch = chrome_parse.BATCH
+        batch = parse_json.BATCH
         for lo in range(0, len(events), batch):
             chunk = events[lo : lo + batch]
             try:

@@ -1,6 +1,6 @@
 """Lanes and run metadata of an imported torch.profiler (Kineto) trace, and per-category helpers.
 
-Used by :mod:`collector.kineto`; nothing here loops over events (only over lanes or a column's categories).
+Used by :mod:`collector.importers.kineto`; nothing here loops over events (only over lanes or a column's categories).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Write a :class:`~collector.model.Trace` as our Chrome-trace file (see collector.tracefile, docs/trace-format.md).
+"""Write a :class:`~collector.model.Trace` as our Chrome-trace file (see docs/trace-format.md).
 
 Stdlib only (json + gzip). Events are built a chunk of rows at a time from per-column Python lists (each
 distinct string escaped once), written to a temp file in the destination folder and renamed into place.
@@ -16,10 +16,9 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from collector.chrome import STREAMSCOPE_KEY
 from collector.model import FORMAT_VERSION, IntervalKind, LaneKind, MarkerKind, Trace
+from collector.traceformat.spec import STREAMSCOPE_KEY
 
-META_KEY = STREAMSCOPE_KEY
 """Top-level key of our metadata object (format_version, meta, lanes)."""
 
 CATEGORIES: dict[str, str] = {
@@ -86,7 +85,7 @@ def _write(trace: Trace, out: IO[bytes] | gzip.GzipFile) -> None:
     starts = [int(f["start_ns"].min()) for f in (iv, mk) if len(f)]
     base = min(starts) if starts else 0
     head = {
-        META_KEY: {
+        STREAMSCOPE_KEY: {
             "format_version": FORMAT_VERSION,
             "meta": {**trace.meta.to_dict(), "format_version": FORMAT_VERSION},
             "lanes": [

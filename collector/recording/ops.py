@@ -9,9 +9,9 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from collector import syncs
+from collector import syncrules
 from collector.model import IntervalKind, MemoryKind
-from collector.syncs import MASKABLE_INDEX_OPS, SYNC_OP_CAUSES
+from collector.syncrules import MASKABLE_INDEX_OPS, SYNC_OP_CAUSES
 
 _K = IntervalKind
 
@@ -118,10 +118,10 @@ def copy_facts(name: str, args: Any, kwargs: dict[str, Any], tensor: Any) -> tup
         same_dtype = dst.dtype == src.dtype
         dst_pinned = False
     src_cuda = bool(src.is_cuda)
-    kind = syncs.copy_kind(src_cuda, dst_cuda)
+    kind = syncrules.copy_kind(src_cuda, dst_cuda)
     nbytes = src.numel() * src.element_size()
     if kind is _K.MEMCPY_D2D:
         return (kind if same_dtype else _K.KERNEL), nbytes, MemoryKind.DEVICE.value, nb, False
     pinned = bool(src.is_pinned()) if kind is _K.MEMCPY_H2D else dst_pinned if dst is None else bool(dst.is_pinned())
     mem = MemoryKind.PINNED.value if pinned else MemoryKind.PAGEABLE.value
-    return kind, nbytes, mem, nb, syncs.copy_blocks(kind, bool(pinned), nb)
+    return kind, nbytes, mem, nb, syncrules.copy_blocks(kind, bool(pinned), nb)

@@ -1,8 +1,7 @@
 """Our trace file: Chrome Trace Event JSON (``.json`` or ``.json.gz``) that Perfetto opens unchanged.
 
-* :func:`write_trace` writes a :class:`~collector.model.Trace` (collector.tracewrite; stdlib only; atomic).
+* :func:`write_trace` writes a :class:`~collector.model.Trace` (collector.traceformat.write; stdlib only; atomic).
 * :func:`read_trace` reads one of our files back, exactly (int nanoseconds, every field).
-* :func:`load_trace` reads ours or a torch.profiler trace (via collector.kineto), whichever the file is.
 
 The layout is documented in docs/trace-format.md. In short: one Chrome process per rank, one thread per
 lane (``tid`` = index into ``Trace.lanes``), every interval and marker an ``X`` event whose ``ts``/``dur``
@@ -18,7 +17,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.chrome import DEFAULT_MAX_INFLATED_BYTES, EventTable, TraceFileError, read_events
 from collector.model import (
     FORMAT_VERSION,
     INTERVAL_COLUMNS,
@@ -35,45 +33,27 @@ from collector.model import (
     conform_markers,
     empty_markers,
 )
-from collector.tracewrite import CATEGORIES, MARKER_TID, META_KEY, write_trace
+from collector.traceformat.events import EventTable, read_events
+from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, STREAMSCOPE_KEY, TraceFileError
+from collector.traceformat.write import CATEGORIES, MARKER_TID, write_trace
 
-__all__ = ["CATEGORIES", "MARKER_TID", "META_KEY", "TraceFileError", "load_trace", "read_trace", "write_trace"]
+__all__ = ["CATEGORIES", "MARKER_TID", "STREAMSCOPE_KEY", "TraceFileError", "read_trace", "write_trace"]
 
 
 def read_trace(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Trace:
     """Read one of our trace files. Raises TraceFileError (one line) for anything else or a bad file."""
     table = read_events(path, max_inflated_bytes=max_inflated_bytes)
     if not is_streamscope(table):
-        raise TraceFileError(f"{os.fspath(path)}: not a Streamscope trace (no '{META_KEY}' metadata object)")
-    return _from_table(table, os.fspath(path))
-
-
-def load_trace(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Trace:
-    """Read our trace file, or import a torch.profiler (Kineto) Chrome trace, whichever ``path`` holds."""
-    table = read_events(path, max_inflated_bytes=max_inflated_bytes)
-    if is_streamscope(table):
-        return _from_table(table, os.fspath(path))
-    try:
-        from collector.kineto import trace_from_kineto
-    except ModuleNotFoundError as exc:
-        if exc.name != "collector.kineto":
-            raise
-        raise TraceFileError(
-            f"{os.fspath(path)}: not a Streamscope trace and torch.profiler import is unavailable"
-        ) from None
-    try:
-        return trace_from_kineto(table)
-    except TraceFileError as exc:
-        text = str(exc)
-        raise TraceFileError(text if text.startswith(os.fspath(path)) else f"{os.fspath(path)}: {text}") from None
+        raise TraceFileError(f"{os.fspath(path)}: not a Streamscope trace (no '{STREAMSCOPE_KEY}' metadata object)")
+    return from_table(table, os.fspath(path))
 
 
 def is_streamscope(table: EventTable) -> bool:
     """True when the top-level object carries our metadata object."""
-    return isinstance(table.top.get(META_KEY), dict)
+    return isinstance(table.top.get(STREAMSCOPE_KEY), dict)
 
 
-def _from_table(table: EventTable, where: str) -> Trace:
+def from_table(table: EventTable, where: str) -> Trace:
     try:
         return _build(table)
     except TraceFileError as exc:
@@ -83,13 +63,13 @@ def _from_table(table: EventTable, where: str) -> Trace:
 def _lanes(head: dict[str, Any]) -> tuple[Lane, ...]:
     lanes = head.get("lanes")
     if not isinstance(lanes, list):
-        raise TraceFileError(f"'{META_KEY}.lanes' is missing or not an array")
+        raise TraceFileError(f"'{STREAMSCOPE_KEY}.lanes' is missing or not an array")
     out = []
     for i, ln in enumerate(lanes):
         try:
             lane = Lane(int(ln["rank"]), LaneKind(ln["kind"]), int(ln["ident"]), str(ln["label"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise TraceFileError(f"'{META_KEY}.lanes[{i}]' is not a valid lane ({exc!s:.60})") from None
+            raise TraceFileError(f"'{STREAMSCOPE_KEY}.lanes[{i}]' is not a valid lane ({exc!s:.60})") from None
         out.append(lane)
     return tuple(out)
 
@@ -100,7 +80,7 @@ def _first(mask: np.ndarray, index: np.ndarray) -> int | None:
 
 
 def _build(table: EventTable) -> Trace:
-    head = table.top[META_KEY]
+    head = table.top[STREAMSCOPE_KEY]
     version = head.get("format_version")
     if version != FORMAT_VERSION:
         raise TraceFileError(
@@ -112,11 +92,11 @@ def _build(table: EventTable) -> Trace:
     lanes = _lanes(head)
     meta_dict = head.get("meta") or {}
     if not isinstance(meta_dict, dict):
-        raise TraceFileError(f"'{META_KEY}.meta' is not an object")
+        raise TraceFileError(f"'{STREAMSCOPE_KEY}.meta' is not an object")
     try:
         meta = RunMeta.from_dict(meta_dict)
     except TypeError as exc:
-        raise TraceFileError(f"'{META_KEY}.meta' is not valid ({exc!s:.60})") from None
+        raise TraceFileError(f"'{STREAMSCOPE_KEY}.meta' is not valid ({exc!s:.60})") from None
 
     ev = table.events
     is_x = _codes_of(ev["ph"], ["X"])

@@ -1,10 +1,8 @@
-"""Sync detection: which ops make the host wait, and why.
-
-Pure rules (testable without a GPU): :func:`copy_kind`, :func:`copy_blocks`, :func:`implicit_sync_cause`.
-Patching (while recording): :func:`install` wraps ``torch.cuda.synchronize``, ``Stream.synchronize``,
+"""Host waits while recording: :func:`install` wraps ``torch.cuda.synchronize``, ``Stream.synchronize``,
 ``Event.synchronize`` (each wait measured on the host) and gives ``Tensor.item`` / ``__bool__`` /
 ``tolist`` / ``numpy`` / ``cpu`` / ``__repr__`` / ``__format__`` a *cause context*, so the blocking op they
-run inside is reported as ``item``, ``bool``, ``print``, ... rather than as a bare copy.
+run inside is reported as ``item``, ``bool``, ``print``, ... rather than as a bare copy. The rules live in
+collector.syncrules.
 """
 
 from __future__ import annotations
@@ -14,62 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from collector.model import IntervalKind
-
-SYNC_OP_CAUSES: dict[str, str] = {
-    "aten::_local_scalar_dense": "item",
-    "aten::is_nonzero": "bool",
-    "aten::equal": "item",
-    "aten::nonzero": "nonzero",
-    "aten::argwhere": "nonzero",
-    "aten::masked_select": "masked_index",
-    "aten::_unique": "unique",
-    "aten::_unique2": "unique",
-    "aten::unique_dim": "unique",
-    "aten::unique_consecutive": "unique",
-}
-"""Ops that always make the host wait for the GPU (a value or an output size must come back)."""
-
-MASKABLE_INDEX_OPS = frozenset({"aten::index", "aten::index_put_", "aten::_index_put_impl_"})
-"""Ops that wait when indexed with a boolean mask (the mask is turned into indices on the host)."""
-
-METHOD_CAUSES: dict[str, str] = {
-    "item": "item",
-    "__bool__": "bool",
-    "tolist": "tolist",
-    "numpy": "numpy",
-    "cpu": "cpu",
-    "__repr__": "print",
-    "__format__": "print",
-}
-"""Tensor methods whose blocking op is reported with this cause (the outermost one wins)."""
-
-WHOLE_CALL_CAUSE = "print"
-"""The cause whose method calls are timed whole as one wait (ops inside are not separate waits)."""
+from collector.recording.patches import Patches
+from collector.syncrules import METHOD_CAUSES, WHOLE_CALL_CAUSE
 
 _tls = threading.local()
-
-
-def copy_kind(src_is_cuda: bool, dst_is_cuda: bool) -> IntervalKind:
-    """The interval kind of a copy between host (False) and device (True) memory."""
-    if src_is_cuda and dst_is_cuda:
-        return IntervalKind.MEMCPY_D2D
-    return IntervalKind.MEMCPY_D2H if src_is_cuda else IntervalKind.MEMCPY_H2D
-
-
-def copy_blocks(kind: IntervalKind, host_pinned: bool, non_blocking: bool) -> bool:
-    """Whether the host waits for a copy: any host copy unless it is pinned *and* non_blocking."""
-    if kind is IntervalKind.MEMCPY_D2D:
-        return False
-    return not (host_pinned and non_blocking)
-
-
-def implicit_sync_cause(op: str, has_bool_index: bool = False) -> str:
-    """Cause of the host wait an op implies by itself (``""`` if it does not wait)."""
-    cause = SYNC_OP_CAUSES.get(op, "")
-    if not cause and has_bool_index and op in MASKABLE_INDEX_OPS:
-        cause = "masked_index"
-    return cause
 
 
 def current_cause() -> str:
@@ -99,27 +45,6 @@ class cause_context:
 
 HostWait = Callable[[str, str, int, int], None]
 """``on_wait(name, cause, start_ns, end_ns)`` called after each measured host wait."""
-
-_MISSING = object()
-
-
-class _Patches:
-    """Attribute patches that can be undone in reverse order."""
-
-    def __init__(self) -> None:
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    def set(self, owner: Any, name: str, value: Any) -> None:
-        self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
-        setattr(owner, name, value)
-
-    def undo(self) -> None:
-        while self._saved:
-            owner, name, old = self._saved.pop()
-            if old is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, old)
 
 
 def _wait_wrapper(orig: Callable[..., Any], name: str, cause: str, on_wait: HostWait) -> Callable[..., Any]:
@@ -164,7 +89,7 @@ def install(on_wait: HostWait) -> Callable[[], None]:
     """Patch torch's explicit syncs and the cause-giving Tensor methods; return the undo function."""
     import torch
 
-    patches = _Patches()
+    patches = Patches()
     patches.set(
         torch.cuda,
         "synchronize",

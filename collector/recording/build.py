@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.clock import ClockMap
 from collector.model import (
     COPY_KINDS,
     Lane,
@@ -27,6 +26,7 @@ from collector.model import (
     conform_markers,
     empty_markers,
 )
+from collector.recording.clock import ClockMap
 
 _COPY_VALUES = {k.value for k in COPY_KINDS}
 _FIELDS = ("kind", "name", "start_ns", "end_ns", "bytes", "memory_kind", "non_blocking", "step")

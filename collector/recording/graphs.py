@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from collector.ops import OpClass
-from collector.syncs import _Patches
+from collector.recording.ops import OpClass
+from collector.recording.patches import Patches
 
 
 def install(rec: Any) -> Callable[[], None]:
@@ -15,7 +15,7 @@ def install(rec: Any) -> Callable[[], None]:
     import torch
 
     graph_cls = torch.cuda.CUDAGraph
-    patches = _Patches()
+    patches = Patches()
     begin, end, replay = graph_cls.capture_begin, graph_cls.capture_end, graph_cls.replay
 
     def capture_begin(g: Any, *a: Any, **k: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Event rows to columns for :func:`collector.chrome.read_events` (internal), and the stdlib-json path.
+"""Event rows to columns for :func:`collector.traceformat.events.read_events` (internal), and the stdlib-json path.
 
 * :data:`SPEC`: the fields read from each event and their EVENT_COLUMNS column.
 * :func:`check_event`: one event's fields, or a one-line error naming the event; both paths use it, so a bad
@@ -6,7 +6,7 @@
 * ``Columns``: preallocated numpy columns filled batch by batch; strings become category codes on the fly.
 * :func:`parse_stdlib`: the whole table with the stdlib ``json`` module (the fallback without msgspec).
 
-The fast path is collector.chrome_fast (msgspec).
+The fast path is collector.traceformat.parse_msgspec (msgspec).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from collector.chrome import STREAMSCOPE_KEY, TraceFileError
+from collector.traceformat.spec import STREAMSCOPE_KEY, TraceFileError
 
 
 def _have_msgspec() -> bool:
@@ -31,7 +31,7 @@ def _have_msgspec() -> bool:
 
 
 HAVE_MSGSPEC = _have_msgspec()
-"""Whether the fast path (collector.chrome_fast) can run."""
+"""Whether the fast path (collector.traceformat.parse_msgspec) can run."""
 
 BATCH = 25_000
 """Events decoded per batch on the fast path (bounds the Python objects alive at once)."""

@@ -1,0 +1,66 @@
+"""The collector's layout rules, read from the source (AST, function-level imports included).
+
+* ``collector.model``, ``collector.syncrules`` and ``collector.errors`` are the vocabulary: they import no other
+  collector module but each other.
+* A sub-package (``traceformat``, ``importers``, ``recording``) imports only the vocabulary, ``traceformat`` and
+  itself.
+* Nothing in ``collector`` imports ``webapp``, flask or plotly; torch only inside ``recording`` and the demos.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "collector"
+VOCABULARY = {"collector.model", "collector.syncrules", "collector.errors"}
+SUBPACKAGES = ("traceformat", "importers", "recording")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+FILES = sorted(ROOT.rglob("*.py"))
+
+
+def _collector_imports(path: Path) -> set[str]:
+    """Collector modules (not names inside them) that ``path`` imports."""
+    modules = {_module_name(p) for p in FILES}
+    return {name for name in _imports(path) if name in modules} - {"collector"}
+
+
+def test_the_layout_is_what_the_rules_are_written_for() -> None:
+    assert {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()} >= set(SUBPACKAGES)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_import_rules(path: Path) -> None:
+    name = _module_name(path)
+    deps = _collector_imports(path) - {name}
+    if name in VOCABULARY:
+        assert deps <= VOCABULARY, f"{name} is vocabulary but imports {sorted(deps - VOCABULARY)}"
+    for sub in SUBPACKAGES:
+        prefix = f"collector.{sub}"
+        if name == prefix or name.startswith(prefix + "."):
+            allowed = VOCABULARY | {"collector.traceformat"}
+            bad = {d for d in deps if d not in allowed and not d.startswith(("collector.traceformat.", prefix))}
+            assert not bad, f"{name} may import only the vocabulary, traceformat and {prefix}: {sorted(bad)}"
+    third_party = {n.split(".")[0] for n in _imports(path)}
+    assert not third_party & {"webapp", "flask", "plotly"}, f"{name} imports the web side"
+    in_recording = name.startswith("collector.recording") or name == "collector.demos"
+    assert in_recording or "torch" not in third_party, f"{name} imports torch outside recording"
