@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from collector.model import (
     RunMeta,
     Trace,
 )
+from collector.synthetic.kineto_json import generate
 
 BASE_NS = 1_700_000_000_123_456_789  # epoch-sized times: doubles could not hold these to the nanosecond
 
@@ -83,20 +83,12 @@ def trace() -> Trace:
     return full_trace()
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture
 def kineto_like() -> Callable[..., Path]:
-    """Writes a small torch.profiler-shaped trace with the load benchmark's generator: f(path, size=200_000)."""
-    spec = importlib.util.spec_from_file_location("load_scale", ROOT / "benchmarks" / "load_scale.py")
-    if spec is None or spec.loader is None:  # pragma: no cover - the benchmark is part of the repo
-        raise RuntimeError("benchmarks/load_scale.py is missing")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """Writes a small torch.profiler-shaped trace with the synthetic Kineto generator: f(path, size=200_000)."""
 
     def make(path: Path, size: int = 200_000) -> Path:
-        module.generate(path, size)
+        generate(path, size)
         return path
 
     return make

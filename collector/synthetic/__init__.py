@@ -1,9 +1,9 @@
-"""Synthetic traces for tests, benchmarks and the web's demo data: ``synthetic_trace(n, pattern=...)``.
+"""Synthetic traces for tests and benchmarks: ``synthetic_trace(n, pattern=...)``; Kineto-shaped files in kineto_json.
 
 The run is built with numpy (no Python loop over intervals; one loop iteration per step and rank), so
 ten million intervals take a few seconds. Each rank has a CPU thread lane (copy issues, kernel launches,
 sync waits with their source lines), a compute stream (kernels) and a transfer stream (prefetch copies),
-and one ``step`` marker per step. Timings follow the loop measured on an H200 (FIELD-NOTES): a batch copy
+and one ``step`` marker per step. Timings follow a training loop measured on an H200: a batch copy
 costs about 7.7% of the step's compute when pinned and 10x that when pageable.
 
 Patterns:
@@ -40,9 +40,9 @@ from collector.model import (
 
 PATTERNS = ("overlap", "pinned", "naive", "sync-trap", "launch-bound")
 
-PINNED_GBPS = 53.7  # H2D pinned bandwidth measured on the H200 (FIELD-NOTES), bytes per ns
+PINNED_GBPS = 53.7  # H2D pinned bandwidth measured on the H200, bytes per ns
 PAGEABLE_GBPS = 5.6  # H2D pageable bandwidth measured there
-COPY_FRACTION = 0.077  # pinned batch copy time / compute time per step (1.3 ms / 16.3 ms, FIELD-NOTES)
+COPY_FRACTION = 0.077  # pinned batch copy time / compute time per step (1.3 ms / 16.3 ms on an H200)
 
 KERNEL_NAMES = (
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64",
