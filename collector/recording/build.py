@@ -29,7 +29,6 @@ from collector.model import (
 from collector.recording.clock import ClockMap
 
 _COPY_VALUES = {k.value for k in COPY_KINDS}
-_FIELDS = ("kind", "name", "start_ns", "end_ns", "bytes", "memory_kind", "non_blocking", "step")
 
 
 def stream_role(kinds: set[str]) -> LaneKind:

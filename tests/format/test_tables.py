@@ -12,19 +12,19 @@ import pandas as pd
 import pytest
 
 from collector.model import Trace
-from collector.traceformat import parse_json as chrome_parse
+from collector.traceformat import parse_json
 from collector.traceformat.events import EVENT_COLUMNS, read_events
 from collector.traceformat.write import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
-NEEDS_MSGSPEC = pytest.mark.skipif(not chrome_parse.HAVE_MSGSPEC, reason="msgspec is not installed")
+NEEDS_MSGSPEC = pytest.mark.skipif(not parse_json.HAVE_MSGSPEC, reason="msgspec is not installed")
 
 
 def assert_tables_equal(path: Path, **kw: Any) -> pd.DataFrame:
     """The stdlib path's table, checked equal to the msgspec path's where msgspec is installed."""
     slow = read_events(path, fast=False, **kw)
-    if not chrome_parse.HAVE_MSGSPEC:
+    if not parse_json.HAVE_MSGSPEC:
         return slow.events
     fast = read_events(path, fast=True, **kw)
     pd.testing.assert_frame_equal(fast.events, slow.events)
@@ -51,7 +51,7 @@ def test_columns_and_dtypes(tmp_path: Path, kineto_like: Callable[..., Path]) ->
 def test_fast_equals_stdlib_on_kineto(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, kineto_like: Callable[..., Path]
 ) -> None:
-    monkeypatch.setattr(chrome_parse, "BATCH", batch)
+    monkeypatch.setattr(parse_json, "BATCH", batch)
     path = kineto_like(tmp_path / "k.json", 50_000 if batch == 1 else 200_000)
     before = path.read_bytes()
     events = assert_tables_equal(path)
@@ -62,7 +62,7 @@ def test_fast_equals_stdlib_on_kineto(
 @NEEDS_MSGSPEC
 @pytest.mark.parametrize("batch", [3, 100_000])
 def test_fast_equals_stdlib_on_ours(tmp_path: Path, trace: Trace, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
-    monkeypatch.setattr(chrome_parse, "BATCH", batch)
+    monkeypatch.setattr(parse_json, "BATCH", batch)
     write_trace(trace, tmp_path / "ours.json.gz")
     events = assert_tables_equal(tmp_path / "ours.json.gz")
     assert set(events["arg_kind"]) > {"kernel", "step"}
@@ -70,7 +70,7 @@ def test_fast_equals_stdlib_on_ours(tmp_path: Path, trace: Trace, monkeypatch: p
 
 def test_odd_but_valid_shapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Array-only traces, string ids, pretty-printed JSON, separators inside names, null-free args."""
-    monkeypatch.setattr(chrome_parse, "BATCH", 2)
+    monkeypatch.setattr(parse_json, "BATCH", 2)
     events = [
         {"ph": "X", "name": "a,b],[{", "cat": "x", "pid": "Spans", "tid": "stream 7", "ts": 0, "dur": 1},
         {"ph": "i", "name": "mark", "pid": 1, "tid": 2, "ts": 3.5, "s": "t"},
@@ -103,10 +103,10 @@ def test_without_msgspec_the_stdlib_path_is_used(
 ) -> None:
     path = kineto_like(tmp_path / "k.json")
     expected = read_events(path, fast=True).events
-    monkeypatch.setattr(chrome_parse, "HAVE_MSGSPEC", False)
-    from collector.traceformat import parse_msgspec as chrome_fast
+    monkeypatch.setattr(parse_json, "HAVE_MSGSPEC", False)
+    from collector.traceformat import parse_msgspec
 
-    monkeypatch.setattr(chrome_fast, "parse_fast", None)  # would fail if called
+    monkeypatch.setattr(parse_msgspec, "parse_fast", None)  # would fail if called
     pd.testing.assert_frame_equal(read_events(path).events, expected)
 
 
