@@ -213,10 +213,6 @@ MARKER_COLUMNS: dict[str, tuple[Any, str]] = {
 _ROW_FIELDS = [f.name for f in fields(Interval) if f.name != "lane"]
 
 
-def empty_intervals() -> pd.DataFrame:
-    return conform_intervals(pd.DataFrame({c: [] for c in INTERVAL_COLUMNS}))
-
-
 def empty_markers() -> pd.DataFrame:
     return conform_markers(pd.DataFrame({c: [] for c in MARKER_COLUMNS}))
 
@@ -331,13 +327,8 @@ class Trace:
         return steps.sort_values(["rank", "step"]).reset_index(drop=True)
 
 
-def run_frame(trace: Trace) -> pd.DataFrame:
-    """The run DataFrame: one row per interval, all ranks, columns as in INTERVAL_COLUMNS."""
-    return trace.intervals
-
-
 def describe_columns() -> str:
-    """Markdown table of the run DataFrame's columns (used by docs and ``--help``)."""
+    """Markdown table of the run DataFrame's columns, as docs/trace-format.md shows it (a test keeps them equal)."""
     lines = ["| column | dtype | meaning |", "|---|---|---|"]
     for name, (dtype, meaning) in INTERVAL_COLUMNS.items():
         shown = "category" if isinstance(dtype, pd.CategoricalDtype) else dtype

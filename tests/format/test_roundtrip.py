@@ -125,3 +125,12 @@ def test_imported_torch_profiler_trace_round_trips(tmp_path: Path, kineto_like: 
     assert len(imported.intervals) > 100
     write_trace(imported, tmp_path / "ours.json.gz")
     assert_same(imported, read_trace(tmp_path / "ours.json.gz"))
+
+
+def test_the_docs_show_the_run_columns_as_declared() -> None:
+    from pathlib import Path
+
+    from collector.model import describe_columns
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "trace-format.md").read_text()
+    assert describe_columns() in doc
