@@ -29,3 +29,13 @@ def test_cli_help_lists_working_subcommands_only() -> None:
     out = subprocess.run([sys.executable, "-m", "webapp.cli", "--help"], capture_output=True, text=True, check=True)
     assert "convert" in out.stdout
     assert "serve" in out.stdout
+
+
+def test_recording_needs_no_msgspec() -> None:
+    """A GPU host records with torch and the standard library alone: writing a trace never imports msgspec."""
+    code = (
+        "import sys; sys.modules['msgspec'] = None; "
+        "import collector.runner, collector.recording.build, collector.traceformat.write, collector.cli; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"

@@ -39,7 +39,8 @@ only from other traces: our files never hold them.
 Every event is checked: it must be an object with a ``ph``; ``X`` events need numeric ``ts`` and ``dur``
 with ``dur >= 0``; typed fields must have their JSON type. Anything else raises :class:`TraceFileError`
 with one line naming the problem and the event index. The fast path uses msgspec (typed decode in
-batches, garbage collector paused); without msgspec the stdlib ``json`` module gives the same table.
+batches, garbage collector paused); the stdlib ``json`` module gives the same table (the
+reference path tests hold it to).
 """
 
 from __future__ import annotations
@@ -96,18 +97,17 @@ def read_events(
     path: str | os.PathLike[str],
     *,
     max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
-    fast: bool | None = None,
+    fast: bool = True,
 ) -> EventTable:
     """Parse a ``.json`` or ``.json.gz`` Chrome trace. Raises TraceFileError with a one-line message.
 
-    ``fast=None`` uses msgspec when it is installed and the stdlib ``json`` module otherwise; ``True`` /
-    ``False`` force one path (tests compare them). Gzip is recognised by its magic bytes and inflated in
+    The msgspec path reads; ``fast=False`` takes the stdlib ``json`` reference path, the oracle tests hold
+    the fast one to. Gzip is recognised by its magic bytes and inflated in
     chunks, refused once it passes ``max_inflated_bytes``.
     """
-    if fast is None:
-        fast = parse_json.HAVE_MSGSPEC
     if fast:
-        from collector.traceformat import parse_msgspec  # msgspec: absent on minimal recording hosts
+        # imported here: recording writes traces with the standard library alone; reading needs msgspec
+        from collector.traceformat import parse_msgspec
 
         parse = parse_msgspec.parse_fast
     else:

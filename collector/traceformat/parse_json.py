@@ -4,14 +4,13 @@
 * :func:`check_event`: one event's fields, or a one-line error naming the event; both paths use it, so a bad
   event gets the same message whichever path found it.
 * ``Columns``: preallocated numpy columns filled batch by batch; strings become category codes on the fly.
-* :func:`parse_stdlib`: the whole table with the stdlib ``json`` module (the fallback without msgspec).
+* :func:`parse_stdlib`: the whole table with the stdlib ``json`` module (the reference the fast path is tested against).
 
 The fast path is collector.traceformat.parse_msgspec (msgspec).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -21,17 +20,6 @@ import numpy as np
 import pandas as pd
 
 from collector.traceformat.spec import STREAMSCOPE_KEY, TraceFileError
-
-
-def _have_msgspec() -> bool:
-    try:
-        return importlib.util.find_spec("msgspec") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-HAVE_MSGSPEC = _have_msgspec()
-"""Whether the fast path (collector.traceformat.parse_msgspec) can run."""
 
 BATCH = 25_000
 """Events decoded per batch on the fast path (bounds the Python objects alive at once)."""

@@ -12,14 +12,12 @@ import pytest
 
 from collector.load import load_trace
 from collector.model import Trace
-from collector.traceformat import parse_json
 from collector.traceformat.events import read_events
 from collector.traceformat.read import read_trace
 from collector.traceformat.spec import TraceFileError
 from collector.traceformat.write import write_trace
 
-NEEDS_MSGSPEC = pytest.mark.skipif(not parse_json.HAVE_MSGSPEC, reason="msgspec is not installed")
-PATHS = [pytest.param(True, id="msgspec", marks=NEEDS_MSGSPEC), pytest.param(False, id="stdlib")]
+PATHS = [pytest.param(True, id="msgspec"), pytest.param(False, id="stdlib")]
 
 GOOD_X = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2.0}
 
@@ -79,7 +77,6 @@ def test_bad_event_names_problem_and_index(tmp_path: Path, fast: bool, bad_event
     expect(path, fast, pattern)
 
 
-@NEEDS_MSGSPEC
 def test_both_paths_give_the_same_message(tmp_path: Path) -> None:
     path = write_events(tmp_path / "bad.json", [GOOD_X] * 5 + [{**GOOD_X, "args": {"bytes": 1.5}}])
     assert expect(path, True, "event 5") == expect(path, False, "event 5")
@@ -119,7 +116,7 @@ def test_gzip_bomb_is_refused_without_inflating(tmp_path: Path) -> None:
         f.write(comp.compress(b"]}") + comp.flush())
     assert path.stat().st_size < 1_000_000
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    text = expect(path, parse_json.HAVE_MSGSPEC, "refusing a likely gzip bomb", max_inflated_bytes=8 * 1024**2)
+    text = expect(path, True, "refusing a likely gzip bomb", max_inflated_bytes=8 * 1024**2)
     assert "8,388,608 bytes" in text
     grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kb < 40_000  # never inflated the 64 MB

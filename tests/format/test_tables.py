@@ -18,14 +18,10 @@ from collector.traceformat.write import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
-NEEDS_MSGSPEC = pytest.mark.skipif(not parse_json.HAVE_MSGSPEC, reason="msgspec is not installed")
-
 
 def assert_tables_equal(path: Path, **kw: Any) -> pd.DataFrame:
-    """The stdlib path's table, checked equal to the msgspec path's where msgspec is installed."""
+    """The stdlib path's table, checked equal to the msgspec path's."""
     slow = read_events(path, fast=False, **kw)
-    if not parse_json.HAVE_MSGSPEC:
-        return slow.events
     fast = read_events(path, fast=True, **kw)
     pd.testing.assert_frame_equal(fast.events, slow.events)
     assert fast.top == slow.top and fast.id_names == slow.id_names
@@ -46,7 +42,6 @@ def test_columns_and_dtypes(tmp_path: Path, kineto_like: Callable[..., Path]) ->
     assert (events["arg_kind"] == "").all()  # our fields are not read from other traces
 
 
-@NEEDS_MSGSPEC
 @pytest.mark.parametrize("batch", [1, 7, 100_000])
 def test_fast_equals_stdlib_on_kineto(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int, kineto_like: Callable[..., Path]
@@ -59,7 +54,6 @@ def test_fast_equals_stdlib_on_kineto(
     assert len(events) > 100
 
 
-@NEEDS_MSGSPEC
 @pytest.mark.parametrize("batch", [3, 100_000])
 def test_fast_equals_stdlib_on_ours(tmp_path: Path, trace: Trace, monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
     monkeypatch.setattr(parse_json, "BATCH", batch)
@@ -95,19 +89,6 @@ def test_gzip_equals_plain(tmp_path: Path, kineto_like: Callable[..., Path]) -> 
     gz = tmp_path / "k.json.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     pd.testing.assert_frame_equal(read_events(path).events, read_events(gz).events)
-
-
-@NEEDS_MSGSPEC
-def test_without_msgspec_the_stdlib_path_is_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kineto_like: Callable[..., Path]
-) -> None:
-    path = kineto_like(tmp_path / "k.json")
-    expected = read_events(path, fast=True).events
-    monkeypatch.setattr(parse_json, "HAVE_MSGSPEC", False)
-    from collector.traceformat import parse_msgspec
-
-    monkeypatch.setattr(parse_msgspec, "parse_fast", None)  # would fail if called
-    pd.testing.assert_frame_equal(read_events(path).events, expected)
 
 
 def test_top_level_object_is_kept(tmp_path: Path, kineto_like: Callable[..., Path]) -> None:
