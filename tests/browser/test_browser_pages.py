@@ -3,6 +3,8 @@ its lanes, a finding's zoom, the compare page, and names that try to inject HTML
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -100,3 +102,70 @@ def test_drag_and_drop_uploads_a_trace(page, server, traces) -> None:
     assert good.name in page.inner_text(".upload-list li.done .fname")
     assert "open the timeline" in page.inner_text(".upload-list li.done a")
     assert "over" not in (page.get_attribute("#drop-zone", "class") or "")
+
+
+def test_compare_step_changes_leave_one_live_pair(page, server, traces, shot) -> None:
+    """Changing the aligned step replaces both timelines: afterwards one zoom key, one resize and the tooltips
+    behave as for a single pair (old observers, listeners and tooltips are gone)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    good = traces["good"]
+    stored = page.request.post(
+        server + "/api/runs?name=" + good.name,
+        data=good.read_bytes(),
+        headers={"Content-Type": "application/octet-stream", "Accept": "application/json"},
+    )
+    assert stored.status == 201, stored.text()
+    page.goto(server + "/")
+    page.locator(".pick-run").nth(0).check()
+    page.locator(".pick-run").nth(1).check()
+    page.click("#compare-btn")
+    page.wait_for_function("window.ssCompare && ssCompare.a.data && ssCompare.b.data")
+    static_js = page.evaluate(
+        "fetch(document.querySelector('script[type=module]').src).then(r => r.headers.get('content-type'))"
+    )
+    assert "javascript" in static_js
+    steps = page.eval_on_selector_all("#cmp-step option", "os => os.map(o => o.value)")
+    assert len(steps) >= 2
+    for i in range(4):
+        page.select_option("#cmp-step", steps[i % len(steps)] if i % 2 else steps[-1 - i % len(steps)])
+        page.wait_for_function("ssCompare.a.data && ssCompare.b.data")
+    page.wait_for_timeout(300)  # let every debounced fetch of the last build land
+
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if "/timeline?" in r.url else None)
+    page.focus("#timeline-a")
+    page.keyboard.press("+")
+    page.wait_for_timeout(600)
+    assert len(sent) == 2, sent  # one zoomed view for A, the same view for B
+
+    sent.clear()
+    page.set_viewport_size({"width": 1200, "height": 960})
+    page.wait_for_timeout(600)
+    assert 1 <= len(sent) <= 2, sent
+    assert page.locator("body > .tooltip").count() == 2
+    assert page.locator("#timeline-a canvas").count() == 1 and page.locator("#timeline-b canvas").count() == 1
+    shot(page, "06-compare-after-step-changes")
+    assert errors == []
+
+
+def test_table_labels_come_from_the_metrics_catalog(page, server) -> None:
+    """With metrics_catalog in the page data its labels head the table columns; other columns keep theirs."""
+    entry = {"key": "step_time_ns", "label": "Wall time of the step", "unit": "ns", "better": "lower"}
+    catalog = '{"metrics_catalog": ' + json.dumps([entry]) + ", "
+
+    def add_catalog(route) -> None:
+        response = route.fetch()
+        body = response.text()
+        if "window.STREAMSCOPE = {" in body:
+            body = body.replace("window.STREAMSCOPE = {", "window.STREAMSCOPE = " + catalog, 1)
+        route.fulfill(response=response, body=body)
+
+    page.goto(server + "/")
+    run_url = page.locator(".run-name").first.get_attribute("href")
+    page.route("**" + run_url, add_catalog)
+    page.goto(server + run_url)
+    page.wait_for_selector("#steps-table th")
+    heads = page.eval_on_selector_all("#steps-table th", "ths => ths.map(t => t.textContent)")
+    assert "Wall time of the step" in heads and "Step time" not in heads
+    assert "GPU busy" in heads  # not in the catalog: the built-in label

@@ -1,6 +1,5 @@
-"use strict";
-// Shared helpers: JSON fetch with clear errors, formatting, sortable tables.
-const SS = {
+// Shared helpers (an ES module): JSON fetch with clear errors, formatting, sortable tables.
+export const SS = {
   async json(url, opts) {
     const r = await fetch(url, Object.assign({ headers: { "Accept": "application/json" } }, opts || {}));
     let body = null;

@@ -1,44 +1,49 @@
-"use strict";
-(function () {
-  const P = window.STREAMSCOPE;
-  const sel = document.getElementById("cmp-step");
-  const stepsA = P.a.steps, stepsB = P.b.steps;
-  const byB = {};
-  for (const s of stepsB) byB[s.step] = s;
-  const common = stepsA.filter((s) => byB[s.step]);
-  const choices = common.length ? common : stepsA.slice(0, 1);
-  for (const s of choices) sel.appendChild(SS.el("option", { value: s.step }, "step " + s.step));
-  if (choices.length > 2) sel.value = choices[Math.floor(choices.length / 2)].step;
-  const runSpan = (r) => Math.max(1, r.run.end_ns - r.run.start_ns);
-  let tlA = null, tlB = null;
+// Compare page: two timelines aligned on one step, sharing one zoom; the ops table and step chart.
+import { SS } from "./common.js";
+import { fillTable } from "./tables.js";
+import { Timeline, tlLegend } from "./timeline.js";
 
-  function build() {
-    const n = parseInt(sel.value, 10);
-    const sa = stepsA.find((s) => s.step === n), sb = byB[n];
-    // offsets: each run's step start relative to its first interval; without steps, align the starts
-    const offA = sa ? sa.start_ns - P.a.run.start_ns : 0, offB = sb ? sb.start_ns - P.b.run.start_ns : 0;
-    const span = sa && sb ? Math.max(sa.end_ns - sa.start_ns, sb.end_ns - sb.start_ns) : Math.max(runSpan(P.a), runSpan(P.b));
-    document.getElementById("lbl-a").textContent = sa ? "step " + n + ": " + SS.ns(sa.end_ns - sa.start_ns) : "";
-    document.getElementById("lbl-b").textContent = sb ? "step " + n + ": " + SS.ns(sb.end_ns - sb.start_ns) : "";
-    for (const id of ["timeline-a", "timeline-b"]) document.getElementById(id).textContent = "";
-    const marks = (side) => side.steps.map((st) => ({ rank: 0, step: st.step, s: st.start_ns - side.run.start_ns, e: st.end_ns - side.run.start_ns }));
-    const opts = (side, off) => ({ api: side.api, lanes: side.lanes, span: span, offset: off, overview: false,
-      steps: side.steps.length ? marks(side) : null,
-      onView: (a, b) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(a, b, true); } });
-    tlA = new Timeline(document.getElementById("timeline-a"), opts(P.a, offA));
-    tlB = new Timeline(document.getElementById("timeline-b"), opts(P.b, offB));
-    window.ssCompare = { a: tlA, b: tlB };
-    tlA.refetch(0); tlB.refetch(0);
-  }
-  sel.addEventListener("change", build);
-  build();
-  tlLegend(document.getElementById("tl-legend"));
-  document.getElementById("tl-reset").onclick = () => tlA.reset();
-  document.getElementById("tl-in").onclick = () => tlA.zoom(0.5);
-  document.getElementById("tl-out").onclick = () => tlA.zoom(2);
-  fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_step_ns", "b_step_ns", "delta_step_ns"]);
-  document.querySelectorAll("#ops-table td").forEach((td) => {
-    if (["added", "removed", "faster", "slower"].includes(td.textContent)) td.className = "status-" + td.textContent;
-  });
-  if (P.step_figure) SS.stepChart(P.plotly, P.step_figure);
-})();
+const P = window.STREAMSCOPE;
+const sel = document.getElementById("cmp-step");
+const stepsA = P.a.steps, stepsB = P.b.steps;
+const byB = {};
+for (const s of stepsB) byB[s.step] = s;
+const common = stepsA.filter((s) => byB[s.step]);
+const choices = common.length ? common : stepsA.slice(0, 1);
+for (const s of choices) sel.appendChild(SS.el("option", { value: s.step }, "step " + s.step));
+if (choices.length > 2) sel.value = choices[Math.floor(choices.length / 2)].step;
+const runSpan = (r) => Math.max(1, r.run.end_ns - r.run.start_ns);
+let tlA = null, tlB = null;
+
+function build() {
+  const n = parseInt(sel.value, 10);
+  const sa = stepsA.find((s) => s.step === n), sb = byB[n];
+  // offsets: each run's step start relative to its first interval; without steps, align the starts
+  const offA = sa ? sa.start_ns - P.a.run.start_ns : 0, offB = sb ? sb.start_ns - P.b.run.start_ns : 0;
+  const span = sa && sb ? Math.max(sa.end_ns - sa.start_ns, sb.end_ns - sb.start_ns) : Math.max(runSpan(P.a), runSpan(P.b));
+  document.getElementById("lbl-a").textContent = sa ? "step " + n + ": " + SS.ns(sa.end_ns - sa.start_ns) : "";
+  document.getElementById("lbl-b").textContent = sb ? "step " + n + ": " + SS.ns(sb.end_ns - sb.start_ns) : "";
+  // the previous pair stops its observers, listeners, fetches and tooltips before the new pair starts
+  if (tlA) tlA.destroy();
+  if (tlB) tlB.destroy();
+  tlA = tlB = null;
+  const marks = (side) => side.steps.map((st) => ({ rank: 0, step: st.step, s: st.start_ns - side.run.start_ns, e: st.end_ns - side.run.start_ns }));
+  const opts = (side, off) => ({ api: side.api, lanes: side.lanes, span: span, offset: off, overview: false,
+    steps: side.steps.length ? marks(side) : null,
+    onView: (a, b) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(a, b, true); } });
+  tlA = new Timeline(document.getElementById("timeline-a"), opts(P.a, offA));
+  tlB = new Timeline(document.getElementById("timeline-b"), opts(P.b, offB));
+  window.ssCompare = { a: tlA, b: tlB };  // test and benchmark hook
+  tlA.refetch(0); tlB.refetch(0);
+}
+sel.addEventListener("change", build);
+build();
+tlLegend(document.getElementById("tl-legend"));
+document.getElementById("tl-reset").onclick = () => tlA.reset();
+document.getElementById("tl-in").onclick = () => tlA.zoom(0.5);
+document.getElementById("tl-out").onclick = () => tlA.zoom(2);
+fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_step_ns", "b_step_ns", "delta_step_ns"]);
+document.querySelectorAll("#ops-table td").forEach((td) => {
+  if (["added", "removed", "faster", "slower"].includes(td.textContent)) td.className = "status-" + td.textContent;
+});
+if (P.step_figure) SS.stepChart(P.plotly, P.step_figure);

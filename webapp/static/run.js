@@ -1,97 +1,99 @@
-"use strict";
-(function () {
-  const P = window.STREAMSCOPE;
-  const run = P.run, analysis = P.analysis || {};
-  const span = Math.max(1, run.end_ns - run.start_ns);
-  const root = document.getElementById("timeline");
-  const stepMarks = ((analysis.steps) || []).map((s) => ({ rank: s.rank, step: s.step, s: s.start_ns - run.start_ns, e: s.end_ns - run.start_ns }));
-  const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span, steps: stepMarks.length ? stepMarks : null });
-  window.ssTimeline = tl;
-  tlLegend(document.getElementById("tl-legend"));
-  tl.load().catch((e) => tl.showError(e.message));
+// Run page: the timeline, findings that zoom it, the what-if box, and the tables fetched after first paint.
+import { SS } from "./common.js";
+import { fillTable } from "./tables.js";
+import { Timeline, tlLegend } from "./timeline.js";
 
-  const steps = (analysis.steps || []).filter((s) => s.rank === 0 || s.rank === undefined);
-  const stepBy = {};
-  for (const s of steps) stepBy[s.step] = s;
-  const goStep = (n) => {
-    const s = stepBy[n];
-    if (s) {
-      const pad = (s.end_ns - s.start_ns) * 0.03;
-      tl.highlight = null; tl.setView(s.start_ns - run.start_ns - pad, s.end_ns - run.start_ns + pad);
-    }
-  };
-  document.getElementById("tl-reset").onclick = () => { tl.highlight = null; tl.reset(); };
-  document.getElementById("tl-in").onclick = () => tl.zoom(0.5);
-  document.getElementById("tl-out").onclick = () => tl.zoom(2);
-  const stepInput = document.getElementById("tl-step");
-  if (steps.length) { stepInput.min = steps[0].step; stepInput.max = steps[steps.length - 1].step; stepInput.value = steps[0].step; }
-  document.getElementById("tl-go").onclick = () => goStep(parseInt(stepInput.value, 10));
-  stepInput.addEventListener("keydown", (e) => { if (e.key === "Enter") goStep(parseInt(stepInput.value, 10)); });
+const P = window.STREAMSCOPE;
+const run = P.run, analysis = P.analysis || {};
+const span = Math.max(1, run.end_ns - run.start_ns);
+const root = document.getElementById("timeline");
+const stepMarks = ((analysis.steps) || []).map((s) => ({ rank: s.rank, step: s.step, s: s.start_ns - run.start_ns, e: s.end_ns - run.start_ns }));
+const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span, steps: stepMarks.length ? stepMarks : null });
+window.ssTimeline = tl;  // test and benchmark hook
+tlLegend(document.getElementById("tl-legend"));
+tl.load().catch((e) => tl.showError(e.message));
 
-  // findings: click zooms the timeline to the first evidence and outlines it
-  const list = document.getElementById("findings");
-  const findings = analysis.findings || [];
-  if (!findings.length) list.appendChild(SS.el("li", { "class": "none" }, "No findings: nothing obvious to fix in this run."));
-  findings.forEach((f, i) => {
-    const li = SS.el("li", { "data-rule": f.rule });
-    const head = SS.el("div", { "class": "ftitle" });
-    head.append(SS.el("span", { "class": "sev sev-" + f.severity }, f.severity), document.createTextNode(f.title));
-    li.append(head, SS.el("div", { "class": "cost" }, "costs about " + SS.ns(f.cost_per_step_ns) + " per step"),
-      SS.el("div", { "class": "detail" }, f.detail), SS.el("div", { "class": "fix" }, "Fix: " + f.fix));
-    if (f.sources && f.sources.length) li.append(SS.el("div", { "class": "src" }, "at " + f.sources.join(", ")));
-    let turn = 0;
-    li.addEventListener("click", () => {
-      list.querySelectorAll("li").forEach((x) => x.classList.remove("active"));
-      li.classList.add("active");
-      const ev = (f.evidence || [])[turn % Math.max(1, (f.evidence || []).length)];
-      turn += 1;
-      if (ev) tl.focus(ev.start_ns - run.start_ns, ev.end_ns - run.start_ns, ev.interval_ids, f.title);
-      root.focus({ preventScroll: true });
-      root.scrollIntoView({ block: "nearest", behavior: "smooth" });
-    });
-    list.appendChild(li);
+const steps = (analysis.steps || []).filter((s) => s.rank === 0 || s.rank === undefined);
+const stepBy = {};
+for (const s of steps) stepBy[s.step] = s;
+const goStep = (n) => {
+  const s = stepBy[n];
+  if (s) {
+    const pad = (s.end_ns - s.start_ns) * 0.03;
+    tl.clearHighlight(); tl.setView(s.start_ns - run.start_ns - pad, s.end_ns - run.start_ns + pad);
+  }
+};
+document.getElementById("tl-reset").onclick = () => { tl.clearHighlight(); tl.reset(); };
+document.getElementById("tl-in").onclick = () => tl.zoom(0.5);
+document.getElementById("tl-out").onclick = () => tl.zoom(2);
+const stepInput = document.getElementById("tl-step");
+if (steps.length) { stepInput.min = steps[0].step; stepInput.max = steps[steps.length - 1].step; stepInput.value = steps[0].step; }
+document.getElementById("tl-go").onclick = () => goStep(parseInt(stepInput.value, 10));
+stepInput.addEventListener("keydown", (e) => { if (e.key === "Enter") goStep(parseInt(stepInput.value, 10)); });
+
+// findings: click zooms the timeline to the first evidence and outlines it
+const list = document.getElementById("findings");
+const findings = analysis.findings || [];
+if (!findings.length) list.appendChild(SS.el("li", { "class": "none" }, "No findings: nothing obvious to fix in this run."));
+findings.forEach((f, i) => {
+  const li = SS.el("li", { "data-rule": f.rule });
+  const head = SS.el("div", { "class": "ftitle" });
+  head.append(SS.el("span", { "class": "sev sev-" + f.severity }, f.severity), document.createTextNode(f.title));
+  li.append(head, SS.el("div", { "class": "cost" }, "costs about " + SS.ns(f.cost_per_step_ns) + " per step"),
+    SS.el("div", { "class": "detail" }, f.detail), SS.el("div", { "class": "fix" }, "Fix: " + f.fix));
+  if (f.sources && f.sources.length) li.append(SS.el("div", { "class": "src" }, "at " + f.sources.join(", ")));
+  let turn = 0;
+  li.addEventListener("click", () => {
+    list.querySelectorAll("li").forEach((x) => x.classList.remove("active"));
+    li.classList.add("active");
+    const ev = (f.evidence || [])[turn % Math.max(1, (f.evidence || []).length)];
+    turn += 1;
+    if (ev) tl.focus(ev.start_ns - run.start_ns, ev.end_ns - run.start_ns, ev.interval_ids, f.title);
+    root.focus({ preventScroll: true });
+    root.scrollIntoView({ block: "nearest", behavior: "smooth" });
   });
+  list.appendChild(li);
+});
 
-  // what-if
-  const wi = analysis.what_if || {}, box = document.getElementById("whatif");
-  if (wi.step_time_now_ns) {
-    const head = SS.el("div", { "class": "whatif-head" });
-    head.append(document.createTextNode("Step time "), SS.el("strong", {}, SS.ns(wi.step_time_now_ns)),
-      document.createTextNode(" → "), SS.el("strong", {}, SS.ns(wi.step_time_fixed_ns)),
-      document.createTextNode(wi.speedup ? "  (" + wi.speedup.toFixed(2) + "× faster)" : ""));
-    box.appendChild(head);
-    for (const [k, v] of Object.entries(wi)) {
-      if (!k.startsWith("saving_") || k === "saving_applied_ns" || !v) continue;
-      const row = SS.el("div", { "class": "whatif-row" });
-      row.append(SS.el("span", {}, "fix " + k.replace("saving_", "").replace(/_ns$/, "").replace(/_/g, " ")),
-        SS.el("span", {}, "−" + SS.ns(v) + " / step"));
-      box.appendChild(row);
-    }
-  } else box.textContent = "No estimate for this run.";
+// what-if
+const wi = analysis.what_if || {}, box = document.getElementById("whatif");
+if (wi.step_time_now_ns) {
+  const head = SS.el("div", { "class": "whatif-head" });
+  head.append(document.createTextNode("Step time "), SS.el("strong", {}, SS.ns(wi.step_time_now_ns)),
+    document.createTextNode(" → "), SS.el("strong", {}, SS.ns(wi.step_time_fixed_ns)),
+    document.createTextNode(wi.speedup ? "  (" + wi.speedup.toFixed(2) + "× faster)" : ""));
+  box.appendChild(head);
+  for (const [k, v] of Object.entries(wi)) {
+    if (!k.startsWith("saving_") || k === "saving_applied_ns" || !v) continue;
+    const row = SS.el("div", { "class": "whatif-row" });
+    row.append(SS.el("span", {}, "fix " + k.replace("saving_", "").replace(/_ns$/, "").replace(/_/g, " ")),
+      SS.el("span", {}, "−" + SS.ns(v) + " / step"));
+    box.appendChild(row);
+  }
+} else box.textContent = "No estimate for this run.";
 
-  // tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
-  let full = null;
-  const tables = {
-    "tab-steps": () => fillTable(document.getElementById("steps-table"), full.per_step, ["rank", "step", "step_time_ns",
-      "gpu_busy_frac", "compute_busy_ns", "transfer_busy_ns", "copy_compute_overlap_frac", "exposed_copy_ns", "gpu_idle_ns",
-      "idle_sync_stall_ns", "sync_wait_count", "sync_wait_ns"], (rec) => goStep(rec.step)),
-    "tab-kernels": () => fillTable(document.getElementById("kernels-table"), full.kernels,
-      ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
-    "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
-      ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
-  };
-  const built = new Set();
-  let active = "tab-steps";
-  const build = (id) => { if (full && !built.has(id) && tables[id]) { built.add(id); tables[id](); } };
-  document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
-    active = b.dataset.tab;
-    build(active);
-    document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
-    document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
-  }));
-  root.addEventListener("tl-firstpaint", async () => {
-    try { full = await SS.json(P.analysis_url); } catch (e) { return; }
-    build(active);
-    if (full.step_figure) SS.stepChart(P.plotly, full.step_figure);
-  }, { once: true });
-})();
+// tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
+let full = null;
+const tables = {
+  "tab-steps": () => fillTable(document.getElementById("steps-table"), full.per_step, ["rank", "step", "step_time_ns",
+    "gpu_busy_frac", "compute_busy_ns", "transfer_busy_ns", "copy_compute_overlap_frac", "exposed_copy_ns", "gpu_idle_ns",
+    "idle_sync_stall_ns", "sync_wait_count", "sync_wait_ns"], (rec) => goStep(rec.step)),
+  "tab-kernels": () => fillTable(document.getElementById("kernels-table"), full.kernels,
+    ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
+  "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
+    ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
+};
+const built = new Set();
+let active = "tab-steps";
+const build = (id) => { if (full && !built.has(id) && tables[id]) { built.add(id); tables[id](); } };
+document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
+  active = b.dataset.tab;
+  build(active);
+  document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
+  document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
+}));
+root.addEventListener("tl-firstpaint", async () => {
+  try { full = await SS.json(P.analysis_url); } catch (e) { return; }
+  build(active);
+  if (full.step_figure) SS.stepChart(P.plotly, full.step_figure);
+}, { once: true });

@@ -1,10 +1,11 @@
-"use strict";
-(function () {
-  const cfg = window.STREAMSCOPE;
-  const table = document.getElementById("runs-table");
-  const search = document.getElementById("run-search");
-  const compareBtn = document.getElementById("compare-btn");
-  if (!table) return;
+// Runs list: search, pick two to compare, rename and delete.
+import { SS } from "./common.js";
+
+const cfg = window.STREAMSCOPE;
+const table = document.getElementById("runs-table");
+const search = document.getElementById("run-search");
+const compareBtn = document.getElementById("compare-btn");
+if (table) {
   SS.sortable(table);
   search.addEventListener("input", () => {
     const q = search.value.trim().toLowerCase();
@@ -45,4 +46,4 @@
       }
     } catch (e) { window.alert(e.message); }
   });
-})();
+}

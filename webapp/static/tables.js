@@ -1,6 +1,8 @@
-"use strict";
 // Tables built from analysis records: columns chosen by name, values formatted by the unit in the name.
-function fmtCell(key, v) {
+// Column labels come from the page's metrics_catalog ({key, label, unit, better}) when it has one.
+import { SS } from "./common.js";
+
+export function fmtCell(key, v) {
   if (v === null || v === undefined) return "—";
   if (typeof v !== "number") return String(v);
   if (key.endsWith("_ns")) return SS.ns(v);
@@ -18,13 +20,24 @@ const COL_LABELS = {
   gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count", a_total_ns: "A total",
   b_total_ns: "B total", delta_ns: "B − A", a_step_ns: "A per step", b_step_ns: "B per step", delta_step_ns: "B − A per step", cause: "Cause", source: "Source", steps: "Steps", gpu_idle_ns_s: "GPU idle",
 };
-function fillTable(table, records, cols, onRow) {
+// key -> label from window.STREAMSCOPE.metrics_catalog, read once; {} when the page has none
+let catalogLabels = null;
+function labelFor(key) {
+  if (catalogLabels === null) {
+    catalogLabels = {};
+    const cat = (window.STREAMSCOPE || {}).metrics_catalog;
+    if (Array.isArray(cat)) for (const m of cat) if (m && m.key && m.label) catalogLabels[m.key] = m.label;
+  }
+  return catalogLabels[key] || COL_LABELS[key] || key;
+}
+
+export function fillTable(table, records, cols, onRow) {
   table.textContent = "";
   if (!records || !records.length) { const r = table.insertRow(); r.insertCell().textContent = "nothing to show"; return; }
   const have = cols.filter((c) => c in records[0]);
   const head = table.createTHead().insertRow();
   for (const c of have) {
-    const th = SS.el("th", { "data-sort": typeof records[0][c] === "number" ? "num" : "text" }, COL_LABELS[c] || c);
+    const th = SS.el("th", { "data-sort": typeof records[0][c] === "number" ? "num" : "text" }, labelFor(c));
     if (typeof records[0][c] === "number") th.className = "num";
     head.appendChild(th);
   }

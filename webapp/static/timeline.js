@@ -1,7 +1,8 @@
-"use strict";
 // Gantt timeline on a <canvas>: lanes grouped by rank, boxes coloured by kind, merged "busy" boxes from
 // the server's level-of-detail engine, step boundaries, exposed-copy shading, hover, zoom and pan.
 // Times are ns relative to the run's first interval; `offset` shifts a run onto a shared axis (compare).
+// An ES module: exports Timeline (call destroy() before dropping one) and tlLegend.
+import { SS } from "./common.js";
 
 const TL_COLORS = {
   kernel: "#4c78a8", memcpy_h2d: "#f58518", memcpy_d2h: "#b279a2", memcpy_d2d: "#9d755d",
@@ -18,7 +19,7 @@ const TL_ROLE = {
 };
 const TL_ROLE_ORDER = ["cpu_thread", "transfer_stream", "compute_stream", "comm_stream", "other_stream"];
 
-class Timeline {
+export class Timeline {
   constructor(root, opts) {
     this.root = root;
     this.opts = Object.assign({ offset: 0, gutter: 200, laneH: 30, onView: null, overview: true }, opts);
@@ -29,6 +30,9 @@ class Timeline {
     this.highlight = null;
     this.seq = 0;
     this.stats = { firstPaintMs: null, fetches: 0, lastFetchMs: null, lastRedrawMs: null };
+    this.destroyed = false;
+    this.aborter = new AbortController();  // aborts every fetch in flight on destroy()
+    this.winListeners = [];  // [type, handler] added to window, removed on destroy()
     this.lanes = this.layoutLanes(this.opts.lanes);
     this.canvas = document.createElement("canvas");
     this.tip = document.createElement("div");
@@ -38,8 +42,29 @@ class Timeline {
     root.tabIndex = 0;
     this.bind();
     this.resize();
-    new ResizeObserver(() => { if (this.resize()) this.refetch(0); }).observe(root);
+    this.observer = new ResizeObserver(() => { if (this.resize()) this.refetch(0); });
+    this.observer.observe(root);
   }
+
+  // Stop everything this timeline started: observer, window and root listeners, timers, fetches, tooltip.
+  destroy() {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this.seq += 1;  // any answer still arriving is stale
+    this.observer.disconnect();
+    for (const [type, fn] of this.winListeners) window.removeEventListener(type, fn);
+    this.winListeners = [];
+    this.root.removeEventListener("keydown", this.onKey);
+    clearTimeout(this.timer); clearTimeout(this.slowTimer);
+    this.aborter.abort();
+    this.tip.remove();
+    this.canvas.remove();
+    this.ctx = null;
+  }
+
+  fetchJson(url) { return SS.json(url, { signal: this.aborter.signal }); }
+
+  clearHighlight() { this.highlight = null; this.draw(); }
 
   layoutLanes(lanes) {
     const sorted = lanes.slice().sort((a, b) => (a.rank - b.rank) ||
@@ -82,7 +107,7 @@ class Timeline {
     const t0 = performance.now();
     const full = this.opts.overview && this.offset === 0 && this.view[0] <= 0 && this.view[1] >= this.span;
     const url = full ? this.opts.api + "/overview" : this.timelineUrl();
-    const data = await SS.json(url);
+    const data = await this.fetchJson(url);
     this.accept(data, ++this.seq, t0);
   }
 
@@ -94,7 +119,7 @@ class Timeline {
   }
 
   accept(data, seq, t0) {
-    if (seq !== this.seq) return;
+    if (seq !== this.seq || this.destroyed) return;
     clearTimeout(this.slowTimer);
     this.pending = false;
     this.data = data;
@@ -111,6 +136,7 @@ class Timeline {
   }
 
   refetch(delay) {
+    if (this.destroyed) return;
     clearTimeout(this.timer);
     const seq = ++this.seq;
     const t0 = performance.now();
@@ -118,7 +144,7 @@ class Timeline {
     // a run that is not in the server's memory yet takes seconds to load: say so
     this.slowTimer = setTimeout(() => { if (seq === this.seq) { this.pending = true; this.draw(); } }, delay + 400);
     this.timer = setTimeout(async () => {
-      try { this.accept(await SS.json(this.timelineUrl()), seq, t0); }
+      try { this.accept(await this.fetchJson(this.timelineUrl()), seq, t0); }
       catch (e) { if (seq === this.seq) { clearTimeout(this.slowTimer); this.pending = false; this.draw(); this.showError(e.message); } }
     }, delay);
   }
@@ -151,7 +177,7 @@ class Timeline {
     this.highlight = { s: a - this.offset, e: b - this.offset, ids: ids || [], rows: [], label: label || "" };
     this.setView(a - this.offset - pad, b - this.offset + pad);
     if (ids && ids.length) {
-      SS.json(this.opts.api + "/intervals?ids=" + ids.slice(0, 200).join(",")).then((r) => {
+      this.fetchJson(this.opts.api + "/intervals?ids=" + ids.slice(0, 200).join(",")).then((r) => {
         if (this.highlight) { this.highlight.rows = r.intervals; this.draw(); }
       }).catch(() => {});
     }
@@ -159,6 +185,7 @@ class Timeline {
 
   showError(msg) {
     const ctx = this.ctx;
+    if (!ctx || this.destroyed) return;
     ctx.fillStyle = "#c62828"; ctx.font = "13px system-ui";
     ctx.fillText("could not load the timeline: " + msg, this.opts.gutter + 10, 20);
   }
@@ -350,8 +377,9 @@ class Timeline {
     }, { passive: false });
     let drag = null;
     c.addEventListener("mousedown", (e) => { drag = { x: e.clientX, view: this.view.slice() }; c.style.cursor = "grabbing"; });
-    window.addEventListener("mouseup", () => { drag = null; c.style.cursor = ""; });
-    window.addEventListener("mousemove", (e) => {
+    const onWin = (type, fn) => { window.addEventListener(type, fn); this.winListeners.push([type, fn]); };
+    onWin("mouseup", () => { drag = null; c.style.cursor = ""; });
+    onWin("mousemove", (e) => {
       if (drag) {
         const dt = (e.clientX - drag.x) / this.plotW * (drag.view[1] - drag.view[0]);
         this.setView(drag.view[0] - dt, drag.view[1] - dt);
@@ -360,7 +388,7 @@ class Timeline {
     c.addEventListener("mousemove", (e) => this.hover(e));
     c.addEventListener("mouseleave", () => { this.tip.hidden = true; });
     c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
-    this.root.addEventListener("keydown", (e) => {
+    this.onKey = (e) => {
       const k = e.key;
       if (k === "+" || k === "=" || k === "w") this.zoom(0.6);
       else if (k === "-" || k === "_" || k === "s") this.zoom(1 / 0.6);
@@ -369,7 +397,8 @@ class Timeline {
       else if (k === "0" || k === "Home") this.reset();
       else return;
       e.preventDefault();
-    });
+    };
+    this.root.addEventListener("keydown", this.onKey);
   }
 
   hover(e) {
@@ -428,7 +457,7 @@ function tlTick(t, step) {
   return (t / scale).toFixed(digits) + " " + unit;
 }
 
-function tlLegend(el) {
+export function tlLegend(el) {
   for (const k of Object.keys(TL_LABELS)) {
     if (k === "annotation" || k === "collective") continue;
     const item = SS.el("span"); const sw = SS.el("i"); sw.style.background = TL_COLORS[k];
