@@ -11,12 +11,11 @@ from typing import Any
 import pandas as pd
 from flask import Blueprint, Response, abort, jsonify, render_template, request, url_for
 
-from webapp import get_store
 from webapp.analysis.compare import metrics_table, ops_table
 from webapp.analysis.records import frame_records
 from webapp.figures import compare_rows, compare_steps_figure
 from webapp.static_assets import plotly_etag
-from webapp.store import RunInfo, RunNotFound
+from webapp.store import RunInfo, RunNotFound, get_store
 
 bp = Blueprint("compare", __name__)
 
