@@ -114,10 +114,11 @@ def stress_trace(n: int, ranks: int = 2, seed: int = 0) -> Trace:
 
 def build_data(folder: Path, n_big: int) -> dict[str, str]:
     from collector.synthetic import synthetic_trace
+    from webapp.ingest import add_trace
     from webapp.store import Store
 
     store = Store(folder)
-    small = store.add(synthetic_trace(100, pattern="overlap", steps=4), "small (100 intervals)")
+    small = add_trace(store, synthetic_trace(100, pattern="overlap", steps=4), "small (100 intervals)")
     ids = {"small": small.id}
     for key, make in (
         ("big", lambda: stress_trace(n_big)),  # stored first: the server warms only the newest
@@ -127,7 +128,7 @@ def build_data(folder: Path, n_big: int) -> dict[str, str]:
         trace = make()
         t_gen = time.perf_counter() - t
         t = time.perf_counter()
-        ids[key] = store.add(trace, f"{key} ({len(trace.intervals):,} intervals)").id
+        ids[key] = add_trace(store, trace, f"{key} ({len(trace.intervals):,} intervals)").id
         print(
             f"{key}: generated {len(trace.intervals):,} intervals in {t_gen:.1f} s, stored (analysis, "
             f"Parquet, overview) in {time.perf_counter() - t:.1f} s",

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from flask import Flask
 
-    from webapp.store import Store
-
 log = logging.getLogger(__name__)
 
 DEFAULT_DATA_DIR = "streamscope-data"
@@ -83,14 +81,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     for module in (runs, upload, record, compare, api, static_assets):
         app.register_blueprint(module.bp)
     return app
-
-
-def get_store() -> Store:
-    """The Store of the current app (use inside a request)."""
-    from flask import current_app
-
-    store: Store = current_app.extensions["streamscope.store"]
-    return store
 
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")

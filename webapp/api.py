@@ -18,11 +18,11 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
-from webapp import get_store
 from webapp.figures import step_time_figure
 from webapp.ingest import IngestError, TooLarge, base_name, ingest_stream
+from webapp.pipeline import overview_json
 from webapp.runfile import lane_dict
-from webapp.store import RunInfo, RunNotFound
+from webapp.store import RunInfo, RunNotFound, get_store
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -139,6 +139,9 @@ def overview(run_id: str) -> Response:
     _info(run_id)
     store = get_store()
     body = store.overview(run_id)
+    if body is None:  # a run stored by an older version: compute it outside the store, keep it
+        body = overview_json(store.index(run_id))
+        store.save_overview(run_id, body)
     store.warm(run_id)  # the page will zoom next: have the index ready
     return Response(body, mimetype="application/json")
 

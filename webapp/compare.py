@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
 from flask import Blueprint, Response, abort, jsonify, render_template, request, url_for
 
-from webapp import get_store
-from webapp.analysis.compare import metrics_table, ops_table
-from webapp.analysis.records import frame_records
+from webapp.analysis.compare import Comparison, compare_analyses
+from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.figures import compare_rows, compare_steps_figure
 from webapp.static_assets import plotly_etag
-from webapp.store import RunInfo, RunNotFound
+from webapp.store import RunInfo, RunNotFound, Store, get_store
 
 bp = Blueprint("compare", __name__)
 
@@ -35,37 +33,15 @@ HEADLINE = (
 )
 
 
-def comparison(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Comparison.to_dict()-shaped result from two stored analyses (RunAnalysis.to_dict())."""
-    metrics = metrics_table(a.get("metrics") or {}, b.get("metrics") or {})
-    ka, kb = pd.DataFrame(a.get("kernels") or []), pd.DataFrame(b.get("kernels") or [])
-    cols = ["kind", "name", "count", "total_ns", "mean_ns"]
-    steps_a = int((a.get("summary") or {}).get("steps") or 1)
-    steps_b = int((b.get("summary") or {}).get("steps") or 1)
-    has_cols = set(cols) <= set(ka.columns) and set(cols) <= set(kb.columns)
-    ops = ops_table(ka, kb, steps_a, steps_b) if has_cols else pd.DataFrame()
-    ra = [f["rule"] for f in a.get("findings") or []]
-    rb = [f["rule"] for f in b.get("findings") or []]
-    return {
-        "metrics": frame_records(metrics),
-        "ops": frame_records(ops),
-        "findings": {
-            "fixed": [r for r in ra if r not in rb],
-            "new": [r for r in rb if r not in ra],
-            "unchanged": [r for r in ra if r in rb],
-        },
-        "a": _side(a),
-        "b": _side(b),
-    }
+def comparison(store: Store, info_a: RunInfo, info_b: RunInfo) -> tuple[Comparison, dict[str, Any]]:
+    """The two stored runs compared by webapp.analysis.compare (the CLI's comparison), and its to_dict()."""
+    result = compare_analyses(stored_analysis(store, info_a.id), stored_analysis(store, info_b.id))
+    return result, result.to_dict()
 
 
-def _side(analysis: dict[str, Any]) -> dict[str, Any]:
-    """One run's part of a comparison: its summary, what-if and findings."""
-    return {
-        "summary": analysis.get("summary") or {},
-        "what_if": analysis.get("what_if") or {},
-        "findings": analysis.get("findings") or [],
-    }
+def stored_analysis(store: Store, run_id: str) -> RunAnalysis:
+    """The run's stored analysis as a RunAnalysis."""
+    return RunAnalysis.from_dict(store.analysis(run_id))
 
 
 def _pair() -> tuple[RunInfo, RunInfo]:
@@ -87,16 +63,21 @@ def api() -> Response:
         {
             "a": info_a.to_dict(),
             "b": info_b.to_dict(),
-            **comparison(store.analysis(info_a.id), store.analysis(info_b.id)),
+            **comparison(store, info_a, info_b)[1],
         }
     )
 
 
-def _steps(analysis: dict[str, Any]) -> list[dict[str, int]]:
+def _steps(analysis: RunAnalysis) -> list[dict[str, int]]:
+    """Rank 0's step windows (step, start_ns, end_ns)."""
+    steps = analysis.per_step
+    if not {"step", "start_ns", "end_ns"} <= set(steps.columns):
+        return []
+    if "rank" in steps.columns:
+        steps = steps[steps["rank"] == 0]
     return [
         {"step": int(r["step"]), "start_ns": int(r["start_ns"]), "end_ns": int(r["end_ns"])}
-        for r in analysis.get("per_step") or []
-        if int(r.get("rank", 0)) == 0
+        for r in frame_records(steps[["step", "start_ns", "end_ns"]])
     ]
 
 
@@ -106,8 +87,8 @@ def page() -> str:
     if not request.args.get("a") or not request.args.get("b"):
         return render_template("compare_pick.html", runs=[r.to_dict() for r in store.list_runs()])
     info_a, info_b = _pair()
-    an_a, an_b = store.analysis(info_a.id), store.analysis(info_b.id)
-    result = comparison(an_a, an_b)
+    compared, result = comparison(store, info_a, info_b)
+    an_a, an_b = compared.analysis_a, compared.analysis_b
     store.warm(info_a.id)
     store.warm(info_b.id)
     rows = {r["metric"]: r for r in compare_rows(result["metrics"])}
@@ -127,7 +108,7 @@ def page() -> str:
         "ops": result["ops"][:300],
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
         "step_figure": compare_steps_figure(
-            an_a.get("per_step") or [], an_b.get("per_step") or [], f"A: {info_a.name}", f"B: {info_b.name}"
+            frame_records(an_a.per_step), frame_records(an_b.per_step), f"A: {info_a.name}", f"B: {info_b.name}"
         ),
     }
     return render_template(

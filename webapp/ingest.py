@@ -1,4 +1,8 @@
-"""Turning trace files into stored runs: uploads (streamed to disk first) and the bundled sample traces."""
+"""Turning trace files into stored runs: uploads (streamed to disk first) and the bundled sample traces.
+
+The pipeline runs one way: load (collector.tracefile) -> compute (webapp.pipeline.prepare: analysis,
+index, overview) -> store (Store.add only writes files and the catalog row).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,10 @@ import os
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from collector.model import Trace
+from webapp.pipeline import prepare
 from webapp.store import RunInfo, Store
 
 log = logging.getLogger(__name__)
@@ -95,7 +101,15 @@ def ingest_file(store: Store, path: Path, name: str, origin: str = "") -> RunInf
         raise IngestError("the trace is too large to load on this server") from None
     if trace.meta.workload and name == "run":
         name = trace.meta.workload
-    return store.add(trace, name, origin=origin)
+    return add_trace(store, trace, name, origin=origin)
+
+
+def add_trace(
+    store: Store, trace: Trace, name: str, *, origin: str = "", analysis: dict[str, Any] | None = None
+) -> RunInfo:
+    """Analyse, index and store ``trace``; ``analysis`` (RunAnalysis.to_dict()) is computed when None."""
+    run = prepare(trace, analysis)
+    return store.add(run.trace, name, analysis=run.analysis, index=run.index, overview=run.overview, origin=origin)
 
 
 def sample_files(folder: Path) -> list[Path]:

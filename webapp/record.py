@@ -19,9 +19,8 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request
 
-from webapp import get_store
 from webapp.ingest import IngestError, ingest_file
-from webapp.store import Store
+from webapp.store import Store, get_store
 
 bp = Blueprint("record", __name__)
 

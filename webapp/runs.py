@@ -6,10 +6,9 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, url_for
 
-from webapp import get_store
 from webapp.figures import metric_cards
 from webapp.static_assets import plotly_etag
-from webapp.store import RunInfo, RunNotFound
+from webapp.store import RunInfo, RunNotFound, get_store
 
 bp = Blueprint("runs", __name__)
 

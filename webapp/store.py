@@ -213,24 +213,37 @@ class Store:
         """The timeline of the whole run at OVERVIEW_WIDTH_PX, stored at ingest for a fast first paint."""
         return self.runs_dir / f"{run_id}.overview.json"
 
-    def overview(self, run_id: str) -> bytes:
+    def overview(self, run_id: str) -> bytes | None:
+        """The stored overview payload; None for a run stored before overviews were (see save_overview)."""
         self.get(run_id)
         path = self.overview_path(run_id)
-        if not path.is_file():  # stored by an older version: compute and keep it
-            _write_atomic_bytes(path, overview_json(self.index(run_id)))
-        return path.read_bytes()
+        return path.read_bytes() if path.is_file() else None
 
-    def add(self, trace: Trace, name: str, *, origin: str = "", analysis: dict[str, Any] | None = None) -> RunInfo:
-        """Store ``trace`` under a new id; ``analysis`` is RunAnalysis.to_dict() (computed if None)."""
-        if analysis is None:
-            analysis = analyze_dict(trace)
+    def save_overview(self, run_id: str, overview: bytes) -> None:
+        """Keep an overview computed later for an older run."""
+        self.get(run_id)
+        _write_atomic_bytes(self.overview_path(run_id), overview)
+
+    def add(
+        self,
+        trace: Trace,
+        name: str,
+        *,
+        analysis: dict[str, Any],
+        index: RunIndex,
+        overview: bytes,
+        origin: str = "",
+    ) -> RunInfo:
+        """Store an already computed run (webapp.pipeline.prepare) under a new id: files first, catalog row last.
+
+        ``trace`` has its intervals sorted by lane then start_ns; ``analysis`` is RunAnalysis.to_dict();
+        ``index`` is the trace's RunIndex; ``overview`` the whole-run timeline payload as JSON bytes.
+        """
         run_id = secrets.token_hex(8)
-        frame = trace.intervals.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
-        sorted_trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
-        index = RunIndex(sorted_trace)
+        frame = trace.intervals
         write_run_file(self.run_path(run_id), trace, frame)
         _write_atomic_text(self.analysis_path(run_id), json.dumps(analysis, allow_nan=False))
-        _write_atomic_bytes(self.overview_path(run_id), overview_json(index))
+        _write_atomic_bytes(self.overview_path(run_id), overview)
         _write_atomic_index(self.lod_path(run_id), index)
         meta = trace.meta
         info = RunInfo(
@@ -349,37 +362,6 @@ class Store:
             self._cache.popitem(last=False)
 
 
-def analyze_dict(trace: Trace) -> dict[str, Any]:
-    """RunAnalysis.to_dict() for ``trace``; a run whose analysis fails is still stored, with a note."""
-    from webapp.analysis import analyze
-
-    try:
-        return dict(analyze(trace).to_dict())
-    except Exception as exc:  # analysis bugs must not lose the user's run
-        log.exception("analysis failed")
-        return {
-            "metrics": {},
-            "per_rank": [],
-            "per_step": [],
-            "kernels": [],
-            "sync_sources": [],
-            "findings": [],
-            "what_if": {},
-            "summary": {},
-            "notes": [f"analysis failed: {exc}"],
-        }
-
-
-def overview_json(index: RunIndex) -> bytes:
-    """The whole-run timeline payload (webapp.timeline.view_payload) as JSON bytes."""
-    import msgspec
-
-    from webapp.timeline import OVERVIEW_WIDTH_PX, view_payload
-
-    end = max(index.end_ns, index.origin_ns + 1)
-    return msgspec.json.encode(view_payload(index, index.origin_ns, end, OVERVIEW_WIDTH_PX))
-
-
 def _write_atomic_text(path: Path, text: str) -> None:
     _write_atomic_bytes(path, text.encode("utf-8"))
 
@@ -406,3 +388,11 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def get_store() -> Store:
+    """The Store of the current app (use inside a request), as flask's get_db."""
+    from flask import current_app
+
+    store: Store = current_app.extensions["streamscope.store"]
+    return store

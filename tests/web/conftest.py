@@ -11,6 +11,7 @@ from serving import running_server
 
 from collector.synthetic import synthetic_trace
 from webapp import create_app
+from webapp.ingest import add_trace
 from webapp.store import Store
 
 
@@ -33,8 +34,8 @@ def store(app) -> Store:
 
 @pytest.fixture
 def two_runs(store: Store):
-    a = store.add(synthetic_trace(2000, pattern="naive", steps=6), "naive run")
-    b = store.add(synthetic_trace(2000, pattern="overlap", steps=6), "overlap run")
+    a = add_trace(store, synthetic_trace(2000, pattern="naive", steps=6), "naive run")
+    b = add_trace(store, synthetic_trace(2000, pattern="overlap", steps=6), "overlap run")
     return a, b
 
 

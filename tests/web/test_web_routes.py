@@ -11,6 +11,7 @@ from web_helpers import EVIL, evil_trace
 
 from collector.synthetic import synthetic_trace
 from webapp import create_app
+from webapp.ingest import add_trace
 
 
 def trace_bytes(tmp_path: Path, n: int = 500, gz: bool = True) -> bytes:
@@ -33,7 +34,7 @@ def test_empty_runs_list_says_what_to_do(client) -> None:
 
 
 def test_names_are_escaped_everywhere(client, store) -> None:
-    info = store.add(evil_trace(), EVIL)
+    info = add_trace(store, evil_trace(), EVIL)
     for url in ("/", f"/runs/{info.id}", f"/compare?a={info.id}&b={info.id}"):
         html = client.get(url).get_data(as_text=True)
         assert "<img src=x" not in html, url

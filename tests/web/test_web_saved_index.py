@@ -19,6 +19,7 @@ from collector.model import Trace
 from collector.synthetic import synthetic_trace
 from webapp import create_app
 from webapp.analysis.lod import RunIndex
+from webapp.ingest import add_trace
 from webapp.store import Store
 from webapp.timeline import interval_rows, view_payload
 
@@ -48,7 +49,7 @@ def payloads(index: RunIndex) -> list[bytes]:
 @pytest.mark.parametrize("make", [run_trace, lambda: copy_trace(6000)], ids=["loop", "many-copies"])
 def test_saved_index_gives_the_same_views(tmp_path: Path, make: Callable[[], Trace]) -> None:
     store = Store(tmp_path)
-    info = store.add(make(), "run")
+    info = add_trace(store, make(), "run")
     built = store.index(info.id)
     assert any(c is not None for c in built.coarse)  # the prefix-sum path is saved too
     saved = Store(tmp_path).index(info.id)
@@ -64,7 +65,7 @@ def test_saved_index_gives_the_same_views(tmp_path: Path, make: Callable[[], Tra
 def test_fresh_app_answers_views_without_reading_the_parquet_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    Store(tmp_path).add(run_trace(), "run")
+    add_trace(Store(tmp_path), run_trace(), "run")
     run_id = Store(tmp_path).list_runs()[0].id
 
     def no_read(path: Path) -> Trace:
@@ -92,7 +93,7 @@ def test_fresh_app_answers_views_without_reading_the_parquet_file(
 
 def test_delete_removes_the_saved_index(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    info = store.add(run_trace(), "run")
+    info = add_trace(store, run_trace(), "run")
     assert (store.lod_path(info.id) / "index.json").is_file()
     store.delete(info.id)
     assert not store.lod_path(info.id).exists()
@@ -102,7 +103,7 @@ def test_delete_removes_the_saved_index(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damage", ["missing", "truncated", "other version"])
 def test_run_without_a_usable_saved_index_is_rebuilt_from_its_run_file(tmp_path: Path, damage: str) -> None:
     store = Store(tmp_path)
-    info = store.add(run_trace(), "run")
+    info = add_trace(store, run_trace(), "run")
     expected = payloads(store.index(info.id))
     folder = store.lod_path(info.id)
     if damage == "missing":  # stored before saved indexes existed

@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 
 from collector.synthetic import synthetic_trace
-from webapp.ingest import IngestError, display_name, import_samples, suffix_of
+from webapp.ingest import IngestError, add_trace, display_name, import_samples, suffix_of
 from webapp.store import RunNotFound, Store
 
 
 def test_add_and_reload_round_trip(tmp_path: Path) -> None:
     trace = synthetic_trace(3000, pattern="naive", steps=5)
     store = Store(tmp_path)
-    info = store.add(trace, "first")
+    info = add_trace(store, trace, "first")
     assert len(info.id) == 16 and info.intervals == len(trace.intervals)
     assert info.lanes == 3 and info.ranks == 1
     fresh = Store(tmp_path)  # new process view: nothing cached
@@ -34,7 +34,7 @@ def test_add_and_reload_round_trip(tmp_path: Path) -> None:
 
 def test_rename_delete_and_unknown(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    info = store.add(synthetic_trace(200, steps=2), "x")
+    info = add_trace(store, synthetic_trace(200, steps=2), "x")
     assert store.rename(info.id, "y").name == "y"
     store.delete(info.id)
     assert store.list_runs() == []
@@ -46,7 +46,7 @@ def test_rename_delete_and_unknown(tmp_path: Path) -> None:
 
 def test_orphan_files_are_swept(tmp_path: Path) -> None:
     store = Store(tmp_path)
-    info = store.add(synthetic_trace(200, steps=2), "kept")
+    info = add_trace(store, synthetic_trace(200, steps=2), "kept")
     (tmp_path / "runs" / "0123456789abcdef.parquet").write_bytes(b"half written")
     (tmp_path / "runs" / ".tmp-aaaaaaaaaaaaaaaa.parquet").write_bytes(b"partial")
     (tmp_path / "uploads" / "feedfeedfeedfeed.json").write_bytes(b"{")

@@ -143,8 +143,8 @@ class Comparison:
     """Run A against run B. ``metrics``, ``ops`` and ``findings`` as documented in their builders
     (:func:`metrics_table`, :func:`ops_table`, :func:`findings_diff`)."""
 
-    a: Trace
-    b: Trace
+    a: Trace | None  # None when built from stored analyses only (no step_aligned then)
+    b: Trace | None
     analysis_a: RunAnalysis
     analysis_b: RunAnalysis
     metrics: pd.DataFrame
@@ -161,7 +161,9 @@ class Comparison:
     def step_aligned(self, a_step: int, b_step: int, rank: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Intervals of step ``a_step`` of A and ``b_step`` of B on ``rank`` (those overlapping the step
         window), with the run DataFrame's columns plus ``rel_start_ns``/``rel_end_ns``: ns from the step
-        window's start. Raises ValueError for a step that is not there."""
+        window's start. Raises ValueError for a step that is not there (or when the traces are not here)."""
+        if self.a is None or self.b is None:
+            raise ValueError("this comparison was built from analyses only: no intervals to align")
         return (
             _step_intervals(self.a, self.analysis_a.per_step, a_step, rank),
             _step_intervals(self.b, self.analysis_b.per_step, b_step, rank),
@@ -189,13 +191,20 @@ class Comparison:
 
 def compare(a: Trace, b: Trace) -> Comparison:
     """Compare run A (baseline) with run B."""
-    ra, rb = analyze(a), analyze(b)
+    return compare_analyses(analyze(a), analyze(b), a, b)
+
+
+def compare_analyses(ra: RunAnalysis, rb: RunAnalysis, a: Trace | None = None, b: Trace | None = None) -> Comparison:
+    """Compare two analyses (e.g. stored ones read back with RunAnalysis.from_dict); the traces are optional."""
+    cols = {"kind", "name", "count", "total_ns", "mean_ns"}
+    has_ops = cols <= set(ra.kernels.columns) and cols <= set(rb.kernels.columns)
+    ops = ops_table(ra.kernels, rb.kernels, ra.summary()["steps"], rb.summary()["steps"]) if has_ops else None
     return Comparison(
         a,
         b,
         ra,
         rb,
         metrics_table(ra.metrics, rb.metrics),
-        ops_table(ra.kernels, rb.kernels, ra.summary()["steps"], rb.summary()["steps"]),
+        ops if ops is not None else pd.DataFrame(),
         findings_diff(ra, rb),
     )

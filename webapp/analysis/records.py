@@ -60,6 +60,15 @@ class Evidence:
             "interval_ids": [int(i) for i in self.interval_ids],
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evidence:
+        return cls(
+            int(d.get("rank") or 0),
+            int(d.get("start_ns") or 0),
+            int(d.get("end_ns") or 0),
+            tuple(int(i) for i in d.get("interval_ids") or ()),
+        )
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -85,6 +94,19 @@ class Finding:
             "sources": list(self.sources),
             "evidence": [e.to_dict() for e in self.evidence],
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls(
+            rule=str(d.get("rule") or ""),
+            title=str(d.get("title") or ""),
+            severity=str(d.get("severity") or "info"),
+            cost_per_step_ns=int(d.get("cost_per_step_ns") or 0),
+            fix=str(d.get("fix") or ""),
+            detail=str(d.get("detail") or ""),
+            sources=tuple(str(s) for s in d.get("sources") or ()),
+            evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -133,3 +155,22 @@ class RunAnalysis:
             "summary": self.summary(),
             "notes": list(self.notes),
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunAnalysis:
+        """The inverse of :meth:`to_dict` (a stored analysis read back); keys missing from dicts stored by
+        older versions get empty defaults, None metrics become NaN."""
+
+        def number(v: Any) -> float:
+            return math.nan if v is None else float(v)
+
+        return cls(
+            metrics={str(k): number(v) for k, v in (d.get("metrics") or {}).items()},
+            per_rank=pd.DataFrame(d.get("per_rank") or []),
+            per_step=pd.DataFrame(d.get("per_step") or []),
+            kernels=pd.DataFrame(d.get("kernels") or []),
+            sync_sources=pd.DataFrame(d.get("sync_sources") or []),
+            findings=tuple(Finding.from_dict(f) for f in d.get("findings") or ()),
+            what_if={str(k): number(v) for k, v in (d.get("what_if") or {}).items()},
+            notes=tuple(str(n) for n in d.get("notes") or ()),
+        )

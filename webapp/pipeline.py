@@ -1,0 +1,67 @@
+"""The computing half of ingest: a loaded Trace -> (sorted trace, analysis, index, overview) for Store.add.
+
+The store only stores; everything derived from a trace is computed here, once, before anything is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from collector.model import Trace
+from webapp.analysis.lod import RunIndex
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """What Store.add writes: the trace (intervals sorted by lane then start_ns), its RunAnalysis.to_dict(),
+    its level-of-detail index and the whole-run timeline payload (JSON bytes)."""
+
+    trace: Trace
+    analysis: dict[str, Any]
+    index: RunIndex
+    overview: bytes
+
+
+def prepare(trace: Trace, analysis: dict[str, Any] | None = None) -> PreparedRun:
+    """Sort, analyse (unless ``analysis`` is given), index and render the overview of ``trace``."""
+    if analysis is None:
+        analysis = analyze_dict(trace)
+    frame = trace.intervals.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
+    sorted_trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
+    index = RunIndex(sorted_trace)
+    return PreparedRun(sorted_trace, analysis, index, overview_json(index))
+
+
+def analyze_dict(trace: Trace) -> dict[str, Any]:
+    """RunAnalysis.to_dict() for ``trace``; a run whose analysis fails is still stored, with a note."""
+    from webapp.analysis import analyze
+
+    try:
+        return dict(analyze(trace).to_dict())
+    except Exception as exc:  # analysis bugs must not lose the user's run
+        log.exception("analysis failed")
+        return {
+            "metrics": {},
+            "per_rank": [],
+            "per_step": [],
+            "kernels": [],
+            "sync_sources": [],
+            "findings": [],
+            "what_if": {},
+            "summary": {},
+            "notes": [f"analysis failed: {exc}"],
+        }
+
+
+def overview_json(index: RunIndex) -> bytes:
+    """The whole-run timeline payload (webapp.timeline.view_payload) as JSON bytes."""
+    import msgspec
+
+    from webapp.timeline import OVERVIEW_WIDTH_PX, view_payload
+
+    end = max(index.end_ns, index.origin_ns + 1)
+    return msgspec.json.encode(view_payload(index, index.origin_ns, end, OVERVIEW_WIDTH_PX))
