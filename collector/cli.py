@@ -20,13 +20,8 @@ def print_demos(verbose: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from collector.runner import (
-        NoCudaError,
-        RecordUsageError,
-        add_record_arguments,
-        request_from_args,
-        run_record,
-    )
+    from collector.errors import StreamscopeError
+    from collector.runner import add_record_arguments, request_from_args, run_record
 
     parser = argparse.ArgumentParser(prog="python3 -m collector", description="Record PyTorch GPU traces.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -43,6 +38,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return run_record(request_from_args(args))
-    except (NoCudaError, RecordUsageError) as exc:
+    except StreamscopeError as exc:
         print(f"streamscope record: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code

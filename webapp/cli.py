@@ -2,7 +2,7 @@
 
 Each subcommand module in ``webapp.commands`` has a docstring (its help), ``add_arguments(parser)`` and
 ``run(args) -> int``; it imports heavy dependencies inside ``run``. Errors a user can fix raise
-:class:`CliError` (exit 2, one line on stderr).
+:class:`CliError`; every :class:`~collector.errors.StreamscopeError` leaves as one line on stderr and its exit code.
 """
 
 from __future__ import annotations
@@ -14,28 +14,18 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from collector import __version__
+from collector.errors import StreamscopeError
 
 SUBCOMMANDS = ("demos", "record", "convert", "analyze", "compare", "serve")
-"""Subcommand names, each the module webapp.commands.<name> (only those that exist are offered)."""
+"""Subcommand names, each the module webapp.commands.<name>."""
 
 
-class CliError(Exception):
-    """An error with a one-line message and the exit code to leave with."""
-
-    def __init__(self, message: str, exit_code: int = 2) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+class CliError(StreamscopeError):
+    """A bad command line or a missing input file: one line on stderr, exit code 2 unless told otherwise."""
 
 
-def _available() -> dict[str, ModuleType]:
-    modules: dict[str, ModuleType] = {}
-    for name in SUBCOMMANDS:
-        try:
-            modules[name] = importlib.import_module(f"webapp.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"webapp.commands.{name}":
-                raise
-    return modules
+def _modules() -> dict[str, ModuleType]:
+    return {name: importlib.import_module(f"webapp.commands.{name}") for name in SUBCOMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"streamscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in _available().items():
+    for name, module in _modules().items():
         doc = (module.__doc__ or "").strip()
         p = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
         module.add_arguments(p)
@@ -61,16 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._run(args))
-    except CliError as exc:
+    except StreamscopeError as exc:
         print(f"streamscope {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except ValueError as exc:
-        from collector.traceformat.spec import TraceFileError
-
-        if not isinstance(exc, TraceFileError):
-            raise
-        print(f"streamscope {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from collector.errors import StreamscopeError
 from collector.model import Trace
 from webapp.pipeline import prepare
 from webapp.store import RunInfo, Store
@@ -23,7 +24,7 @@ TRACE_SUFFIXES = (".json.gz", ".json")
 CHUNK_BYTES = 1 << 20
 
 
-class IngestError(ValueError):
+class IngestError(StreamscopeError, ValueError):
     """A file that cannot become a run; the message is one line for the user."""
 
 

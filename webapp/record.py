@@ -24,7 +24,6 @@ from webapp.store import Store, get_store
 
 bp = Blueprint("record", __name__)
 
-FALLBACK_DEMOS = ("naive", "pinned", "overlap")
 _jobs: dict[str, Job] = {}
 _jobs_lock = threading.Lock()
 
@@ -79,14 +78,9 @@ def record_available() -> tuple[bool, str]:
 
 def demo_summaries() -> dict[str, str]:
     """Demo name -> one-line summary (collector.demos.DEMOS; importing it never imports torch)."""
-    try:
-        from collector import demos as demo_module
-    except ImportError:
-        return {name: "" for name in FALLBACK_DEMOS}
-    demos = getattr(demo_module, "DEMOS", None) or {}
-    return {str(name): str(getattr(d, "summary", "")) for name, d in demos.items()} or {
-        name: "" for name in FALLBACK_DEMOS
-    }
+    from collector import demos
+
+    return {name: demo.summary for name, demo in demos.DEMOS.items()}
 
 
 def list_demos() -> list[str]:

@@ -35,7 +35,7 @@ RECURRING_MIN_STEPS = 3
 beside the per-step ones: the same fix applies, and one-offs (a checkpoint, an eval) stay out."""
 FALLBACK_PINNED_SPEEDUP = 2.0
 """Without a bandwidth probe or pinned copies to measure, assume pinned copies run only 2x faster than
-pageable ones (FIELD-NOTES measured 10x on an H200): a deliberately modest estimate."""
+pageable ones (10x measured on an H200): a deliberately modest estimate."""
 EVIDENCE_LIMIT = 20
 """Evidence items kept per finding (the largest), enough to zoom the timeline to."""
 

@@ -28,10 +28,9 @@ from webapp.analysis import intervals as iv
 from webapp.analysis.context import COPY_SYNC_CAUSES, RunData
 
 QUEUED, BLOCKING, SYNC, STARVED, HOST = range(5)
-CAUSE_NAMES = ("queued", "blocking-copy", "sync", "starved", "host")
 
 BUBBLE_NS = 5_000
-"""Gaps under 5 us between GPU ops are normal launch/scheduling latency on current GPUs (FIELD-NOTES:
+"""Gaps under 5 us between GPU ops are normal launch/scheduling latency on current GPUs (measured:
 events resolve ~1 us, a launch costs several us); without launch links they are not blamed on the host."""
 
 LONG_GAP_NS = 50_000

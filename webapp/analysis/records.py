@@ -12,9 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-SEVERITIES = ("info", "warning", "critical")
-"""Finding severities, mildest first."""
-
 
 def _plain(value: Any) -> Any:
     """A JSON-ready version of a numpy/pandas scalar (NaN and inf become None)."""

@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 APPLIED = ("pageable-copy", "no-copy-overlap", "blocking-copy", "sync-in-loop")
-POTENTIAL = ("launch-bound", "idle-gaps")
 
 
 def fixed_per_step(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_gbps: float) -> np.ndarray:

@@ -20,10 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collector.runner import NoCudaError, RecordUsageError, request_from_args, run_record
-    from webapp.cli import CliError
+    from collector.runner import request_from_args, run_record
 
-    try:
-        return run_record(request_from_args(args))
-    except (NoCudaError, RecordUsageError) as exc:
-        raise CliError(str(exc)) from None
+    return run_record(request_from_args(args))  # NoCudaError / RecordUsageError: StreamscopeError, exit 2
