@@ -12,5 +12,6 @@ fi
 python3 -c "import torch" 2>/dev/null || python3 -m pip install -q "torch==2.13.0"
 python3 -m pip install -q -e ".[test]"
 ruff check .
+ruff format --check .
 mypy
 python3 -m pytest "$@"
