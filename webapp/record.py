@@ -24,9 +24,6 @@ from webapp.store import Store, get_store
 
 bp = Blueprint("record", __name__)
 
-_jobs: dict[str, Job] = {}
-_jobs_lock = threading.Lock()
-
 
 @dataclass
 class Job:
@@ -119,16 +116,23 @@ def start() -> tuple[Response, int]:
     base = current_app.config.get("RECORD_COMMAND") or [sys.executable, "-m", "collector"]
     cmd = [*base, "record", "--out", str(out), *target]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    with _jobs_lock:
-        _jobs[job.id] = job
+    jobs, lock = _jobs()
+    with lock:
+        jobs[job.id] = job
     threading.Thread(target=_follow, args=(job, proc, out, store), daemon=True).start()
     return jsonify(job.to_dict()), 202
 
 
+def _jobs() -> tuple[dict[str, Job], threading.Lock]:
+    """This app's recording jobs by id, and their lock (per app, in ``app.extensions``)."""
+    return current_app.extensions.setdefault("streamscope.record_jobs", ({}, threading.Lock()))
+
+
 @bp.get("/api/record/<job_id>")
 def status(job_id: str) -> Response:
-    with _jobs_lock:
-        job = _jobs.get(job_id)
+    jobs, lock = _jobs()
+    with lock:
+        job = jobs.get(job_id)
     if job is None:
         abort(404, f"no recording job {job_id!r}")
     return jsonify(job.to_dict())

@@ -111,16 +111,6 @@ def union_first(starts: np.ndarray, ends: np.ndarray) -> tuple[Segments, np.ndar
     return Segments.from_sorted(starts[first], run_end[last]), opener
 
 
-def union_of(*sets: Segments) -> Segments:
-    """Union of several Segments."""
-    sets = tuple(s for s in sets if len(s))
-    if not sets:
-        return empty()
-    if len(sets) == 1:
-        return sets[0]
-    return union(np.concatenate([s.starts for s in sets]), np.concatenate([s.ends for s in sets]))
-
-
 def intersect(a: Segments, b: Segments) -> Segments:
     """Intersection of two Segments: each range of ``a`` against the ranges of ``b`` it overlaps."""
     return intersect_index(a, b)[0]
