@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from collector.model import (
@@ -43,7 +44,7 @@ def steps(*bounds: tuple[int, int], rank: int = 0) -> list[Marker]:
     return [Marker(rank, MarkerKind.STEP, f"step {i}", s, e, i) for i, (s, e) in enumerate(bounds)]
 
 
-def trace(intervals: list[Interval], markers: list[Marker] = (), ranks: int = 1, probe: bool = True) -> Trace:
+def trace(intervals: list[Interval], markers: Sequence[Marker] = (), ranks: int = 1, probe: bool = True) -> Trace:
     meta = RunMeta(source="test", bandwidth_probe=dict(PROBE) if probe else {})
     return Trace.build(meta, lanes(ranks), intervals, list(markers))
 

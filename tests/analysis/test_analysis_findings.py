@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from analysis_traces import COMPUTE, CPU, MS, US, clean_run, iv, pageable_run, steps, trace
 
+from collector.model import Trace
 from collector.synthetic import synthetic_trace
 from webapp.analysis import analyze
 from webapp.analysis.findings import CRITICAL_FRAC
 
 
-def _by_rule(result):
+def _by_rule(result: Any) -> dict[str, Any]:
     return {f.rule: f for f in result.findings}
 
 
@@ -48,7 +51,7 @@ def test_copy_overlap_and_blocking_copy_findings() -> None:
     assert "non_blocking=True" in f["blocking-copy"].fix
 
 
-def _sync_run(with_sync_in: tuple[int, ...]) -> object:
+def _sync_run(with_sync_in: tuple[int, ...]) -> Trace:
     """Four 10 ms steps of one 8 ms kernel; in the listed steps an item() sync, then 2 ms of host work."""
     rows, markers = [], []
     for k in range(4):
@@ -182,7 +185,7 @@ def test_finding_to_dict_is_json_ready() -> None:
     assert d["rule"] == "pageable-copy" and isinstance(d["evidence"][0]["interval_ids"], list)
 
 
-def _refill_run(launch_us: int) -> object:
+def _refill_run(launch_us: int) -> Trace:
     """Two 10 ms steps: a 5 ms kernel, an item() sync ending 30 us *before* it (host/GPU clock skew), then
     ten kernels of 100 us each launched just in time by ``launch_us`` long launches."""
     rows, markers, i = [], [], 0

@@ -4,6 +4,7 @@ its lanes, a finding's zoom, the compare page, and names that try to inject HTML
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,12 @@ def test_upload_timeline_finding_zoom_and_compare(page, server, traces, shot) ->
 
 def test_names_from_traces_render_as_text(page, server, traces, shot) -> None:
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.goto(server + "/upload")
     page.set_input_files("#file-input", str(traces["evil"]))
     page.wait_for_selector(".upload-list li.done")

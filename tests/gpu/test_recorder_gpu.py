@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _record(fn, **options):  # type: ignore[no-untyped-def]
+def _record(fn, **options):
     from collector.recording.recorder import Recorder
 
     rec = Recorder("test", None, probe=False, **options)
@@ -31,7 +31,7 @@ def _record(fn, **options):  # type: ignore[no-untyped-def]
     return rec.trace
 
 
-def _demo_trace(name: str, steps: int):  # type: ignore[no-untyped-def]
+def _demo_trace(name: str, steps: int):
     from collector import demos
     from collector.recording.recorder import Recorder
 
@@ -99,7 +99,7 @@ def test_copy_kinds_bytes_and_memory_kinds() -> None:
     pageable = torch.ones(n)
     pinned = torch.ones(n).pin_memory()
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         a = pageable.to("cuda")
         b = pinned.to("cuda", non_blocking=True)
         c = torch.empty(n, device="cuda")
@@ -136,7 +136,7 @@ def test_copy_kinds_bytes_and_memory_kinds() -> None:
 def test_implicit_and_explicit_syncs_are_classified() -> None:
     import torch
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         x = torch.randn(1000, device="cuda")
         _ = x.nonzero()
         _ = x[x > 0]
@@ -176,7 +176,7 @@ def test_clock_alignment_within_50us() -> None:
         a @ a
     torch.cuda.synchronize()
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         for _ in range(5):
             for _ in range(10):
                 a @ a
@@ -198,7 +198,7 @@ def test_backward_thread_ops_are_recorded() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
     x = torch.randn(256, 1024, device="cuda")
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         model(x).sum().backward()
 
     iv = _record(work).intervals
@@ -214,7 +214,7 @@ def test_every_nth_step_and_annotations() -> None:
 
     x = torch.randn(1000, device="cuda")
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         for _ in range(9):
             with torch.profiler.record_function("my-range"):
                 x.mul_(1.0)
@@ -243,7 +243,7 @@ def test_cuda_graph_replay_is_one_interval() -> None:
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         with torch.cuda.graph(graph):
             for _ in range(5):
                 x.mul_(1.0)
@@ -263,7 +263,7 @@ def test_gpu_durations_match_matmul_time() -> None:
         a @ a
     torch.cuda.synchronize()
 
-    def work(rec):  # type: ignore[no-untyped-def]
+    def work(rec):
         for _ in range(10):
             a @ a
 
@@ -290,7 +290,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _kernels(trace, name: str) -> int:  # type: ignore[no-untyped-def]
+def _kernels(trace, name: str) -> int:
     iv = trace.intervals
     return int(((iv["kind"] == "kernel") & (iv["name"].astype(str) == name)).sum())
 
