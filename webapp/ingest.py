@@ -1,6 +1,6 @@
 """Turning trace files into stored runs: uploads (streamed to disk first) and the bundled sample traces.
 
-The pipeline runs one way: load (collector.tracefile) -> compute (webapp.pipeline.prepare: analysis,
+The pipeline runs one way: load (collector.load) -> compute (webapp.pipeline.prepare: analysis,
 index, overview) -> store (Store.add only writes files and the catalog row).
 """
 
@@ -122,10 +122,6 @@ def sample_files(folder: Path) -> list[Path]:
 def import_samples(store: Store, folder: Path) -> list[RunInfo]:
     """On the data folder's first start, import every trace in ``folder``; later starts do nothing."""
     if store.setting("samples_imported"):
-        return []
-    try:
-        import collector.traceformat.read  # noqa: F401
-    except ImportError:  # the file reader is not installed: try again on the next start
         return []
     added = _import_all(store, sample_files(folder))
     store.set_setting("samples_imported", "1")

@@ -198,13 +198,14 @@ def compare_analyses(ra: RunAnalysis, rb: RunAnalysis, a: Trace | None = None, b
     """Compare two analyses (e.g. stored ones read back with RunAnalysis.from_dict); the traces are optional."""
     cols = {"kind", "name", "count", "total_ns", "mean_ns"}
     has_ops = cols <= set(ra.kernels.columns) and cols <= set(rb.kernels.columns)
-    ops = ops_table(ra.kernels, rb.kernels, ra.summary()["steps"], rb.summary()["steps"]) if has_ops else None
+    steps_a, steps_b = ra.summary()["steps"], rb.summary()["steps"]
+    ops = ops_table(ra.kernels, rb.kernels, steps_a, steps_b) if has_ops else pd.DataFrame()
     return Comparison(
         a,
         b,
         ra,
         rb,
         metrics_table(ra.metrics, rb.metrics),
-        ops if ops is not None else pd.DataFrame(),
+        ops,
         findings_diff(ra, rb),
     )
