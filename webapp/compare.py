@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, jsonify, render_template, request, url_for
 
+from webapp.analysis import catalog
 from webapp.analysis.compare import Comparison, compare_analyses
 from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.figures import compare_rows, compare_steps_figure
@@ -17,20 +18,6 @@ from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, Store, get_store
 
 bp = Blueprint("compare", __name__)
-
-HEADLINE = (
-    "step_time_median_ns",
-    "step_time_p90_ns",
-    "gpu_busy_frac",
-    "copy_compute_overlap_frac",
-    "exposed_copy_step_median_ns",
-    "sync_wait_step_median_ns",
-    "gpu_idle_step_median_ns",
-    "idle_sync_stall_step_median_ns",
-    "idle_launch_bound_step_median_ns",
-    "pageable_copy_bytes",
-    "sync_wait_count",
-)
 
 
 def comparison(store: Store, info_a: RunInfo, info_b: RunInfo) -> tuple[Comparison, dict[str, Any]]:
@@ -92,6 +79,8 @@ def page() -> str:
     store.warm(info_a.id)
     store.warm(info_b.id)
     rows = {r["metric"]: r for r in compare_rows(result["metrics"])}
+    keys = catalog.ordered(rows)
+    headline = {m.key for m in catalog.headline()}
     page_data = {
         "a": {
             "run": info_a.to_dict(),
@@ -106,6 +95,7 @@ def page() -> str:
             "api": url_for("api.get_run", run_id=info_b.id),
         },
         "ops": result["ops"][:300],
+        "metrics_catalog": catalog.to_json(),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
         "step_figure": compare_steps_figure(
             frame_records(an_a.per_step), frame_records(an_b.per_step), f"A: {info_a.name}", f"B: {info_b.name}"
@@ -116,7 +106,7 @@ def page() -> str:
         a=info_a.to_dict(),
         b=info_b.to_dict(),
         page=page_data,
-        headline=[rows[k] for k in HEADLINE if k in rows],
+        headline=[rows[k] for k in keys if k in headline],
         findings=result["findings"],
-        all_rows=[r for k, r in rows.items() if k not in HEADLINE],
+        all_rows=[rows[k] for k in keys if k not in headline],
     )

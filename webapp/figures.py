@@ -6,52 +6,39 @@ with numeric values only, so the page hands them straight to ``Plotly.newPlot``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from webapp.analysis import catalog
+from webapp.analysis.catalog import Unit
 from webapp.formatting import fmt_bytes, fmt_ns, fmt_num, fmt_pct
 
 RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
 
-METRIC_CARDS: tuple[tuple[str, str, str], ...] = (
-    # (metric key, label, format)
-    ("step_time_median_ns", "Median step", "ns"),
-    ("step_time_p90_ns", "p90 step", "ns"),
-    ("gpu_busy_frac", "GPU busy", "pct"),
-    ("copy_compute_overlap_frac", "Copy/compute overlap", "pct"),
-    ("exposed_copy_step_median_ns", "Exposed copy / step", "ns"),
-    ("sync_wait_step_median_ns", "Sync wait / step", "ns"),
-    ("gpu_idle_step_median_ns", "GPU idle / step", "ns"),
-    ("pageable_copy_bytes", "Pageable copies", "bytes"),
-    ("steps", "Steps", "num"),
-    ("ranks", "Ranks", "num"),
-)
-
-_FORMATS = {"ns": fmt_ns, "pct": fmt_pct, "bytes": fmt_bytes, "num": fmt_num}
+_FORMATS: dict[Unit, Callable[[Any], str]] = {
+    Unit.NS: fmt_ns,
+    Unit.FRAC: fmt_pct,
+    Unit.BYTES: fmt_bytes,
+    Unit.GBPS: lambda v: f"{float(v):.3g} GB/s",
+    Unit.COUNT: fmt_num,
+}
 
 
 def metric_cards(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The run page's headline numbers: [{key, label, value}] for metrics present in ``metrics``."""
+    """The run page's number cards (the catalogue's ``card`` entries): [{key, label, value}] for those
+    present in ``metrics``."""
     return [
-        {"key": key, "label": label, "value": _FORMATS[fmt](metrics[key])}
-        for key, label, fmt in METRIC_CARDS
-        if key in metrics
+        {"key": m.key, "label": m.label, "value": format_value(m.key, metrics[m.key])}
+        for m in catalog.cards()
+        if m.key in metrics
     ]
 
 
 def format_value(key: str, value: Any) -> str:
-    """Format a metric by the unit its name carries (``*_ns``, ``*_frac``, ``*_bytes``, ``*_gbps``)."""
+    """Format a metric value by its catalogue unit ("—" when missing)."""
     if value is None:
         return "—"
-    if key.endswith("_ns"):
-        return fmt_ns(value)
-    if key.endswith("_frac"):
-        return fmt_pct(value)
-    if key.endswith("_bytes"):
-        return fmt_bytes(value)
-    if key.endswith("_gbps"):
-        return f"{float(value):.3g} GB/s"
-    return fmt_num(value)
+    return _FORMATS[catalog.unit_of(key)](value)
 
 
 def step_time_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step time") -> dict[str, Any] | None:
@@ -100,25 +87,6 @@ def compare_steps_figure(
     return {"data": data, "layout": _layout("Step time, rank 0", "step", "ms", True)}
 
 
-METRIC_LABELS = {key: label for key, label, _ in METRIC_CARDS} | {
-    "idle_sync_stall_step_median_ns": "GPU idle on syncs / step",
-    "idle_launch_bound_step_median_ns": "GPU idle on launches / step",
-    "sync_wait_count": "Sync waits",
-    "pageable_copy_bytes": "Pageable copy bytes",
-}
-
-
-def metric_label(key: str) -> str:
-    """A readable name for a metric key ("gpu_busy_frac" -> "gpu busy")."""
-    if key in METRIC_LABELS:
-        return METRIC_LABELS[key]
-    for suffix in ("_ns", "_frac", "_bytes", "_gbps", "_count"):
-        if key.endswith(suffix):
-            key = key[: -len(suffix)]
-            break
-    return key.replace("_", " ")
-
-
 def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Comparison.metrics records as table rows: formatted a, b, delta, change and a better/worse class."""
     rows = []
@@ -129,11 +97,11 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "metric": key,
-                "label": metric_label(key),
+                "label": catalog.label(key),
                 "a": format_value(key, m.get("a")),
                 "b": format_value(key, m.get("b")),
                 "delta": format_value(key, m.get("delta"))
-                if not key.endswith("_frac")
+                if catalog.unit_of(key) is not Unit.FRAC
                 else (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
                 "change": f"{100 * float(rel):+.1f}%" if rel is not None else "—",
                 "cls": "better" if better is True else "worse" if better is False else "",

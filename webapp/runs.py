@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, url_for
 
+from webapp.analysis import catalog
 from webapp.figures import metric_cards
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, get_store
@@ -64,6 +65,7 @@ def run_page(run_id: str) -> str:
         "analysis_url": url_for("api.run_analysis", run_id=run_id),
         "api": url_for("api.get_run", run_id=run_id),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
+        "metrics_catalog": catalog.to_json(),
     }
     others = [r for r in store.list_runs() if r.id != run_id]
     return render_template(

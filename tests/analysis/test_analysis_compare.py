@@ -8,7 +8,7 @@ import pytest
 from analysis_traces import MS, clean_run, pageable_run
 
 from webapp.analysis import compare
-from webapp.analysis.compare import direction
+from webapp.analysis.catalog import direction
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ its lanes, a finding's zoom, the compare page, and names that try to inject HTML
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -155,23 +154,33 @@ def test_compare_step_changes_leave_one_live_pair(page, server, traces, shot) ->
     assert errors == []
 
 
-def test_table_labels_come_from_the_metrics_catalog(page, server) -> None:
-    """With metrics_catalog in the page data its labels head the table columns; other columns keep theirs."""
-    entry = {"key": "step_time_ns", "label": "Wall time of the step", "unit": "ns", "better": "lower"}
-    catalog = '{"metrics_catalog": ' + json.dumps([entry]) + ", "
-
-    def add_catalog(route) -> None:
-        response = route.fetch()
-        body = response.text()
-        if "window.STREAMSCOPE = {" in body:
-            body = body.replace("window.STREAMSCOPE = {", "window.STREAMSCOPE = " + catalog, 1)
-        route.fulfill(response=response, body=body)
+def test_step_table_follows_the_metrics_catalog(page, server) -> None:
+    """The per-step table shows the catalogue's step columns under its labels; a label changed and an entry
+    flagged in the page's metrics_catalog show up there, non-metric columns keep their own labels."""
+    from webapp.analysis import catalog
 
     page.goto(server + "/")
     run_url = page.locator(".run-name").first.get_attribute("href")
-    page.route("**" + run_url, add_catalog)
+    page.goto(server + run_url)
+    page.wait_for_selector("#steps-table th")
+    heads = page.eval_on_selector_all("#steps-table th", "ths => ths.map(t => t.textContent)")
+    assert heads == ["Rank", "Step"] + [m.label for m in catalog.CATALOG if m.step_column]
+
+    patch = (
+        "<script>(() => { const cat = window.STREAMSCOPE.metrics_catalog;"
+        " cat.find((m) => m.key === 'step_time_ns').label = 'Wall time of the step';"
+        " cat.find((m) => m.key === 'pageable_copy_ns').step_column = true; })();</script>"
+    )
+
+    def patch_catalog(route) -> None:
+        response = route.fetch()
+        body = response.text().replace('<script type="module"', patch + '<script type="module"', 1)
+        route.fulfill(response=response, body=body)
+
+    page.route("**" + run_url, patch_catalog)
     page.goto(server + run_url)
     page.wait_for_selector("#steps-table th")
     heads = page.eval_on_selector_all("#steps-table th", "ths => ths.map(t => t.textContent)")
     assert "Wall time of the step" in heads and "Step time" not in heads
-    assert "GPU busy" in heads  # not in the catalog: the built-in label
+    assert heads[-1] == catalog.label("pageable_copy_ns")
+    assert heads[:2] == ["Rank", "Step"] and "GPU busy" in heads

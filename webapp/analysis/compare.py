@@ -10,48 +10,18 @@ import numpy as np
 import pandas as pd
 
 from collector.model import Trace
+from webapp.analysis.catalog import direction
 from webapp.analysis.records import RunAnalysis, _plain, frame_records
 from webapp.analysis.run import analyze
 
 SAME_TOLERANCE = 0.05
 """Per-op mean durations within 5% count as "same": run-to-run noise of kernel times is a few %."""
 
-LOWER_IS_BETTER_PREFIXES = (
-    "step_time",
-    "gpu_idle",
-    "idle_",
-    "exposed_copy",
-    "sync_wait",
-    "pageable_copy",
-    "host_issue",
-)
-"""Metrics where a smaller value is an improvement (matched by prefix)."""
-HIGHER_IS_BETTER = frozenset(
-    {
-        "gpu_busy_frac",
-        "copy_compute_overlap_frac",
-        "h2d_pinned_achieved_gbps",
-        "h2d_pageable_achieved_gbps",
-        "h2d_pinned_vs_probe_frac",
-    }
-)
-"""Metrics where a larger value is an improvement; every other metric is neutral (better = None)."""
-
-_NEUTRAL = frozenset({"h2d_pinned_probe_gbps", "h2d_pageable_probe_gbps"})
-
-
-def direction(metric: str) -> int:
-    """-1 when lower is better, +1 when higher is better, 0 when neither."""
-    if metric in HIGHER_IS_BETTER:
-        return 1
-    if metric in _NEUTRAL:
-        return 0
-    return -1 if metric.startswith(LOWER_IS_BETTER_PREFIXES) else 0
-
 
 def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
     """Columns: ``metric``, ``a``, ``b``, ``delta`` (b - a, the metric's unit), ``rel_change`` (delta / |a|,
-    NaN where a is 0 or missing), ``better`` (True/False, None where neutral or unchanged)."""
+    NaN where a is 0 or missing), ``better`` (True/False by the catalogue's direction; None where neither
+    direction is better, the key is not catalogued, or nothing changed)."""
     names = list(a) + [k for k in b if k not in a]
     va = np.array([a.get(k, math.nan) for k in names], dtype=np.float64)
     vb = np.array([b.get(k, math.nan) for k in names], dtype=np.float64)

@@ -5,43 +5,23 @@ from __future__ import annotations
 import math
 import textwrap
 
+from webapp.analysis import catalog
+from webapp.analysis.catalog import Unit
 from webapp.analysis.compare import Comparison
 from webapp.analysis.records import RunAnalysis
 
-# (label, metric key, how to show it): "ms" ns -> ms, "pct" fraction -> %, "gbps", "count", "mib" bytes
-KEY_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("step time, median", "step_time_median_ns", "ms"),
-    ("step time, p90", "step_time_p90_ns", "ms"),
-    ("GPU busy", "gpu_busy_frac", "pct"),
-    ("compute busy / step", "compute_busy_step_median_ns", "ms"),
-    ("transfer busy / step", "transfer_busy_step_median_ns", "ms"),
-    ("copy/compute overlap", "copy_compute_overlap_frac", "pct"),
-    ("exposed copy / step", "exposed_copy_step_median_ns", "ms"),
-    ("GPU idle / step", "gpu_idle_step_median_ns", "ms"),
-    ("  sync stall", "idle_sync_stall_step_median_ns", "ms"),
-    ("  launch-bound", "idle_launch_bound_step_median_ns", "ms"),
-    ("  other", "idle_other_step_median_ns", "ms"),
-    ("sync waits (total)", "sync_wait_count", "count"),
-    ("sync wait / step", "sync_wait_step_median_ns", "ms"),
-    ("pageable copies (total)", "pageable_copy_bytes", "mib"),
-    ("pageable copy time (total)", "pageable_copy_ns", "ms"),
-    ("H2D pinned achieved", "h2d_pinned_achieved_gbps", "gbps"),
-    ("H2D pinned probe", "h2d_pinned_probe_gbps", "gbps"),
-    ("H2D pageable achieved", "h2d_pageable_achieved_gbps", "gbps"),
-)
 
-
-def fmt(value: float | None, how: str) -> str:
-    """One metric value for a table (``-`` when missing)."""
+def fmt(value: float | None, unit: Unit) -> str:
+    """One value for a table, by its unit: ns as ms, fractions as %, bytes as MiB (``-`` when missing)."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
-    if how == "ms":
+    if unit is Unit.NS:
         return f"{value / 1e6:.3f} ms"
-    if how == "pct":
+    if unit is Unit.FRAC:
         return f"{value * 100:.1f} %"
-    if how == "gbps":
+    if unit is Unit.GBPS:
         return f"{value:.1f} GB/s"
-    if how == "mib":
+    if unit is Unit.BYTES:
         return f"{value / 2**20:.1f} MiB"
     return f"{value:,.0f}"
 
@@ -59,16 +39,16 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     )
     lines.append("")
     lines.append("Metrics")
-    for label, key, how in KEY_METRICS:
-        lines.append(f"  {label:<28} {fmt(m.get(key), how):>16}")
+    for metric in catalog.headline():
+        lines.append(f"  {metric.label:<28} {fmt(m.get(metric.key), metric.unit):>16}")
     if len(result.per_rank) > 1:
         lines.append("")
         lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14} {'GPU busy':>9}")
         for rec in result.per_rank.to_dict(orient="records"):
             lines.append(
                 f"  {int(rec['rank']):<6} {int(rec['steps']):>6} "
-                f"{fmt(float(rec['step_time_median_ns']), 'ms'):>14} "
-                f"{fmt(float(rec['step_time_p90_ns']), 'ms'):>14} {fmt(float(rec['gpu_busy_frac']), 'pct'):>9}"
+                f"{fmt(float(rec['step_time_median_ns']), Unit.NS):>14} "
+                f"{fmt(float(rec['step_time_p90_ns']), Unit.NS):>14} {fmt(float(rec['gpu_busy_frac']), Unit.FRAC):>9}"
             )
     for note in result.notes:
         lines.extend(_wrap(note, "  "))
@@ -77,7 +57,7 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
         lines.append(f"Findings ({len(result.findings)})")
         for f in result.findings:
             lines.append(
-                f"  [{f.severity.upper()}] {f.rule}: {f.title} - costs {fmt(f.cost_per_step_ns, 'ms')} per step"
+                f"  [{f.severity.upper()}] {f.rule}: {f.title} - costs {fmt(f.cost_per_step_ns, Unit.NS)} per step"
             )
             lines.extend(_wrap(f.detail, "      "))
             if f.sources:
@@ -91,7 +71,7 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     lines.append("What if the copy and sync findings were fixed")
     speedup = w.get("speedup", math.nan)
     lines.append(
-        f"  step time now {fmt(now, 'ms')}, estimated {fmt(fixed, 'ms')}"
+        f"  step time now {fmt(now, Unit.NS)}, estimated {fmt(fixed, Unit.NS)}"
         + (f" ({speedup:.2f}x)" if math.isfinite(speedup) else "")
     )
     savings = [
@@ -100,7 +80,7 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
         if k.startswith("saving_") and k != "saving_applied_ns" and v > 0
     ]
     for rule, v in sorted(savings, key=lambda kv: -kv[1]):
-        lines.append(f"  {rule:<20} {fmt(v, 'ms'):>12} per step")
+        lines.append(f"  {rule:<20} {fmt(v, Unit.NS):>12} per step")
     return "\n".join(lines)
 
 
@@ -109,12 +89,13 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
     ma, mb = c.analysis_a.metrics, c.analysis_b.metrics
     table = c.metrics.set_index("metric")
     lines = [f"{'metric':<28} {'A':>16} {'B':>16} {'change':>9}"]
-    for label, key, how in KEY_METRICS:
+    for metric in catalog.headline():
+        key, unit = metric.key, metric.unit
         rel = table["rel_change"].get(key, math.nan)
         better = table["better"].get(key)
         mark = "" if better is None else (" better" if better else " worse")
         change = f"{rel * 100:+.1f}%" if rel == rel and math.isfinite(rel) else "-"
-        lines.append(f"{label:<28} {fmt(ma.get(key), how):>16} {fmt(mb.get(key), how):>16} {change:>9}{mark}")
+        lines.append(f"{metric.label:<28} {fmt(ma.get(key), unit):>16} {fmt(mb.get(key), unit):>16} {change:>9}{mark}")
     lines.append("")
     ops = c.ops[c.ops["status"] != "same"].head(ops_limit)
     if len(ops):

@@ -1,6 +1,6 @@
 // Run page: the timeline, findings that zoom it, the what-if box, and the tables fetched after first paint.
 import { SS } from "./common.js";
-import { fillTable } from "./tables.js";
+import { fillTable, metricsCatalog } from "./tables.js";
 import { Timeline, tlLegend } from "./timeline.js";
 
 const P = window.STREAMSCOPE;
@@ -74,10 +74,9 @@ if (wi.step_time_now_ns) {
 
 // tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
 let full = null;
+const stepColumns = ["rank", "step", ...metricsCatalog().filter((m) => m.step_column).map((m) => m.key)];
 const tables = {
-  "tab-steps": () => fillTable(document.getElementById("steps-table"), full.per_step, ["rank", "step", "step_time_ns",
-    "gpu_busy_frac", "compute_busy_ns", "transfer_busy_ns", "copy_compute_overlap_frac", "exposed_copy_ns", "gpu_idle_ns",
-    "idle_sync_stall_ns", "sync_wait_count", "sync_wait_ns"], (rec) => goStep(rec.step)),
+  "tab-steps": () => fillTable(document.getElementById("steps-table"), full.per_step, stepColumns, (rec) => goStep(rec.step)),
   "tab-kernels": () => fillTable(document.getElementById("kernels-table"), full.kernels,
     ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
   "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,

@@ -1,5 +1,5 @@
 // Tables built from analysis records: columns chosen by name, values formatted by the unit in the name.
-// Column labels come from the page's metrics_catalog ({key, label, unit, better}) when it has one.
+// Metric columns are labelled by the page's metrics_catalog ({key, label, unit, better, ...}), the others here.
 import { SS } from "./common.js";
 
 export function fmtCell(key, v) {
@@ -11,22 +11,24 @@ export function fmtCell(key, v) {
   if (key.endsWith("_gbps")) return v.toFixed(2) + " GB/s";
   return Number.isInteger(v) ? v.toLocaleString() : v.toPrecision(3);
 }
+// labels of the non-metric columns (kernel, sync and op tables); metric columns take the catalogue's
 const COL_LABELS = {
-  rank: "Rank", step: "Step", step_time_ns: "Step time", gpu_busy_frac: "GPU busy", compute_busy_ns: "Compute",
-  transfer_busy_ns: "Copies", copy_compute_overlap_frac: "Overlap", exposed_copy_ns: "Exposed copy",
-  gpu_idle_ns: "GPU idle", idle_sync_stall_ns: "Idle: sync", idle_launch_bound_ns: "Idle: launch",
-  sync_wait_ns: "Sync wait", sync_wait_count: "Syncs", pageable_copy_bytes: "Pageable bytes",
-  kind: "Kind", name: "Name", count: "Count", total_ns: "Total", mean_ns: "Mean", max_ns: "Max", bytes: "Bytes",
-  gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count", a_total_ns: "A total",
-  b_total_ns: "B total", delta_ns: "B − A", a_step_ns: "A per step", b_step_ns: "B per step", delta_step_ns: "B − A per step", cause: "Cause", source: "Source", steps: "Steps", gpu_idle_ns_s: "GPU idle",
+  rank: "Rank", step: "Step", kind: "Kind", name: "Name", count: "Count", total_ns: "Total", mean_ns: "Mean",
+  max_ns: "Max", bytes: "Bytes", gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count",
+  a_total_ns: "A total", b_total_ns: "B total", delta_ns: "B − A", a_step_ns: "A per step", b_step_ns: "B per step",
+  delta_step_ns: "B − A per step", cause: "Cause", source: "Source",
 };
-// key -> label from window.STREAMSCOPE.metrics_catalog, read once; {} when the page has none
+// the page's metrics_catalog (window.STREAMSCOPE.metrics_catalog); [] when the page has none
+export function metricsCatalog() {
+  const cat = (window.STREAMSCOPE || {}).metrics_catalog;
+  return Array.isArray(cat) ? cat.filter((m) => m && m.key) : [];
+}
+// key -> label from the catalogue, read once
 let catalogLabels = null;
 function labelFor(key) {
   if (catalogLabels === null) {
     catalogLabels = {};
-    const cat = (window.STREAMSCOPE || {}).metrics_catalog;
-    if (Array.isArray(cat)) for (const m of cat) if (m && m.key && m.label) catalogLabels[m.key] = m.label;
+    for (const m of metricsCatalog()) if (m.label) catalogLabels[m.key] = m.label;
   }
   return catalogLabels[key] || COL_LABELS[key] || key;
 }
