@@ -37,24 +37,16 @@ def prepare(trace: Trace, analysis: dict[str, Any] | None = None) -> PreparedRun
 
 
 def analyze_dict(trace: Trace) -> dict[str, Any]:
-    """RunAnalysis.to_dict() for ``trace``; a run whose analysis fails is still stored, with a note."""
-    from webapp.analysis import analyze
+    """RunAnalysis.to_dict() for ``trace``; a run whose analysis fails is still stored, as an empty
+    analysis with a note (and an empty summary, so the runs list shows no numbers for it)."""
+    from webapp.analysis import RunAnalysis, analyze
 
     try:
         return dict(analyze(trace).to_dict())
     except Exception as exc:  # analysis bugs must not lose the user's run
         log.exception("analysis failed")
-        return {
-            "metrics": {},
-            "per_rank": [],
-            "per_step": [],
-            "kernels": [],
-            "sync_sources": [],
-            "findings": [],
-            "what_if": {},
-            "summary": {},
-            "notes": [f"analysis failed: {exc}"],
-        }
+        failed = RunAnalysis.from_dict({"notes": [f"analysis failed: {exc}"]})
+        return failed.to_dict() | {"summary": {}}
 
 
 def overview_json(index: RunIndex) -> bytes:
