@@ -1,0 +1,116 @@
+"""The metric catalogue: it lists exactly the metrics the analysis computes, and the text reports and the
+comparison take their labels, units and directions from it (a new entry shows up in each)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import pytest
+from analysis_traces import clean_run, pageable_run, trace
+
+from collector.model import Trace
+from webapp import PACKAGE_ROOT
+from webapp.analysis import analyze, catalog, compare
+from webapp.analysis.catalog import Better, Metric, Unit
+from webapp.analysis.compare import compare_analyses, metrics_table
+from webapp.analysis.report import analysis_text, comparison_text
+
+SAMPLES = PACKAGE_ROOT / "sample_traces"
+SAMPLE_FILES = ("naive.json.gz", "torch-profiler-overlap.pt.trace.json.gz")
+
+
+def _runs() -> list[tuple[str, Trace]]:
+    from collector.load import load_trace
+
+    runs = [("pageable", pageable_run(3)), ("clean", clean_run(2)), ("empty", trace([]))]
+    runs += [(name, load_trace(SAMPLES / name)) for name in SAMPLE_FILES if (SAMPLES / name).is_file()]
+    return runs
+
+
+@pytest.mark.parametrize("name_and_trace", _runs(), ids=lambda nt: nt[0])
+def test_catalogue_lists_exactly_the_computed_metrics(name_and_trace: tuple[str, Trace]) -> None:
+    computed = list(analyze(name_and_trace[1]).metrics)
+    listed = [m.key for m in catalog.CATALOG]
+    assert sorted(computed) == sorted(listed), {
+        "computed, not catalogued": sorted(set(computed) - set(listed)),
+        "catalogued, not computed": sorted(set(listed) - set(computed)),
+    }
+
+
+def test_entries_are_unique_immutable_and_carry_their_unit_in_the_key() -> None:
+    keys = [m.key for m in catalog.CATALOG]
+    labels = [m.label for m in catalog.CATALOG]
+    assert len(set(keys)) == len(keys) and len(set(labels)) == len(labels)
+    suffixes = tuple("_" + u.value for u in Unit)
+    for m in catalog.CATALOG:
+        assert m.key.endswith("_" + m.unit.value) or (m.unit is Unit.COUNT and not m.key.endswith(suffixes)), m
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        catalog.CATALOG[0].label = "changed"  # type: ignore[misc]
+    assert isinstance(catalog.CATALOG, tuple)
+
+
+def test_lookups_and_fallbacks_for_unknown_keys() -> None:
+    assert catalog.label("gpu_busy_frac") == "GPU busy" and catalog.unit_of("gpu_busy_frac") is Unit.FRAC
+    assert catalog.direction("step_time_p90_ns") == -1 and catalog.direction("gpu_busy_frac") == 1
+    assert catalog.direction("intervals") == 0 and catalog.get("intervals") is not None
+    assert catalog.get("made_up_wait_ns") is None and catalog.direction("made_up_wait_ns") == 0
+    assert catalog.label("made_up_wait_ns") == "made up wait" and catalog.unit_of("made_up_wait_ns") is Unit.NS
+    assert catalog.unit_of("made_up") is Unit.COUNT
+    assert catalog.ordered(["zzz", "ranks", "step_time_median_ns"]) == ["step_time_median_ns", "ranks", "zzz"]
+
+
+def test_to_json_is_plain_and_in_catalogue_order() -> None:
+    records = json.loads(json.dumps(catalog.to_json()))
+    assert [r["key"] for r in records] == [m.key for m in catalog.CATALOG]
+    by_key = {r["key"]: r for r in records}
+    assert by_key["step_time_median_ns"] == {
+        "key": "step_time_median_ns",
+        "label": "Median step",
+        "unit": "ns",
+        "better": "lower",
+        "headline": True,
+        "card": True,
+        "step_column": False,
+    }
+    assert by_key["intervals"]["better"] is None
+
+
+NEW = Metric("new_stall_ns", "Brand-new stall", Unit.NS, Better.LOWER, headline=True, card=True)
+
+
+@pytest.fixture
+def with_new_metric(monkeypatch: pytest.MonkeyPatch) -> Metric:
+    """The catalogue plus NEW, a headline metric nothing computes yet."""
+    monkeypatch.setattr(catalog, "CATALOG", (*catalog.CATALOG, NEW))
+    return NEW
+
+
+def test_a_new_entry_reaches_the_text_reports(with_new_metric: Metric) -> None:
+    ra, rb = analyze(pageable_run(2)), analyze(clean_run(2))
+    ra = dataclasses.replace(ra, metrics={**ra.metrics, NEW.key: 3_000_000.0})
+    rb = dataclasses.replace(rb, metrics={**rb.metrics, NEW.key: 1_500_000.0})
+    assert re.search(r"^  Brand-new stall +3\.000 ms$", analysis_text(ra), re.MULTILINE)
+    text = comparison_text(compare_analyses(ra, rb))
+    assert re.search(r"^Brand-new stall +3\.000 ms +1\.500 ms +-50\.0% better$", text, re.MULTILINE), text
+
+
+def test_reports_follow_the_catalogue_labels_and_order() -> None:
+    result = analyze(pageable_run(2))
+    lines = analysis_text(result).splitlines()
+    start = lines.index("Metrics") + 1
+    shown = [line.strip().rsplit("  ", 1)[0].strip() for line in lines[start : start + len(catalog.headline())]]
+    assert shown == [m.label for m in catalog.headline()]
+    compared = comparison_text(compare(pageable_run(2), clean_run(2))).splitlines()
+    assert [line[:28].strip() for line in compared[1 : 1 + len(catalog.headline())]] == shown
+
+
+def test_comparison_directions_come_from_the_catalogue(with_new_metric: Metric, monkeypatch) -> None:
+    table = metrics_table({NEW.key: 2.0, "intervals": 10.0}, {NEW.key: 1.0, "intervals": 20.0})
+    better = dict(zip(table["metric"], table["better"], strict=True))
+    assert better == {NEW.key: True, "intervals": None}
+    flipped = tuple(dataclasses.replace(m, better=Better.HIGHER) if m is NEW else m for m in catalog.CATALOG)
+    monkeypatch.setattr(catalog, "CATALOG", flipped)
+    table = metrics_table({NEW.key: 2.0}, {NEW.key: 1.0})
+    assert table["better"].tolist() == [False]

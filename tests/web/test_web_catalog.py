@@ -1,0 +1,101 @@
+"""The pages take metric labels, units, directions and placement from the metric catalogue: the run page's
+cards, the compare page's tables and the catalogue each page sends to its scripts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+import pytest
+
+from collector.synthetic import synthetic_trace
+from webapp.analysis import RunAnalysis, catalog
+from webapp.analysis.catalog import Better, Metric, Unit
+from webapp.figures import compare_rows, format_value, metric_cards
+from webapp.ingest import add_trace
+from webapp.pipeline import analyze_dict
+
+
+def page_data(html: str) -> dict[str, Any]:
+    """The page's window.STREAMSCOPE object."""
+    found = re.search(r"<script>window\.STREAMSCOPE = (.*?);</script>", html)
+    assert found, "the page sends no data"
+    data: dict[str, Any] = json.loads(found.group(1))
+    return data
+
+
+def relabel(key: str, label: str, headline: bool | None = None) -> tuple[Metric, ...]:
+    """The catalogue with ``key``'s entry relabelled (and made headline or not)."""
+    out = []
+    for m in catalog.CATALOG:
+        if m.key == key:
+            m = dataclasses.replace(m, label=label, headline=m.headline if headline is None else headline)
+        out.append(m)
+    return tuple(out)
+
+
+NEW = Metric("new_stall_ns", "Brand-new stall", Unit.NS, Better.LOWER, headline=True, card=True)
+
+
+def test_cards_and_compare_rows_follow_the_catalogue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(catalog, "CATALOG", (*catalog.CATALOG, NEW))
+    cards = metric_cards({"step_time_median_ns": 21_500_000, "intervals": 9, NEW.key: 2_500_000})
+    assert [c["key"] for c in cards] == ["step_time_median_ns", NEW.key]  # intervals is no card
+    assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms"}
+    rows = compare_rows([{"metric": NEW.key, "a": 2e6, "b": 1e6, "delta": -1e6, "rel_change": -0.5, "better": True}])
+    assert rows[0]["label"] == "Brand-new stall" and rows[0]["a"] == "2 ms" and rows[0]["cls"] == "better"
+    assert format_value("gpu_busy_frac", 0.5) == "50.0%" and format_value("pageable_copy_bytes", 2e9) == "2 GB"
+    assert format_value("h2d_pinned_achieved_gbps", 25.04) == "25 GB/s" and format_value("steps", 7.0) == "7"
+
+
+def test_run_page_sends_the_catalogue_and_shows_its_cards(client, two_runs, monkeypatch) -> None:
+    a, _ = two_runs
+    html = client.get(f"/runs/{a.id}").get_data(as_text=True)
+    assert page_data(html)["metrics_catalog"] == catalog.to_json()
+    card_keys = re.findall(r'<div class="metric" data-key="([^"]+)">', html)
+    assert card_keys == [m.key for m in catalog.cards()]
+
+    monkeypatch.setattr(catalog, "CATALOG", (*relabel("step_time_median_ns", "Typical step"), NEW))
+    html = client.get(f"/runs/{a.id}").get_data(as_text=True)
+    sent = {m["key"]: m for m in page_data(html)["metrics_catalog"]}
+    assert sent[NEW.key] == NEW.to_dict() and sent["step_time_median_ns"]["label"] == "Typical step"
+    assert '<div class="k">Typical step</div>' in html and "Median step" not in html
+
+
+def test_compare_page_places_metrics_by_the_catalogue(client, two_runs, monkeypatch) -> None:
+    a, b = two_runs
+    url = f"/compare?a={a.id}&b={b.id}"
+    html = client.get(url).get_data(as_text=True)
+    assert page_data(html)["metrics_catalog"] == catalog.to_json()
+    head, rest = html.split("<details>", 1)
+    headline = re.findall(r'<td class="wrap" title="([^"]+)">', head)
+    assert headline == [m.key for m in catalog.headline()]
+    others = re.findall(r'<td class="wrap" title="([^"]+)">', rest.split("</details>", 1)[0])
+    assert others == [m.key for m in catalog.CATALOG if not m.headline]
+
+    monkeypatch.setattr(catalog, "CATALOG", relabel("intervals", "Interval count", headline=True))
+    html = client.get(url).get_data(as_text=True)
+    head, rest = html.split("<details>", 1)
+    assert '<td class="wrap" title="intervals">Interval count</td>' in head
+    assert 'title="intervals"' not in rest
+    assert {m["key"]: m for m in page_data(html)["metrics_catalog"]}["intervals"]["headline"] is True
+
+
+def test_a_failed_analysis_is_stored_as_an_empty_analysis(store, client, monkeypatch) -> None:
+    import webapp.analysis
+
+    def broken(_trace: object) -> RunAnalysis:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(webapp.analysis, "analyze", broken)
+    trace = synthetic_trace(300, steps=2)
+    failed = analyze_dict(trace)
+    empty = RunAnalysis.from_dict({}).to_dict()
+    assert failed.keys() == empty.keys()
+    assert failed == empty | {"notes": ["analysis failed: boom"], "summary": {}}
+    info = add_trace(store, trace, "unlucky run")
+    assert store.analysis(info.id)["notes"] == ["analysis failed: boom"]
+    assert client.get(f"/runs/{info.id}").status_code == 200
+    assert client.get(f"/compare?a={info.id}&b={info.id}").status_code == 200
