@@ -111,7 +111,8 @@ class RunAnalysis:
     """Everything :func:`webapp.analysis.analyze` computes for one run.
 
     ``metrics`` keys carry their unit (``*_ns`` nanoseconds, ``*_frac`` 0..1, ``*_bytes``, ``*_gbps``
-    GB/s = 1e9 bytes/s, ``*_count``); they are listed in :func:`webapp.analysis.metrics.run_metrics`.
+    GB/s = 1e9 bytes/s, ``*_count``); they are computed in :func:`webapp.analysis.metrics.run_metrics` and
+    described (label, unit, better direction) in :data:`webapp.analysis.catalog.CATALOG`.
     The DataFrames' columns are documented where they are built: ``per_step``
     (:data:`webapp.analysis.metrics.PER_STEP_COLUMNS` plus :data:`webapp.analysis.run.EXTRA_STEP_COLUMNS`),
     ``per_rank`` (:func:`~webapp.analysis.metrics.per_rank_frame`), ``kernels``
