@@ -136,10 +136,12 @@ def get(key: str) -> Metric | None:
 
 
 def headline() -> tuple[Metric, ...]:
+    """The entries the text reports list and the compare page shows first, in order."""
     return tuple(m for m in CATALOG if m.headline)
 
 
 def cards() -> tuple[Metric, ...]:
+    """The entries shown as number cards on the run page, in order."""
     return tuple(m for m in CATALOG if m.card)
 
 
