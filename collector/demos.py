@@ -195,6 +195,72 @@ def d2h(ctx: DemoContext) -> Generator[None, None, None]:
         yield
 
 
+# --- regimes: ordinary loops at the scales where timing is hardest (the recorder's benchmarks use these) ----
+
+
+def tiny_ops(ctx: DemoContext) -> Generator[None, None, None]:
+    """Launch-bound: 200 tensors of 64 floats, ``p.mul_(0.999).add_(0.001)`` each (400 ~1 us kernels)."""
+    import torch
+
+    params = [torch.randn(64, device="cuda") for _ in range(200)]
+    while True:
+        for p in params:
+            p.mul_(0.999).add_(0.001)
+        yield
+
+
+def convnet(ctx: DemoContext) -> Generator[None, None, None]:
+    """GPU-bound: 2 conv 3x3 (64 channels), batch 128 of 64x64, pinned ``non_blocking`` batches, SGD."""
+    import torch
+    from torch import nn
+
+    net = nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    ).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.randn(128, 3, 64, 64, generator=gen).pin_memory() for _ in range(2)]
+    ys = [torch.randint(0, 10, (128,), generator=gen).pin_memory() for _ in range(2)]
+    i = 0
+    while True:
+        x = xs[i % 2].to("cuda", non_blocking=True)
+        y = ys[i % 2].to("cuda", non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+        i += 1
+        yield
+
+
+def _transformer(d_model: int, heads: int, ff: int, batch: int, seq: int) -> Generator[None, None, None]:
+    import torch
+
+    layer = torch.nn.TransformerEncoderLayer(d_model, heads, ff, batch_first=True).cuda()
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-4)
+    x = torch.randn(batch, seq, d_model, device="cuda")
+    while True:
+        opt.zero_grad(set_to_none=True)
+        layer(x).pow(2).mean().backward()
+        opt.step()
+        yield
+
+
+def transformer_small(ctx: DemoContext) -> Generator[None, None, None]:
+    """Host-bound: ``TransformerEncoderLayer(256, 4, 1024)``, batch 8x128, AdamW."""
+    return _transformer(256, 4, 1024, 8, 128)
+
+
+def transformer_large(ctx: DemoContext) -> Generator[None, None, None]:
+    """GPU-bound: ``TransformerEncoderLayer(1024, 16, 4096)``, batch 16x512, AdamW."""
+    return _transformer(1024, 16, 4096, 16, 512)
+
+
 DEMOS: dict[str, Demo] = {
     d.name: d
     for d in (
@@ -233,6 +299,34 @@ DEMOS: dict[str, Demo] = {
             "buffers on a side stream cost almost nothing",
             d2h,
             steps=60,
+        ),
+        Demo(
+            "tiny-ops",
+            "launch-bound: 200 tiny tensors updated in place, 400 ~1 us kernels a step",
+            "the GPU is busy a few percent of the step: the host cannot launch kernels as fast as they run",
+            tiny_ops,
+            steps=100,
+        ),
+        Demo(
+            "convnet",
+            "GPU-bound conv net (2 conv 3x3, 64 channels, batch 128 of 64x64), pinned batches, SGD",
+            "the GPU stays busy; the batch copies run on the compute stream, in line with the kernels",
+            convnet,
+            steps=100,
+        ),
+        Demo(
+            "transformer-small",
+            "host-bound TransformerEncoderLayer(256, 4, 1024), batch 8x128, AdamW",
+            "small kernels: the GPU waits for the host between launches most of the step",
+            transformer_small,
+            steps=100,
+        ),
+        Demo(
+            "transformer-large",
+            "GPU-bound TransformerEncoderLayer(1024, 16, 4096), batch 16x512, AdamW",
+            "large kernels on a full queue: the host runs ahead and the GPU never waits",
+            transformer_large,
+            steps=50,
         ),
     )
 }

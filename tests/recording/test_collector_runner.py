@@ -131,7 +131,10 @@ def test_no_cuda_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 
 def test_unknown_demo_and_missing_script(tmp_path: Path) -> None:
     done = _cli(tmp_path, "record", "demo:nope")
-    assert done.returncode == 2 and "the demos are: naive, pinned, overlap, sync-trap, d2h" in done.stderr
+    assert (
+        done.returncode == 2
+        and "the demos are: naive, pinned, overlap, sync-trap, d2h, tiny-ops, convnet" in done.stderr
+    )
     done = _cli(tmp_path, "record", "missing.py")
     assert done.returncode == 2 and "no such script: missing.py" in done.stderr
 
@@ -140,7 +143,17 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
     done = _cli(tmp_path, "demos")
     lines = done.stdout.splitlines()
     assert done.returncode == 0
-    assert [line.split()[0] for line in lines] == ["naive", "pinned", "overlap", "sync-trap", "d2h"]
+    assert [line.split()[0] for line in lines] == [
+        "naive",
+        "pinned",
+        "overlap",
+        "sync-trap",
+        "d2h",
+        "tiny-ops",
+        "convnet",
+        "transformer-small",
+        "transformer-large",
+    ]
 
 
 def test_importing_the_collector_does_not_import_torch() -> None:
