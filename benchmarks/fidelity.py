@@ -1,144 +1,176 @@
-"""Fidelity: our CUDA-event GPU durations against torch.profiler's CUPTI kernel durations, same ops, same run.
+"""Fidelity: our GPU intervals against CUPTI's, per loop and regime, cold first steps included.
 
-A fixed sequence of ops (matmuls, elementwise, reductions, softmax, layer norm; 50 us to several ms each)
-runs once with both the recorder and torch.profiler (CPU + CUDA activities) active. Our GPU intervals and
-the profiler's ops that launched kernels are paired in call order; the profiler's duration is the sum of
-that op's kernel durations. Reports the median relative error overall and for ops
-of 50 us or more (target <= 2%). Prints a Markdown section (``## fidelity``), written to ``--md`` if given.
+For every loop of benchmarks/regimes.py:
 
-    PYTHONPATH=. python3 benchmarks/fidelity.py --md /tmp/fidelity.md
+* **events** timing runs *together with* a CUPTI reference (torch.profiler, CUDA activity only), so both see
+  the same kernels; the traces' clocks are joined through (monotonic, wall) pairs taken at start and stop;
+* **cupti** timing (the default) runs alone, and its busy time is compared with a reference run of the
+  same loop right after it.
+
+Per mode: GPU busy per step (union of kernel/memcpy/memset intervals) against the reference, median over
+steps; median |start error| and |end error| of intervals (events: each interval against the first/last
+reference work whose midpoint it holds); busy time the mode counts while the reference GPU was idle.
+``cold`` is the loop's first 3 steps (model set-up, library initialisation, lazy kernel loading), ``warm``
+20 steps after 10 unrecorded ones. ``--out DIR`` also writes each recorded trace (for ``streamscope analyze``).
+
+    PYTHONPATH=. python3 benchmarks/fidelity.py --md /tmp/fidelity.md --out /tmp/traces
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+from regimes import (
+    LOOPS,
+    Reference,
+    busy_in,
+    clock_pair,
+    covered_idle,
+    edge_errors,
+    gpu_work,
+    loop_steps,
+    mono_to_wall,
+    step_fn,
+    sync,
+)
 
 
-def _ops() -> list[tuple[str, Callable[[], Any]]]:
-    import torch
+def record_steps(step: Any, steps: int, timing: str, with_reference: bool, out: Path | None) -> dict[str, Any]:
+    """Record ``steps`` steps; ours (start, end, step windows) on the wall clock, and the reference's."""
+    from collector.recording.api import record
 
-    f = torch.nn.functional
-    a = {n: torch.randn(n, n, device="cuda") for n in (1024, 2048, 4096)}
-    h = {n: torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for n in (4096, 8192)}
-    big = torch.randn(64 * 1024 * 1024, device="cuda")
-    mid = torch.randn(8 * 1024 * 1024, device="cuda")
-    x2 = torch.randn(8192, 4096, device="cuda")
-    ln = torch.nn.LayerNorm(4096).cuda()
-    return [
-        ("mm fp32 1024", lambda: a[1024] @ a[1024]),
-        ("mm fp32 2048", lambda: a[2048] @ a[2048]),
-        ("mm fp32 4096", lambda: a[4096] @ a[4096]),
-        ("mm bf16 4096", lambda: h[4096] @ h[4096]),
-        ("mm bf16 8192", lambda: h[8192] @ h[8192]),
-        ("add 64M", lambda: big + big),
-        ("mul_ 64M", lambda: big.mul_(1.0)),
-        ("relu 8M", lambda: torch.relu(mid)),
-        ("sum 64M", lambda: big.sum()),
-        ("softmax 8192x4096", lambda: torch.softmax(x2, dim=1)),
-        ("layer_norm 8192x4096", lambda: ln(x2)),
-        ("gelu 8192x4096", lambda: f.gelu(x2)),
-    ]
-
-
-def _profiler_durations(prof: Any) -> list[tuple[str, float]]:
-    """In call order: (op name, summed CUPTI kernel durations in us) of each op that launched kernels."""
-    out = []
-    for evt in sorted(prof.events(), key=lambda e: e.time_range.start):
-        kernels = getattr(evt, "kernels", None) or []
-        if kernels:
-            out.append((str(evt.name), sum(float(k.duration) for k in kernels)))
-    return out
+    rec = record("fidelity", str(out) if out else None, timing=timing, probe=False)
+    ref = Reference() if with_reference else None
+    if ref is not None:
+        ref.start()
+    p0 = clock_pair()
+    rec.start()
+    for _ in range(steps):
+        step()
+        rec.step()
+    sync()
+    trace = rec.stop()
+    p1 = clock_pair()
+    rs, re = ref.stop() if ref is not None else (None, None)
+    s, e = gpu_work(trace)
+    st = trace.steps()
+    w0, w1 = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
+    if trace.meta.clock != "unix_ns":  # events timing: host monotonic clock -> wall clock
+        to_wall = mono_to_wall(p0, p1)
+        s, e, w0, w1 = to_wall(s), to_wall(e), to_wall(w0), to_wall(w1)
+    return {"s": s, "e": e, "w0": w0, "w1": w1, "rs": rs, "re": re, "timing": trace.meta.notes.get("timing")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    import torch
+def compare(r: dict[str, Any], rs: np.ndarray, re: np.ndarray) -> dict[str, float]:
+    ours = busy_in(r["s"], r["e"], r["w0"], r["w1"])
+    theirs = busy_in(rs, re, r["w0"], r["w1"])
+    rel = np.abs(ours - theirs) / np.maximum(theirs, 1)
+    ds, de = edge_errors(r["s"], r["e"], rs, re)
+    return {
+        "busy_ours_ms": float(np.median(ours)) / 1e6,
+        "busy_ref_ms": float(np.median(theirs)) / 1e6,
+        "busy_err": float(np.median(rel)),
+        "start_err_us": float(np.median(np.abs(ds))) / 1e3 if len(ds) else float("nan"),
+        "end_err_us": float(np.median(np.abs(de))) / 1e3 if len(de) else float("nan"),
+        "idle_counted_ms": covered_idle(r["s"], r["e"], rs, re) / 1e6 / max(len(r["w0"]), 1),
+        "max_interval_ms": float((r["e"] - r["s"]).max()) / 1e6 if len(r["s"]) else 0.0,
+        "max_ref_ms": float((re - rs).max()) / 1e6 if len(rs) else 0.0,
+    }
 
-    from collector.recording.recorder import Recorder
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--md")
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args(argv)
-    ops = _ops()
-    for _ in range(3):
-        for _, fn in ops:
-            fn()
-    torch.cuda.synchronize()
-    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    rec = Recorder("fidelity", None, probe=False)
-    rec.start()  # before the profiler: its calibration kernels stay out of the profile
-    with torch.profiler.profile(activities=acts) as prof:
-        for _, fn in ops:
-            for _ in range(args.repeats):
-                fn()
-            rec.step()
-        torch.cuda.synchronize()
-    rec.stop()
-    assert rec.trace is not None
-    iv = rec.trace.intervals
-    gpu = iv[(iv["lane_kind"] != "cpu_thread")].sort_values("start_ns")
-    theirs = _profiler_durations(prof)
-    if len(theirs) != len(gpu):
-        print(f"cannot pair: {len(gpu)} GPU intervals, {len(theirs)} profiler ops with kernels", file=sys.stderr)
-        return 1
-    gpu = gpu.assign(ref_us=[d for _, d in theirs], ref_name=[n for n, _ in theirs])
-    rows = []
-    errors_all: list[float] = []
-    errors_big: list[float] = []
-    for step, (label, _) in enumerate(ops):
-        mine = gpu[gpu["step"] == step]
-        for name, grp in mine.groupby("name", observed=True):
-            ours = (grp["dur_ns"].to_numpy() / 1e3).tolist()
-            ref = grp["ref_us"].tolist()
-            errs = [abs(o - r) / r for o, r in zip(ours, ref, strict=True) if r > 0]
-            errors_all += errs
-            if statistics.median(ref) >= 50:
-                errors_big += errs
-            rows.append(
-                (
-                    label,
-                    str(name),
-                    len(ours),
-                    statistics.median(ours),
-                    statistics.median(ref),
-                    statistics.median(errs) * 100,
-                )
-            )
-    med_big = statistics.median(errors_big) * 100 if errors_big else float("nan")
-    med_all = statistics.median(errors_all) * 100 if errors_all else float("nan")
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def measure(name: str, out: Path | None) -> dict[str, dict[str, float]]:
+    res: dict[str, dict[str, float]] = {}
+    for timing in ("events", "cupti"):
+        dest = (out / f"{name}.{timing}.cold.json.gz") if out else None
+        step = step_fn(loop_steps(name))  # a new loop: its first step sets everything up
+        r = record_steps(step, 3, timing, timing == "events", dest)
+        if timing == "events":
+            res[f"{timing} cold"] = compare(r, r["rs"], r["re"])
+        else:  # exact by construction; compare with a reference of the next 3 steps (warm by then)
+            res[f"{timing} cold"] = {"max_interval_ms": float((r["e"] - r["s"]).max()) / 1e6}
+        for _ in range(10):
+            step()
+        sync()
+        dest = (out / f"{name}.{timing}.json.gz") if out else None
+        r = record_steps(step, 20, timing, timing == "events", dest)
+        if timing == "cupti":
+            ref = Reference()
+            ref.start()
+            p0 = clock_pair()
+            for _ in range(20):
+                step()
+            sync()
+            p1 = clock_pair()
+            rs, re = ref.stop()
+            # a different run of the same steps: compare busy per step (windows shifted onto it)
+            span = (p1[1] - p0[1]) / 20
+            w0 = p0[1] + np.arange(20) * span
+            theirs = busy_in(rs, re, w0.astype(np.int64), (w0 + span).astype(np.int64))
+            ours = busy_in(r["s"], r["e"], r["w0"], r["w1"])
+            res[f"{timing} warm"] = {
+                "busy_ours_ms": float(np.median(ours)) / 1e6,
+                "busy_ref_ms": float(np.median(theirs)) / 1e6,
+                "busy_err": abs(float(np.median(ours)) - float(np.median(theirs))) / max(float(np.median(theirs)), 1),
+                "start_err_us": 0.0,
+                "end_err_us": 0.0,
+            }
+        else:
+            res[f"{timing} warm"] = compare(r, r["rs"], r["re"])
+        del step
+    return res
+
+
+def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     lines = [
         "## fidelity",
         "",
-        f"{when}, {torch.cuda.get_device_name(0)}, torch {torch.__version__}; "
-        "`PYTHONPATH=. python3 benchmarks/fidelity.py`. Our CUDA-event GPU durations against torch.profiler's "
-        f"CUPTI kernel durations for the same calls ({args.repeats} calls per op, both active in one run).",
+        f"{when}, {device}. GPU busy per step (median over steps) against CUPTI; events timing runs together "
+        "with the CUPTI reference (same kernels), cupti timing is CUPTI itself and is compared with a reference "
+        "run of the next 20 steps. Edge errors: median |start| / |end| error per interval. Idle counted: busy "
+        "time per step the mode reports while CUPTI saw the GPU idle.",
         "",
-        "| op | aten op | calls | ours us (median) | CUPTI us (median) | median rel. error % |",
-        "|---|---|---|---|---|---|",
+        "| loop | mode | busy ours ms | busy CUPTI ms | busy error | start err us | end err us | idle counted ms "
+        "| longest interval ms (CUPTI) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.1f} | {r[5]:.2f} |" for r in rows]
-    lines += [
-        "",
-        f"Median relative error, ops >= 50 us: **{med_big:.2f}%** (target <= 2%: "
-        f"{'yes' if med_big <= 2 else 'NO'}); all ops: {med_all:.2f}%. Event overhead measured at start and "
-        f"subtracted from each interval: {rec.trace.meta.notes.get('event_overhead_ns', 0) / 1e3:.2f} us.",
-        "",
-    ]
-    text = "\n".join(lines)
+    for name, modes in results.items():
+        for mode, r in modes.items():
+
+            def f(key: str, fmt: str = "{:.3f}", r: dict[str, float] = r) -> str:
+                return fmt.format(r[key]) if key in r else ""
+
+            longest = f"{f('max_interval_ms')} ({f('max_ref_ms')})" if "max_ref_ms" in r else f("max_interval_ms")
+            lines.append(
+                f"| {name} | {mode} | {f('busy_ours_ms')} | {f('busy_ref_ms')} | {f('busy_err', '{:.1%}')} | "
+                f"{f('start_err_us', '{:.1f}')} | {f('end_err_us', '{:.1f}')} | {f('idle_counted_ms')} | {longest} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loops", default=",".join(LOOPS))
+    parser.add_argument("--md", type=Path)
+    parser.add_argument("--out", type=Path, help="folder for the recorded traces")
+    args = parser.parse_args()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name in args.loops.split(","):
+        results[name] = measure(name, args.out)
+        print(name, {m: {k: round(v, 4) for k, v in r.items()} for m, r in results[name].items()}, flush=True)
+    text = markdown(results, torch.cuda.get_device_name(0))
     print(text)
     if args.md:
-        Path(args.md).write_text(text)
-    return 0
+        args.md.write_text(text)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -14,7 +14,7 @@ __all__ = ["__version__", "record"]
 
 def __getattr__(name: str) -> Any:
     if name == "record":
-        from collector.recording.recorder import record
+        from collector.recording.api import record
 
         return record
     raise AttributeError(f"module 'collector' has no attribute {name!r}")

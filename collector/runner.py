@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.errors import StreamscopeError
+from collector.recording.api import TIMINGS, record
 from collector.recording.recorder import NoCudaError, Recorder, require_cuda
 
 
@@ -37,6 +38,7 @@ class RecordRequest:
     every: int = 1
     steps: int | None = None
     probe: bool = True
+    timing: str = "cupti"
 
 
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +62,13 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--steps", type=int, default=None, metavar="N", help="demos only: steps to record")
     parser.add_argument("--no-probe", action="store_true", help="skip the H2D bandwidth probe at start")
+    parser.add_argument(
+        "--timing",
+        choices=TIMINGS,
+        default="cupti",
+        help="GPU timing source: cupti (exact device times, default; falls back to events when CUPTI is taken) "
+        "or events (CUDA events around every op)",
+    )
 
 
 def _demo_options(ns: argparse.Namespace) -> argparse.Namespace:
@@ -79,6 +88,7 @@ def _demo_options(ns: argparse.Namespace) -> argparse.Namespace:
         every=ns.every if ns.every != 1 else extra.every,
         steps=ns.steps if ns.steps is not None else extra.steps,
         no_probe=ns.no_probe or extra.no_probe,
+        timing=ns.timing if ns.timing != "cupti" else extra.timing,
     )
 
 
@@ -103,7 +113,7 @@ def request_from_args(ns: argparse.Namespace) -> RecordRequest:
         raise RecordUsageError(f"--every must be a positive number of steps, got {ns.every}")
     if ns.steps is not None and ns.steps < 1:
         raise RecordUsageError(f"--steps must be a positive number, got {ns.steps}")
-    return RecordRequest(target, tuple(args), out, ns.every, ns.steps, not ns.no_probe)
+    return RecordRequest(target, tuple(args), out, ns.every, ns.steps, not ns.no_probe, ns.timing)
 
 
 def run_record(req: RecordRequest) -> int:
@@ -119,9 +129,10 @@ def run_record(req: RecordRequest) -> int:
         if req.args:
             raise RecordUsageError(f"demos take no arguments, got {' '.join(req.args)!r}")
         require_cuda()
-        rec = Recorder(
+        rec = record(
             req.target,
             req.out,
+            timing=req.timing,
             every=req.every,
             probe=req.probe,
             source="demo",
@@ -133,7 +144,7 @@ def run_record(req: RecordRequest) -> int:
     if not os.path.isfile(req.target):
         raise RecordUsageError(f"no such script: {req.target}")
     require_cuda()
-    return run_script(req.target, req.args, req.out, every=req.every, probe=req.probe)
+    return run_script(req.target, req.args, req.out, every=req.every, probe=req.probe, timing=req.timing)
 
 
 def run_script(
@@ -144,13 +155,14 @@ def run_script(
     every: int = 1,
     probe: bool = True,
     recorder: Any = None,
+    timing: str = "cupti",
 ) -> int:
     """Run ``path`` as python would, recording it to ``out``; returns the script's exit status.
 
     ``recorder`` (tests) replaces the Recorder: anything with ``start()``, ``stop(error=...)``, ``trace``, ``out``.
     """
     workload = " ".join([path, *args])
-    rec = recorder or Recorder(workload, out, every=every, probe=probe, auto_steps=True, command=workload)
+    rec = recorder or record(workload, out, timing=timing, every=every, probe=probe, auto_steps=True, command=workload)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))

@@ -40,6 +40,25 @@ def _value(kind: Any) -> str:
     return str(getattr(kind, "value", kind))
 
 
+def launch_end_ns(host_cols: Sequence[Any], launch_ids: Sequence[int]) -> np.ndarray:
+    """End (host ns) of the host call that launched each GPU row, or int64 min where unknown.
+
+    A kernel cannot start before it is launched. An event pair on a drained stream starts when the start
+    event runs, before the host even reached the launch; so starts are bounded by the op's host end.
+    """
+    wanted = np.asarray(launch_ids, dtype=np.int64)
+    out = np.full(len(wanted), np.iinfo(np.int64).min, dtype=np.int64)
+    if len(host_cols[11]) == 0 or len(wanted) == 0:
+        return out
+    ids = np.asarray(host_cols[11], dtype=np.int64)
+    t1 = np.asarray(host_cols[4], dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    i = np.minimum(np.searchsorted(ids[order], wanted), len(ids) - 1)
+    ok = ids[order][i] == wanted
+    out[ok] = t1[order][i[ok]]
+    return out
+
+
 def build_trace(
     meta: RunMeta,
     rank: int,
@@ -51,7 +70,8 @@ def build_trace(
     clock: ClockMap,
     event_overhead_ms: float = 0.0,
 ) -> Trace:
-    """The Trace of one recording; GPU starts move later by ``event_overhead_ms`` (at most half an interval)."""
+    """The Trace of one recording; GPU starts move later by ``event_overhead_ms`` (at most half an interval)
+    and never precede the end of their launching host call (:func:`launch_end_ns`)."""
     lanes: list[Lane] = []
     lane_of: dict[Any, int] = {}
     for tid, label in threads.items():
@@ -75,7 +95,9 @@ def build_trace(
     if event_overhead_ms > 0:
         start_ms = start_ms + np.minimum(event_overhead_ms, (end_ms - start_ms) / 2)
     gpu_start = clock.to_host_ns(start_ms)
-    gpu_end = np.maximum(clock.to_host_ns(end_ms), gpu_start)
+    gpu_end = clock.to_host_ns(end_ms)
+    gpu_start = np.minimum(np.maximum(gpu_start, launch_end_ns(host_cols, gpu_cols[9])), gpu_end)
+    gpu_end = np.maximum(gpu_end, gpu_start)
     cols: dict[str, Any] = {
         "lane": [lane_of[("cpu", t)] for t in host_cols[0]] + [lane_of[("gpu", k)] for k in gpu_cols[0]],
         "kind": [_value(k) for k in host_cols[1]] + [_value(k) for k in gpu_cols[1]],

@@ -48,6 +48,10 @@ _CPU_OP, _KERNEL_KIND = IntervalKind.CPU_OP, IntervalKind.KERNEL
 _EVENT_POOL: list[Any] = []
 """Timing events free for reuse, shared by all recorders of the process (creating one costs ~1 us)."""
 _CAPTURE_LIMIT = "work inside captured CUDA graphs is recorded as one graph launch"
+EVENTS_NOTE = (
+    "GPU intervals from CUDA events around each op, starts bounded by the end of the op's host call: "
+    "exact on a busy stream; on a drained stream a start can be off by the launch latency (a few us)"
+)
 
 
 class NoCudaError(StreamscopeError, RuntimeError):
@@ -112,6 +116,7 @@ class Recorder:
         self._capturing = 0
         self._undo: list[Any] = []
         self._meta: dict[str, Any] = {}
+        self._timing_note = ""
 
     # ------------------------------------------------------------------ public API
     def __enter__(self) -> Recorder:
@@ -125,12 +130,17 @@ class Recorder:
         self.stop(error=error)
 
     def start(self) -> Recorder:
-        """Check CUDA, take metadata and the bandwidth probe, anchor the clock, start intercepting."""
+        """Check CUDA, take metadata and the bandwidth probe, then start timing (see :meth:`_start_timing`)."""
+        self._prepare()
+        self._start_timing()
+        return self
+
+    def _prepare(self) -> None:
+        """Check CUDA and take the run's metadata (device, versions, bandwidth probe)."""
         require_cuda()
         import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
 
-        from collector.recording.probe import device_info, event_overhead_ms, probe_bandwidth
+        from collector.recording.probe import device_info, probe_bandwidth
 
         if self._started:
             raise RuntimeError("this recorder was already started; make a new one with record()")
@@ -141,6 +151,15 @@ class Recorder:
         with torch.cuda.device(self._device):
             self._meta = device_info(self._device)
             self._meta["bandwidth_probe"] = probe_bandwidth() if self.probe else {}
+
+    def _start_timing(self) -> None:
+        """CUDA events: anchor the clock, patch host waits and ranges, enter the dispatch mode."""
+        torch = self._torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        from collector.recording.probe import event_overhead_ms
+
+        with torch.cuda.device(self._device):
             self._event_overhead_ms = event_overhead_ms() if self.calibrate else 0.0
             torch.cuda.synchronize()
             self._anchor: Any
@@ -152,10 +171,7 @@ class Recorder:
         self._undo.append(hostwaits.install(self._on_host_wait))
         self._undo.append(ranges.install(self._on_range, self._on_mark))
         self._undo.append(graphs.install(self))
-        if self.auto_steps:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
-
-            self._undo.append(register_optimizer_step_post_hook(lambda *_: self.step()).remove)
+        self._install_step_hook()
         recorder = self
 
         class _Mode(TorchDispatchMode):
@@ -170,7 +186,13 @@ class Recorder:
         self._mode_in = True
         self._step_start = time.monotonic_ns()
         self._on = True
-        return self
+
+    def _install_step_hook(self) -> None:
+        """With ``auto_steps``, a step boundary after each optimizer step."""
+        if self.auto_steps:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._undo.append(register_optimizer_step_post_hook(lambda *_: self.step()).remove)
 
     def step(self) -> None:
         """Mark a step boundary: the step in progress ends now and the next one begins."""
@@ -242,6 +264,8 @@ class Recorder:
             command=self.command,
             error=error,
             notes={
+                "timing": "events",
+                "timing_note": self._timing_note or EVENTS_NOTE,
                 "every": self.every,
                 "limits": _CAPTURE_LIMIT,
                 "clock_ns_per_gpu_ms": clock.ns_per_ms,
@@ -261,11 +285,14 @@ class Recorder:
             clock,
             self._event_overhead_ms,
         )
-        if self.out:
+        self._write()
+        return self.trace
+
+    def _write(self) -> None:
+        if self.out and self.trace is not None:
             from collector.traceformat.write import write_trace
 
             write_trace(self.trace, self.out)
-        return self.trace
 
     # ------------------------------------------------------------------ hooks
     def _thread(self) -> int:
@@ -466,14 +493,3 @@ def _pick_device(torch: Any) -> int:
     if local.isdigit() and int(local) < torch.cuda.device_count():
         return int(local)
     return int(torch.cuda.current_device())
-
-
-def record(workload: str = "", out: str | None = None, **options: Any) -> Recorder:
-    """A :class:`Recorder`; use as a context manager (``with record(...) as rec``) or call start()/stop().
-
-    Options: ``every`` (record every Nth step, default 1), ``rank`` (default: ``RANK`` from the environment,
-    else 0; the device is ``LOCAL_RANK``'s when set, else the current one), ``probe`` (H2D bandwidth probe at start,
-    default True), ``source``, ``command``, ``auto_steps`` (a step boundary after each optimizer step),
-    ``calibrate`` (measure the events' own overhead at start and subtract it from GPU intervals, default True).
-    """
-    return Recorder(workload, out, **options)

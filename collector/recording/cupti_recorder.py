@@ -1,0 +1,179 @@
+"""The default recorder: GPU intervals from CUPTI (torch's Kineto), host facts from a few Python hooks.
+
+CUPTI reports every kernel, memcpy and memset with the device's own start and end times, and every CUDA
+runtime call (launches, copies, syncs) with its host times, at about the cost of torch.profiler with only
+the CUDA activity. Nothing runs per op in Python. What only the recorder adds:
+
+* **causes and lines of waits and copies**: the Python calls that can wait or copy report spans
+  (collector.recording.hostspans); each runtime wait inside one gets its cause and the user's line;
+* **op names**: ``aten::`` ops are collected for the first recorded step only (until the first step
+  boundary, or for ``NAMING_LIMIT_NS`` when no step comes), then the launches of later steps are named
+  by their kernel (collector.recording.enrich);
+* **steps** (``rec.step()``, optimizer steps), ``record_function`` / NVTX ranges, stream names.
+
+If CUPTI cannot be had (a torch without Kineto, another profiler such as Nsight Systems or torch.profiler
+already running), :meth:`CuptiRecorder.start` falls back to CUDA-event timing and says so in the trace
+(``notes.timing`` / ``notes.timing_note``).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from collector.model import RunMeta, Trace
+from collector.recording import hostspans, ranges, sourceline
+from collector.recording.enrich import HostFacts, enrich
+from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
+from collector.recording.recorder import Recorder
+
+NAMING_LIMIT_NS = 2_000_000_000
+"""Without a step boundary, op names are collected for the first 2 s of the recording only."""
+CUPTI_NOTE = (
+    "GPU intervals from CUPTI activity records (exact device times); op names recorded in the first step, "
+    "later steps' GPU work named by its kernel"
+)
+
+
+class CuptiRecorder(Recorder):
+    """A :class:`Recorder` timed by CUPTI; use :func:`collector.recording.record` (``timing="cupti"``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._capture: KinetoCapture | None = None
+        self._spans: list[tuple[int, str, int, int, str]] = []
+        self._annotations: list[tuple[int, str, int, int]] = []
+        self._clock0 = (0, 0)
+        self.timing = "cupti"
+        """``"cupti"``, or ``"events"`` after a fallback at start."""
+
+    def _start_timing(self) -> None:
+        capture = KinetoCapture()
+        try:
+            capture.start(naming=True)
+        except CaptureUnavailable as exc:
+            self._timing_note = f"CUPTI unavailable ({exc}); fell back to CUDA events"
+            print(f"streamscope: {self._timing_note}", file=sys.stderr, flush=True)
+            self.timing = "events"
+            super()._start_timing()
+            return
+        self._capture = capture
+        self._clock0 = _clock_pair()
+        self._undo.append(hostspans.install(self._on_span))
+        self._undo.append(ranges.install(self._on_annotation, self._on_mark))
+        self._install_step_hook()
+        self._step_start = self._t_start = time.monotonic_ns()
+        self._on = True
+
+    # ------------------------------------------------------------------ hooks
+    def step(self) -> None:
+        if self._capture is None:
+            return super().step()
+        now = time.monotonic_ns()
+        if self._on:
+            self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
+            self._capture.set_naming(False)
+        self._step += 1
+        self._step_start = now
+        self._on = self._started and self._step % self.every == 0 and self.trace is None
+        if self.every > 1:
+            self._capture.set_collecting(self._on)
+        return None
+
+    def _on_span(self, cause: str, t0: int, t1: int, frame: FrameType) -> None:
+        if self._on:
+            self._spans.append((threading.get_native_id(), cause, t0, t1, sourceline.user_source(frame)))
+            self._check_naming(t1)
+
+    def _on_annotation(self, name: str, t0: int, t1: int) -> None:
+        if self._on:
+            self._annotations.append((threading.get_native_id(), name, t0, t1))
+            self._check_naming(t1)
+
+    def _check_naming(self, now: int) -> None:
+        capture = self._capture
+        if capture is not None and capture.naming and now - self._t_start > NAMING_LIMIT_NS:
+            capture.set_naming(False)
+
+    # ------------------------------------------------------------------ stop
+    def stop(self, error: str = "") -> Trace:
+        """Stop the capture, join the host facts to it, build the Trace and write it to ``out``."""
+        if self.timing != "cupti" or self.trace is not None or self._capture is None:
+            return super().stop(error=error)
+        torch = self._torch
+        self.error = error
+        now = time.monotonic_ns()
+        step_open, self._on = self._on, False
+        while self._undo:
+            self._undo.pop()()
+        if step_open:
+            self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
+        with torch.cuda.device(self._device):
+            torch.cuda.synchronize()
+        capture, self._capture = self._capture, None
+        table = capture.stop()
+        table.top["distributedInfo"] = {"rank": self.rank, "world_size": _world_size()}
+        clock1 = _clock_pair()
+        from collector.importers.kineto import trace_from_kineto
+
+        raw = trace_from_kineto(table, source_name=self.workload)
+        to_trace = _ClockLine(self._clock0, clock1)
+        facts = HostFacts(
+            spans=[(t, c, to_trace(a), to_trace(b), s) for t, c, a, b, s in self._spans],
+            annotations=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._annotations],
+            markers=[(k, n, to_trace(a), to_trace(b), st) for k, n, a, b, st in self._markers],
+            threads={threading.get_native_id(): "main thread"},
+            stream_names=self._stream_names,
+        )
+        meta = RunMeta.new(
+            workload=self.workload,
+            source=self.source,
+            command=self.command,
+            error=error,
+            clock="unix_ns",
+            notes={
+                "timing": "cupti",
+                "timing_note": CUPTI_NOTE,
+                "every": self.every,
+                "rank": self.rank,
+            },
+            **self._meta,
+        )
+        self.trace = enrich(raw, facts, meta)
+        self._write()
+        return self.trace
+
+
+def _world_size() -> int:
+    import os
+
+    size = os.environ.get("WORLD_SIZE", "")
+    return int(size) if size.isdigit() and int(size) > 0 else 1
+
+
+def _clock_pair() -> tuple[int, int]:
+    """(monotonic ns, wall ns) read as close together as this host allows (best of 5)."""
+    best = None
+    for _ in range(5):
+        m0 = time.monotonic_ns()
+        w = time.time_ns()
+        m1 = time.monotonic_ns()
+        if best is None or m1 - m0 < best[0]:
+            best = (m1 - m0, (m0 + m1) // 2, w)
+    assert best is not None
+    return best[1], best[2]
+
+
+class _ClockLine:
+    """Monotonic ns -> wall ns (Kineto's clock), the line through two (monotonic, wall) pairs."""
+
+    def __init__(self, p0: tuple[int, int], p1: tuple[int, int]) -> None:
+        self.m0, self.w0 = p0
+        dm = p1[0] - p0[0]
+        self.rate = (p1[1] - p0[1]) / dm if dm > 1_000_000 else 1.0
+
+    def __call__(self, mono_ns: int) -> int:
+        return self.w0 + round((mono_ns - self.m0) * self.rate)

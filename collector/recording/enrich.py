@@ -1,0 +1,291 @@
+"""Join what the recorder's Python hooks saw to a CUPTI-timed trace: causes, lines, names, steps, labels.
+
+Input: the :class:`~collector.model.Trace` the Kineto importer made of the capture (GPU intervals and
+runtime calls on Kineto's clock, ``cpu_op`` rows only where op naming was on) and :class:`HostFacts`, the
+recorder's own observations already moved onto that clock. Output: the same intervals with
+
+* ``cause`` and ``source`` of every runtime wait (``sync_wait``) inside a cause span (collector.recording.hostspans):
+  the outermost span on the same thread wins, as in the Python call stack;
+* ``source`` of every copy (and of its launch) started inside a copy or cause span;
+* GPU work named by the ``aten::`` op that launched it: exactly where the op was recorded, else by the op
+  that launched the same kernel most often while naming was on (``notes.op_names`` says which);
+* ``annotation`` rows for ``record_function`` / NVTX ranges, steps from the recorder's marks (GPU work
+  belongs to the step that launched it), lanes labelled with thread and stream names.
+
+Everything is vectorized over intervals; loops run over threads, lanes or distinct names only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from collector.importers.kineto_lanes import KIND_CODE
+from collector.importers.kineto_sync import latest_start, outermost_enclosing
+from collector.model import (
+    NO_LAUNCH,
+    NO_STEP,
+    Lane,
+    LaneKind,
+    MarkerKind,
+    RunMeta,
+    Trace,
+    conform_intervals,
+    conform_markers,
+    empty_markers,
+)
+
+_GPU_WORK = [KIND_CODE[k] for k in ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")]
+_COPIES = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The recorder's observations, times in ns on the trace's clock.
+
+    ``spans``: (tid, cause, start_ns, end_ns, source) per outermost waiting/copying Python call (cause ``""``
+    for a copy); ``annotations``: (tid, name, start_ns, end_ns); ``markers``: (kind, name, start_ns, end_ns,
+    step); ``threads``: OS thread id -> label; ``stream_names``: (device, stream id) -> label.
+    """
+
+    spans: Sequence[tuple[int, str, int, int, str]] = ()
+    annotations: Sequence[tuple[int, str, int, int]] = ()
+    markers: Sequence[tuple[str, str, int, int, int]] = ()
+    threads: Mapping[int, str] = field(default_factory=dict)
+    stream_names: Mapping[tuple[int, int], str] = field(default_factory=dict)
+
+
+def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
+    """The trace with the recorder's causes, lines, op names, annotations, steps and labels (module doc)."""
+    iv = trace.intervals.sort_values("id").reset_index(drop=True)
+    n = len(iv)
+    kind = iv["kind"].cat.codes.to_numpy()
+    start = iv["start_ns"].to_numpy(np.int64)
+    lanes = list(trace.lanes)
+    lane = iv["lane"].to_numpy(np.int32)
+    is_host = np.array([ln.kind is LaneKind.CPU_THREAD for ln in lanes], dtype=bool)[lane] if n else np.zeros(0, bool)
+    tid = np.where(is_host, iv["stream"].to_numpy(np.int64), -1)
+    launch = _positions(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
+    main_lane = _main_host_lane(lanes, lane, is_host)
+    thread_of = _thread_matcher(set(np.unique(tid[is_host]).tolist()), set(facts.threads))
+
+    cause = iv["cause"].astype(str).to_numpy(dtype=object)
+    source = iv["source"].astype(str).to_numpy(dtype=object)
+    sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source"])
+    sp_key = thread_of(sp["tid"].to_numpy(np.int64))
+    sp_s, sp_e = sp["start_ns"].to_numpy(np.int64), sp["end_ns"].to_numpy(np.int64)
+    key = thread_of(tid)
+
+    # sync waits: cause and line of the outermost enclosing span
+    sync = np.flatnonzero(kind == KIND_CODE["sync_wait"])
+    hit = outermost_enclosing(sp_key, sp_s, sp_e, key[sync], start[sync])
+    found = hit >= 0
+    span_cause = sp["cause"].to_numpy(dtype=object)
+    span_source = sp["source"].to_numpy(dtype=object)
+    named = found.copy()
+    named[found] = span_cause[hit[found]] != ""
+    cause[sync[named]] = span_cause[hit[named]]
+    source[sync[found]] = span_source[hit[found]]
+
+    # copies: the line of the span their launch sat in, on the launch and on the copy
+    copies = np.flatnonzero(np.isin(kind, _COPIES) & (launch >= 0))
+    lpos = launch[copies]
+    hit = outermost_enclosing(sp_key, sp_s, sp_e, key[lpos], start[lpos])
+    ok = hit >= 0
+    source[lpos[ok]] = np.where(source[lpos[ok]] != "", source[lpos[ok]], span_source[hit[ok]])
+    source[copies[ok]] = span_source[hit[ok]]
+
+    names = iv["name"].astype(str).to_numpy(dtype=object)
+    names, how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
+
+    frame = iv.assign(name=names, cause=cause, source=source)
+    frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane)
+    steps = _markers(trace, facts.markers)
+    frame["step"] = _steps_of(frame, steps)
+    lanes = _labels(lanes, facts, main_lane)
+    frame["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[frame["lane"].to_numpy(np.int32)]
+    notes = {**dict(meta.notes), "op_names": how}
+    out_meta = replace(meta, notes=notes)
+    return Trace(out_meta, tuple(lanes), conform_intervals(frame), steps)
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Row position of each wanted id (-1 where negative or absent)."""
+    order = np.argsort(ids, kind="stable")
+    i = np.searchsorted(ids[order], wanted)
+    i = np.minimum(i, max(len(ids) - 1, 0))
+    ok = (wanted >= 0) & (len(ids) > 0)
+    ok[ok] = ids[order][i[ok]] == wanted[ok]
+    return np.where(ok, order[i] if len(ids) else -1, -1)
+
+
+def _main_host_lane(lanes: Sequence[Lane], lane: np.ndarray, is_host: np.ndarray) -> int:
+    """The CPU lane with the most rows (the thread that issued the work), or -1 if there is none."""
+    host_lanes = [i for i, ln in enumerate(lanes) if ln.kind is LaneKind.CPU_THREAD]
+    if not host_lanes:
+        return -1
+    counts = np.bincount(lane[is_host], minlength=len(lanes)) if is_host.any() else np.zeros(len(lanes), int)
+    return max(host_lanes, key=lambda i: counts[i])
+
+
+@dataclass(frozen=True)
+class _Threads:
+    """Key for thread ids: the ids themselves when the trace reports OS thread ids (``matched``), else one
+    key for all (Kineto may number threads its own way; then waits are matched by time alone)."""
+
+    matched: bool
+
+    def __call__(self, tids: np.ndarray) -> np.ndarray:
+        t = np.asarray(tids, dtype=np.int64)
+        return t if self.matched else np.zeros(len(t), dtype=np.int64)
+
+
+def _thread_matcher(trace_tids: set[int], our_tids: set[int]) -> _Threads:
+    return _Threads(bool(trace_tids & our_tids))
+
+
+def _op_names(
+    names: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarray, launch: np.ndarray
+) -> tuple[np.ndarray, str]:
+    """GPU work renamed after the ``aten::`` op that launched it; returns (names, how they were found)."""
+    ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
+    work = np.flatnonzero(np.isin(kind, _GPU_WORK) & (launch >= 0))
+    if len(ops) == 0 or len(work) == 0:
+        return names, "kernel names (no op names were recorded)"
+    lpos = launch[work]
+    inner = latest_start(key[ops], start[ops], key[lpos], start[lpos])
+    ok = inner >= 0
+    ok[ok] = end[ops[inner[ok]]] >= start[lpos[ok]]
+    op_of = np.full(len(work), None, dtype=object)
+    op_of[ok] = names[ops[inner[ok]]]
+    kernel = names[work]
+    if ok.any():
+        pairs = pd.DataFrame({"kernel": kernel[ok], "op": op_of[ok]})
+        usual = pairs.groupby("kernel")["op"].agg(lambda s: s.value_counts().index[0])
+        guess = pd.Series(kernel[~ok]).map(usual).to_numpy(dtype=object)
+        op_of[~ok] = guess
+    have = pd.notna(op_of)
+    names = names.copy()
+    names[work[have]] = op_of[have]
+    exact = int(ok.sum())
+    return names, f"aten ops: {exact} exact (recorded), {int(have.sum()) - exact} by their kernel, rest kernel names"
+
+
+def _markers(trace: Trace, rows: Sequence[tuple[str, str, int, int, int]]) -> pd.DataFrame:
+    if not rows:
+        return trace.markers if len(trace.markers) else empty_markers()
+    rank = trace.lanes[0].rank if trace.lanes else 0
+    frame = pd.DataFrame(list(rows), columns=["kind", "name", "start_ns", "end_ns", "step"])
+    frame["kind"] = [MarkerKind(k).value for k in frame["kind"]]
+    frame["rank"] = rank
+    return conform_markers(frame)
+
+
+def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
+    """Each row's step: by its start time, and GPU work the step of the launch that queued it."""
+    step = _step_at(markers, frame["start_ns"].to_numpy(np.int64))
+    launch = _positions(frame["id"].to_numpy(np.int64), frame["launch_id"].to_numpy(np.int64))
+    linked = launch >= 0
+    step[linked] = step[launch[linked]]
+    return step
+
+
+def _step_at(markers: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """Step number whose [start, end) holds each time, or NO_STEP."""
+    steps = markers[markers["kind"] == MarkerKind.STEP.value].sort_values("start_ns")
+    if steps.empty:
+        return np.full(len(t), NO_STEP, dtype=np.int32)
+    starts, ends = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
+    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)
+
+
+def _with_annotations(
+    frame: pd.DataFrame,
+    lanes: list[Lane],
+    rows: Sequence[tuple[int, str, int, int]],
+    thread_of: _Threads,
+    main_lane: int,
+) -> tuple[pd.DataFrame, list[Lane]]:
+    """Annotation rows appended on their thread's lane (the main lane when threads cannot be matched)."""
+    if not rows:
+        return _renumber(frame), lanes
+    ann = pd.DataFrame(list(rows), columns=["tid", "name", "start_ns", "end_ns"])
+    lanes = list(lanes)
+    by_ident = {ln.ident: i for i, ln in enumerate(lanes) if ln.kind is LaneKind.CPU_THREAD}
+    rank = lanes[0].rank if lanes else 0
+    lane_of: list[int] = []
+    matched = thread_of.matched
+    for t in ann["tid"].tolist():
+        if matched and t in by_ident:
+            lane_of.append(by_ident[t])
+        elif not matched and main_lane >= 0:
+            lane_of.append(main_lane)
+        else:
+            by_ident[t] = len(lanes)
+            lanes.append(Lane(rank, LaneKind.CPU_THREAD, int(t), f"thread {t}"))
+            lane_of.append(by_ident[t])
+    li = np.array(lane_of, dtype=np.int32)
+    first_id = int(frame["id"].max()) + 1 if len(frame) else 0
+    add = pd.DataFrame(
+        {
+            "id": np.arange(first_id, first_id + len(ann), dtype=np.int64),
+            "rank": rank,
+            "lane": li,
+            "lane_kind": LaneKind.CPU_THREAD.value,
+            "stream": np.array([lanes[i].ident for i in li], dtype=np.int64),
+            "lane_label": "",
+            "kind": "annotation",
+            "name": ann["name"].astype(str),
+            "start_ns": ann["start_ns"].to_numpy(np.int64),
+            "end_ns": ann["end_ns"].to_numpy(np.int64),
+            "bytes": 0,
+            "memory_kind": "",
+            "non_blocking": False,
+            "step": NO_STEP,
+            "source": "",
+            "cause": "",
+            "launch_id": NO_LAUNCH,
+        }
+    )
+    both = pd.concat([_plain(frame), add], ignore_index=True)
+    return _renumber(both), lanes
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categoricals as strings, so frames with different categories concatenate."""
+    return frame.assign(
+        **{c: frame[c].astype(str) for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
+    )
+
+
+def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sort by start (then lane) and renumber ids in that order, keeping launch links."""
+    frame = frame.sort_values(["start_ns", "lane"], kind="stable").reset_index(drop=True)
+    old = frame["id"].to_numpy(np.int64)
+    new = np.arange(len(frame), dtype=np.int64)
+    pos = _positions(old, frame["launch_id"].to_numpy(np.int64))
+    frame["launch_id"] = np.where(pos >= 0, new[np.maximum(pos, 0)], NO_LAUNCH)
+    frame["id"] = new
+    return frame
+
+
+def _labels(lanes: Sequence[Lane], facts: HostFacts, main_lane: int) -> list[Lane]:
+    """Thread labels from the recorder (the issuing thread is "main thread" when ids do not match);
+    named streams keep their role in the label."""
+    out = []
+    for i, ln in enumerate(lanes):
+        label = ln.label
+        if ln.kind is LaneKind.CPU_THREAD:
+            label = facts.threads.get(ln.ident) or ("main thread" if i == main_lane else label)
+        else:
+            named = [v for (_, sid), v in facts.stream_names.items() if sid == ln.ident]
+            if named:
+                role = ln.kind.value.split("_")[0]
+                label = f"stream {ln.ident} {named[0]} ({role})"
+        out.append(replace(ln, label=label))
+    return out

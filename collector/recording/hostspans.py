@@ -1,0 +1,115 @@
+"""Cause spans for CUPTI timing: which Python call, at which user line, made the host wait or copy.
+
+Under CUPTI timing the waits themselves come from the CUDA runtime records (``cudaStreamSynchronize``,
+a blocking ``cudaMemcpyAsync`` ...), exact to the nanosecond but with no Python stack. :func:`install`
+wraps the few Python entry points that wait or copy, so each outermost call reports
+``on_span(cause, start_ns, end_ns, frame)`` (``time.monotonic_ns``; ``frame`` is the caller's, for its
+source line). The recorder then gives every runtime wait inside a span the span's cause and line
+(collector.recording.enrich).
+
+Wrapped: the Tensor methods of collector.syncrules.METHOD_CAUSES, the explicit synchronize calls,
+host<->device copies (``Tensor.to`` / ``cuda`` / ``copy_``, cause ``""``: their line only), boolean-mask
+indexing and the ops whose output size needs the GPU (``nonzero``, ``masked_select``, ``unique``). Only the
+calls that can wait pay more than a flag test; ordinary indexing pays one type check.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from collector.recording.patches import Patches
+from collector.syncrules import METHOD_CAUSES
+
+OnSpan = Callable[[str, int, int, FrameType], None]
+
+SIZE_OPS: dict[str, str] = {"nonzero": "nonzero", "masked_select": "masked_index", "unique": "unique"}
+"""Tensor methods and torch functions whose output size needs the GPU's answer, and their cause."""
+
+_tls = threading.local()
+
+
+def _spanning(orig: Callable[..., Any], cause: str, on_span: OnSpan) -> Callable[..., Any]:
+    clock = time.monotonic_ns
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_tls, "busy", False):
+            return orig(*args, **kwargs)
+        _tls.busy = True
+        t0 = clock()
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            _tls.busy = False
+            on_span(cause, t0, clock(), sys._getframe(1))
+
+    wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+    wrapper.__doc__ = orig.__doc__
+    return wrapper
+
+
+def _copying(orig: Callable[..., Any], on_span: OnSpan, is_copy_: bool) -> Callable[..., Any]:
+    """A copy method reporting a span (cause ``""``) when it moved data between host and device."""
+    clock = time.monotonic_ns
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_tls, "busy", False):
+            return orig(self, *args, **kwargs)
+        _tls.busy = True
+        t0 = clock()
+        try:
+            out = orig(self, *args, **kwargs)
+        finally:
+            _tls.busy = False
+        other = (args[0] if args else kwargs.get("src")) if is_copy_ else out
+        if other is not self and getattr(other, "is_cuda", self.is_cuda) != self.is_cuda:
+            on_span("", t0, clock(), sys._getframe(1))
+        return out
+
+    wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+    wrapper.__doc__ = orig.__doc__
+    return wrapper
+
+
+def _masked(orig: Callable[..., Any], tensor: Any, on_span: OnSpan) -> Callable[..., Any]:
+    """``x[mask]`` / ``x[mask] = v`` with a boolean CUDA mask: a span with cause ``masked_index``."""
+    spanning = _spanning(orig, "masked_index", on_span)
+
+    def wrapper(self: Any, index: Any, *rest: Any) -> Any:
+        if type(index) is tensor and index.dtype is _BOOL[0] and index.is_cuda:
+            return spanning(self, index, *rest)
+        return orig(self, index, *rest)
+
+    wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
+    return wrapper
+
+
+_BOOL: list[Any] = [None]
+
+
+def install(on_span: OnSpan) -> Callable[[], None]:
+    """Patch the waiting and copying entry points of torch; return the undo function."""
+    import torch
+
+    _BOOL[0] = torch.bool
+    patches = Patches()
+    patches.set(torch.cuda, "synchronize", _spanning(torch.cuda.synchronize, "synchronize", on_span))
+    patches.set(
+        torch.cuda.Stream, "synchronize", _spanning(torch.cuda.Stream.synchronize, "stream_synchronize", on_span)
+    )
+    patches.set(torch.cuda.Event, "synchronize", _spanning(torch.cuda.Event.synchronize, "event_synchronize", on_span))
+    for method, cause in METHOD_CAUSES.items():
+        patches.set(torch.Tensor, method, _spanning(getattr(torch.Tensor, method), cause, on_span))
+    for method in ("to", "cuda"):
+        patches.set(torch.Tensor, method, _copying(getattr(torch.Tensor, method), on_span, False))
+    patches.set(torch.Tensor, "copy_", _copying(torch.Tensor.copy_, on_span, True))
+    for method in ("__getitem__", "__setitem__"):
+        patches.set(torch.Tensor, method, _masked(getattr(torch.Tensor, method), torch.Tensor, on_span))
+    for name, cause in SIZE_OPS.items():
+        patches.set(torch.Tensor, name, _spanning(getattr(torch.Tensor, name), cause, on_span))
+        patches.set(torch, name, _spanning(getattr(torch, name), cause, on_span))
+    return patches.undo

@@ -1,0 +1,175 @@
+"""CUPTI recording's logic without a GPU: the event table from Kineto events, the join of the recorder's
+host facts (causes, lines, op names, steps, annotations), the clock line, and the events-mode launch bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from collector.importers.kineto import trace_from_kineto
+from collector.model import RunMeta, Trace
+from collector.recording.build import build_trace, launch_end_ns
+from collector.recording.clock import ClockMap
+from collector.recording.cupti_recorder import _ClockLine
+from collector.recording.enrich import HostFacts, enrich
+from collector.recording.kineto_capture import event_table
+
+TID = 4242
+KERNEL = "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>"
+
+
+@dataclass
+class FakeEvent:
+    """The ``_KinetoEvent`` methods the capture reads."""
+
+    cat: str
+    label: str
+    start: int
+    end: int
+    corr: int = 0
+    stream: int = -1
+    nbytes_: int = 0
+    tid: int = TID
+
+    def activity_type(self) -> str:
+        return self.cat
+
+    def name(self) -> str:
+        return self.label
+
+    def start_ns(self) -> int:
+        return self.start
+
+    def end_ns(self) -> int:
+        return self.end
+
+    def device_index(self) -> int:
+        return 0
+
+    def device_resource_id(self) -> int:
+        return self.stream
+
+    def correlation_id(self) -> int:
+        return self.corr
+
+    def nbytes(self) -> int:
+        return self.nbytes_
+
+    def start_thread_id(self) -> int:
+        return self.tid
+
+
+def _events() -> list[FakeEvent]:
+    return [
+        FakeEvent("cpu_op", "aten::mul_", 95, 118),  # op names were collected here (first step)
+        FakeEvent("cuda_runtime", "cudaLaunchKernel", 100, 110, corr=1),
+        FakeEvent("kernel", KERNEL, 120, 150, corr=1, stream=7),
+        FakeEvent("cuda_runtime", "cudaMemcpyAsync", 200, 400, corr=2),
+        FakeEvent("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 210, 390, corr=2, stream=7, nbytes_=4),
+        FakeEvent("cuda_runtime", "cudaStreamSynchronize", 400, 900, corr=3),
+        FakeEvent("user_annotation", "dropped: the recorder has its own", 90, 95),
+        FakeEvent("cuda_runtime", "cudaLaunchKernel", 1000, 1010, corr=4),  # a later step: no op names
+        FakeEvent("kernel", KERNEL, 1020, 1030, corr=4, stream=7),
+    ]
+
+
+def _recorded(facts: HostFacts) -> Trace:
+    raw = trace_from_kineto(event_table(_events(), pid=1))
+    return enrich(raw, facts, RunMeta.new(workload="t", clock="unix_ns", notes={"timing": "cupti"}))
+
+
+FACTS = HostFacts(
+    spans=[(TID, "item", 190, 950, "train.py:12")],
+    annotations=[(TID, "forward", 90, 160)],
+    markers=[("step", "step 0", 0, 500, 0), ("step", "step 1", 500, 2000, 1)],
+    threads={TID: "main thread"},
+    stream_names={(0, 7): "prefetch"},
+)
+
+
+def test_event_table_keeps_gpu_work_and_runtime_calls() -> None:
+    table = event_table(_events(), pid=1)
+    ev = table.events
+    assert list(ev["cat"].astype(str)).count("user_annotation") == 0
+    kernel = ev[ev["cat"] == "kernel"].iloc[0]
+    assert (kernel["pid"], kernel["tid"], kernel["arg_stream"], kernel["arg_correlation"]) == (0, 7, 7, 1)
+    copy = ev[ev["cat"] == "gpu_memcpy"].iloc[0]
+    assert copy["arg_bytes"] == 4 and copy["dur_ns"] == 180
+    runtime = ev[ev["name"] == "cudaStreamSynchronize"].iloc[0]
+    assert (runtime["pid"], runtime["tid"], runtime["arg_stream"]) == (1, TID, -1)
+
+
+def test_waits_get_the_cause_and_line_of_the_python_call_around_them() -> None:
+    iv = _recorded(FACTS).intervals
+    waits = iv[iv["kind"] == "sync_wait"]
+    assert sorted(waits["name"].astype(str)) == ["cudaMemcpyAsync", "cudaStreamSynchronize"]
+    assert set(waits["cause"].astype(str)) == {"item"}
+    assert set(waits["source"].astype(str)) == {"train.py:12"}
+    copy = iv[iv["kind"] == "memcpy_d2h"].iloc[0]
+    assert copy["source"] == "train.py:12" and copy["bytes"] == 4 and copy["memory_kind"] == "pageable"
+
+
+def test_a_wait_outside_any_span_keeps_the_runtime_cause() -> None:
+    iv = _recorded(HostFacts(markers=FACTS.markers)).intervals
+    waits = iv[iv["kind"] == "sync_wait"].set_index("name")
+    assert waits.loc["cudaStreamSynchronize", "cause"] == "stream_synchronize"
+    assert waits.loc["cudaMemcpyAsync", "cause"] == "blocking_copy"
+    assert set(waits["source"].astype(str)) == {""}
+
+
+def test_gpu_work_is_named_by_its_op_exactly_or_by_its_kernel() -> None:
+    trace = _recorded(FACTS)
+    kernels = trace.intervals[trace.intervals["kind"] == "kernel"]
+    assert list(kernels["name"].astype(str)) == ["aten::mul_", "aten::mul_"]
+    assert "1 exact" in trace.meta.notes["op_names"] and "1 by their kernel" in trace.meta.notes["op_names"]
+
+
+def test_without_op_names_gpu_work_keeps_kernel_names() -> None:
+    raw = trace_from_kineto(event_table([e for e in _events() if e.cat != "cpu_op"], pid=1))
+    trace = enrich(raw, FACTS, RunMeta.new())
+    kernels = trace.intervals[trace.intervals["kind"] == "kernel"]
+    assert set(kernels["name"].astype(str)) == {KERNEL}
+
+
+def test_steps_annotations_links_and_labels() -> None:
+    trace = _recorded(FACTS)
+    iv = trace.intervals
+    kernels = iv[iv["kind"] == "kernel"].sort_values("start_ns")
+    assert list(kernels["step"]) == [0, 1]  # GPU work belongs to the step that launched it
+    assert list(trace.steps()["step"]) == [0, 1]
+    ann = iv[iv["kind"] == "annotation"]
+    assert list(ann["name"].astype(str)) == ["forward"] and ann.iloc[0]["lane_label"] == "main thread"
+    ids = dict(zip(iv["id"], iv["name"].astype(str), strict=True))
+    assert all(ids[lid] == "cudaLaunchKernel" for lid in kernels["launch_id"])
+    assert list(iv["id"]) == list(range(len(iv)))
+    assert iv["start_ns"].is_monotonic_increasing
+    labels = {ln.label for ln in trace.lanes}
+    assert "main thread" in labels and any("prefetch" in lb for lb in labels)
+
+
+def test_clock_line_maps_monotonic_to_wall_through_two_pairs() -> None:
+    line = _ClockLine((1_000, 5_000_000_000), (2_001_000, 5_002_000_200))
+    assert line(1_000) == 5_000_000_000
+    assert line(2_001_000) == 5_002_000_200
+    assert line(1_001_000) == 5_001_000_100
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_events_mode_starts_never_precede_the_launch(queued: bool) -> None:
+    """A drained stream: the start event ran at once, long before the host launched the kernel."""
+    host = [(1, "cpu_op", "aten::mul_", 1_000, 50_000, 0, "", False, 0, "", "", 0)]
+    start_ms = 0.060 if queued else 0.0  # event ms after the anchor at host 0
+    gpu = [((0, 7), "kernel", "aten::mul_", start_ms, 0.070, 0, "", False, 0, 0, 1)]
+    trace = build_trace(RunMeta.new(), 0, host, gpu, [], {1: "main thread"}, {}, ClockMap(0))
+    k = trace.intervals[trace.intervals["kind"] == "kernel"].iloc[0]
+    assert k["start_ns"] == (60_000 if queued else 50_000)
+    assert k["end_ns"] == 70_000
+
+
+def test_launch_end_lookup_handles_unknown_launches() -> None:
+    host_cols = [(), (), (), (), (10, 20), (), (), (), (), (), (), (5, 9)]
+    out = launch_end_ns(host_cols, [9, 5, -1, 7])
+    assert out[:2].tolist() == [20, 10]
+    assert (out[2:] == np.iinfo(np.int64).min).all()
