@@ -14,6 +14,7 @@ Times are Kineto's: integer ns on the host's wall clock (``time.time_ns``), devi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -89,7 +90,9 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
     """Kineto events (objects with the ``_KinetoEvent`` methods) -> an EventTable of ``X`` events.
 
     GPU events sit on ``pid`` = device, ``tid`` = stream; host events on ``pid`` = this process and
-    ``tid`` = the thread Kineto reports. One pass over the events; the rest is columnar.
+    ``tid`` = the OS thread (Kineto's ``device_resource_id`` for host events). One pass over the events;
+    the rest is columnar. Categories come from ``activity_type()`` where torch has it, else from
+    :func:`category` (torch 2.11 and older).
     """
     pid = os.getpid() if pid is None else pid
     cat: list[str] = []
@@ -102,30 +105,33 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
     device: list[int] = []
     corr: list[int] = []
     nbytes: list[int] = []
-    gpu, host, kept = GPU_CATEGORIES, HOST_API_CATEGORIES, KEPT_CATEGORIES
+    gpu, kept = GPU_CATEGORIES, KEPT_CATEGORIES
+    typed: bool | None = None
     for e in events:
-        c = e.activity_type()
+        if typed is None:
+            typed = hasattr(e, "activity_type")
+        label = e.name()
+        c = e.activity_type() if typed else category(label, str(e.device_type()), e.device_index())
         if c not in kept:
             continue
         start = e.start_ns()
         cat.append(c)
-        name.append(e.name())
+        name.append(label)
         ts.append(start)
         dur.append(max(e.end_ns() - start, 0))
+        corr.append(e.correlation_id() if c != "cpu_op" else -1)
         if c in gpu:
             d, s = e.device_index(), e.device_resource_id()
             proc.append(d)
             thread.append(s)
             stream.append(s)
             device.append(d)
-            corr.append(e.correlation_id())
-            nbytes.append(e.nbytes() if c != "kernel" else 0)
+            nbytes.append(_bytes(e) if c in ("gpu_memcpy", "gpu_memset") else 0)
         else:
             proc.append(pid)
-            thread.append(e.start_thread_id())
+            thread.append(e.device_resource_id())
             stream.append(-1)
             device.append(-1)
-            corr.append(e.correlation_id() if c in host else -1)
             nbytes.append(0)
     n = len(cat)
     cols: dict[str, Any] = {
@@ -142,9 +148,48 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
         "arg_bytes": nbytes,
     }
     frame = pd.DataFrame({k: cols.get(k, _default(k, n)) for k in EVENT_COLUMNS})
+    setup = frame["name"].isin(SETUP_NAMES).to_numpy()
+    if setup.any():  # set-up records carry no thread: the thread of the launch they delayed
+        api = (frame["cat"] == "cuda_runtime").to_numpy()
+        tid_of = dict(zip(frame["arg_correlation"][api], frame["tid"][api], strict=True))
+        frame.loc[setup, "tid"] = [
+            tid_of.get(c, t) for c, t in zip(frame["arg_correlation"][setup], frame["tid"][setup], strict=True)
+        ]
+        frame.loc[setup, "arg_correlation"] = -1
     for k, dtype in EVENT_COLUMNS.items():
         frame[k] = frame[k].astype(dtype)
     return EventTable({}, frame)
+
+
+_RUNTIME_NAME = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
+SETUP_NAMES = frozenset({"Lazy Function Loading"})
+"""Host records CUPTI makes of first-call set-up (a kernel's module loaded on its first launch)."""
+
+
+def category(name: str, device_type: str, device_index: int) -> str:
+    """The Kineto category of an event from its name and device, for torch builds without
+    ``activity_type()``: GPU work by name, CUDA/HIP API calls by name, set-up records, else ``cpu_op``."""
+    if device_type.endswith("CUDA"):
+        if name.startswith("Memcpy"):
+            return "gpu_memcpy"
+        return "gpu_memset" if name.startswith("Memset") else "kernel"
+    if name in SETUP_NAMES:
+        return "cuda_driver"
+    if device_index < 0:
+        return "overhead"  # the profiler's own records (buffer requests)
+    return "cuda_runtime" if _RUNTIME_NAME.match(name) else "cpu_op"
+
+
+def _bytes(e: Any) -> int:
+    """Bytes of a memcpy/memset record: ``nbytes()`` where filled in, else its metadata's ``bytes``."""
+    n = int(e.nbytes()) if hasattr(e, "nbytes") else 0
+    if n > 0 or not hasattr(e, "metadata_json"):
+        return n
+    m = _META_BYTES.search(e.metadata_json() or "")
+    return int(m.group(1)) if m else 0
+
+
+_META_BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
 
 
 def _default(column: str, n: int) -> Any:

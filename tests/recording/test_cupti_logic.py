@@ -49,7 +49,7 @@ class FakeEvent:
         return 0
 
     def device_resource_id(self) -> int:
-        return self.stream
+        return self.stream if self.cat in ("kernel", "gpu_memcpy", "gpu_memset") else self.tid
 
     def correlation_id(self) -> int:
         return self.corr
@@ -99,6 +99,43 @@ def test_event_table_keeps_gpu_work_and_runtime_calls() -> None:
     assert copy["arg_bytes"] == 4 and copy["dur_ns"] == 180
     runtime = ev[ev["name"] == "cudaStreamSynchronize"].iloc[0]
     assert (runtime["pid"], runtime["tid"], runtime["arg_stream"]) == (1, TID, -1)
+
+
+class UntypedEvent(FakeEvent):
+    """torch 2.11's events: no ``activity_type()``; the category comes from name and device."""
+
+    def __getattribute__(self, item: str):  # type: ignore[no-untyped-def]
+        if item == "activity_type":
+            raise AttributeError(item)
+        return super().__getattribute__(item)
+
+    def device_type(self) -> str:
+        return "DeviceType.CUDA" if self.cat.startswith(("kernel", "gpu_")) else "DeviceType.CPU"
+
+    def device_index(self) -> int:
+        if self.device_type().endswith("CUDA"):
+            return 0
+        return -1 if self.cat in ("cuda_driver", "overhead") else 1
+
+    def device_resource_id(self) -> int:
+        return self.stream if self.device_type().endswith("CUDA") else (0 if self.device_index() < 0 else TID)
+
+
+def test_untyped_events_get_their_category_from_name_and_device() -> None:
+    events = [e for e in _events() if e.cat != "user_annotation"]
+    extra = [
+        FakeEvent("cuda_driver", "Lazy Function Loading", 101, 109, corr=1),
+        FakeEvent("overhead", "Activity Buffer Request", 10, 20),
+    ]
+    untyped = [UntypedEvent(**vars(e)) for e in events + extra]
+    for e in untyped:
+        e.tid = TID
+    table = event_table(untyped, pid=1).events
+    typed = event_table(events, pid=1).events
+    assert list(table["cat"].astype(str))[: len(typed)] == list(typed["cat"].astype(str))
+    lazy = table[table["name"] == "Lazy Function Loading"].iloc[0]
+    assert (lazy["cat"], lazy["tid"], lazy["arg_correlation"]) == ("cuda_driver", TID, -1)
+    assert "Activity Buffer Request" not in set(table["name"].astype(str))
 
 
 def test_waits_get_the_cause_and_line_of_the_python_call_around_them() -> None:

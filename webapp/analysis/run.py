@@ -31,6 +31,16 @@ _BASIS_NOTES = {
 }
 
 
+def timing_note(trace: Trace) -> tuple[str, ...]:
+    """How a recorded run's GPU intervals were timed (``notes.timing``), as a page note; () if not said."""
+    notes = trace.meta.notes or {}
+    timing = str(notes.get("timing") or "")
+    if not timing:
+        return ()
+    detail = str(notes.get("timing_note") or "")
+    return (f"GPU timing: {timing}" + (f" ({detail})" if detail else "") + ".",)
+
+
 def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
     """Sync waits per (cause, source) over the whole run, most costly first. Columns: ``cause``,
     ``source`` (user file:line, '' if unknown), ``count``, ``steps`` (step windows holding one), ``total_ns``,
@@ -88,5 +98,5 @@ def analyze(trace: Trace) -> RunAnalysis:
         sync_sources=sync_table(rd, gaps),
         findings=findings,
         what_if=what_if(per_step, ordered, pinned),
-        notes=(_BASIS_NOTES[rd.step_basis],),
+        notes=(_BASIS_NOTES[rd.step_basis], *timing_note(trace)),
     )
