@@ -18,7 +18,7 @@ ROCM = Path(__file__).parent / "data" / "rocm_mi250_train.pt.trace.json.gz"
 def test_rocm_trace_loads_with_hip_names() -> None:
     trace = load_trace(ROCM)
     df = trace.intervals
-    assert trace.meta.device_name == "AMD Radeon Graphics"
+    assert trace.meta.device_name == "AMD Radeon Graphics" and trace.meta.step_method == "markers"
     assert len(trace.steps()) == 2
     assert (df["kind"] == "kernel").sum() == 14 and (df["kind"] == "memcpy_h2d").sum() == 2
     waits = df[df["kind"] == "sync_wait"].set_index("name")["cause"].astype(str)

@@ -28,6 +28,8 @@ KEY_METRICS: tuple[tuple[str, str, str], ...] = (
     ("H2D pinned achieved", "h2d_pinned_achieved_gbps", "gbps"),
     ("H2D pinned probe", "h2d_pinned_probe_gbps", "gbps"),
     ("H2D pageable achieved", "h2d_pageable_achieved_gbps", "gbps"),
+    ("set-up (before the steps)", "setup_ns", "ms"),
+    ("tail (after the steps)", "tail_ns", "ms"),
 )
 
 
