@@ -9,18 +9,37 @@ import os
 
 from collector.importers.kineto import trace_from_kineto
 from collector.model import Trace
+from collector.steps import find_steps
 from collector.traceformat.events import read_events
 from collector.traceformat.read import from_table, is_streamscope
 from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, TraceFileError
 
+NO_EVENTS = "no GPU or CPU events in the trace"
 
-def load_trace(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Trace:
-    """Read our trace file, or import a torch.profiler (Kineto) Chrome trace, whichever ``path`` holds."""
+
+def load_trace(
+    path: str | os.PathLike[str],
+    *,
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+    step_at: str | None = None,
+) -> Trace:
+    """Read our trace file, or import a torch.profiler (Kineto) Chrome trace, whichever ``path`` holds, and
+    find its steps (collector.steps.find_steps; ``step_at`` is the user's ``--step-at``).
+
+    Raises TraceFileError (one line, starting with the path) for a bad file, a trace without intervals
+    (:data:`NO_EVENTS`) or a ``step_at`` that matches nothing.
+    """
+    name = os.fspath(path)
     table = read_events(path, max_inflated_bytes=max_inflated_bytes)
-    if is_streamscope(table):
-        return from_table(table, os.fspath(path))
     try:
-        return trace_from_kineto(table)
+        trace = from_table(table, name) if is_streamscope(table) else trace_from_kineto(table)
     except TraceFileError as exc:
         text = str(exc)
-        raise TraceFileError(text if text.startswith(os.fspath(path)) else f"{os.fspath(path)}: {text}") from None
+        raise TraceFileError(text if text.startswith(name) else f"{name}: {text}") from None
+    del table
+    if trace.intervals.empty:
+        raise TraceFileError(f"{name}: {NO_EVENTS}")
+    try:
+        return find_steps(trace, step_at)
+    except ValueError as exc:
+        raise TraceFileError(f"{name}: {exc}") from None

@@ -144,6 +144,7 @@ class RunMeta:
     command: str = ""
     bandwidth_probe: Mapping[str, float] = field(default_factory=dict)  # e.g. {"h2d_pinned_gbps": 53.7}
     error: str = ""  # set when the recorded workload raised
+    step_method: str = ""  # how the steps were found (collector.steps): markers, optimizer, repeat:cpu_op, ...
     notes: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -44,7 +44,8 @@ def list_runs() -> Response:
 
 @bp.post("/runs")
 def upload() -> tuple[Response, int]:
-    """Store one uploaded trace. 201 with the run; 400/413 with {"error"} and nothing stored."""
+    """Store one uploaded trace (``?step_at=SPEC`` places its steps, as ``--step-at``). 201 with the run;
+    400/413 with {"error"} and nothing stored."""
     store = get_store()
     limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
     if request.mimetype == "multipart/form-data":
@@ -56,8 +57,9 @@ def upload() -> tuple[Response, int]:
         stream, filename = request.stream, request.args.get("name", "")
     if not filename:
         abort(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
+    step_at = (request.args.get("step_at") or request.form.get("step_at") or "").strip() or None
     try:
-        info = ingest_stream(store, stream, filename, limit)
+        info = ingest_stream(store, stream, filename, limit, step_at=step_at)
     except TooLarge as exc:
         abort(413, str(exc))
     except IngestError as exc:

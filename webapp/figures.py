@@ -41,10 +41,52 @@ def format_value(key: str, value: Any) -> str:
     return _FORMATS[catalog.unit_of(key)](value)
 
 
+FEW_STEPS = 3
+"""With this many steps or fewer, each step is drawn as a stacked bar of where its time went."""
+
+BREAKDOWN: tuple[tuple[str, str, str], ...] = (
+    ("compute_busy_ns", "compute", "#4c78a8"),
+    ("exposed_copy_ns", "copy, not overlapped", "#e45756"),
+    ("idle_sync_stall_ns", "GPU idle: sync", "#f58518"),
+    ("idle_launch_bound_ns", "GPU idle: launches", "#eeca3b"),
+    ("idle_other_ns", "GPU idle: other", "#bab0ac"),
+)
+"""Per-step columns (ns) that add up to the step time, drawn as the stacked breakdown of few-step runs."""
+
+
+def step_breakdown_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step time") -> dict[str, Any]:
+    """One stacked bar (ms) per (rank, step): compute, exposed copy and GPU idle by cause; labels on x."""
+    labels = [f"rank {int(r.get('rank', 0))} step {int(r['step'])}" for r in per_step]
+    if len({int(r.get("rank", 0)) for r in per_step}) == 1:
+        labels = [f"step {int(r['step'])}" for r in per_step]
+    data = [
+        {
+            "type": "bar",
+            "name": label,
+            "x": labels,
+            "y": [float(r.get(key) or 0) / 1e6 for r in per_step],
+            "marker": {"color": color},
+            "hovertemplate": "%{x}: " + label + " %{y:.3f} ms<extra></extra>",
+        }
+        for key, label, color in BREAKDOWN
+        if any(float(r.get(key) or 0) > 0 for r in per_step)
+    ]
+    layout = _layout(title, "", "ms", True)
+    layout["barmode"] = "stack"
+    layout["xaxis"] = {"type": "category"}
+    return {"data": data, "layout": layout}
+
+
 def step_time_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step time") -> dict[str, Any] | None:
-    """Bars of step time (ms) per step, one trace per rank (at most 8); None without steps."""
+    """Bars of step time (ms) per step, one trace per rank (at most 8); with FEW_STEPS or fewer per rank,
+    the stacked breakdown of each step instead (:func:`step_breakdown_figure`); None without steps."""
     if not per_step or "step_time_ns" not in per_step[0]:
         return None
+    per_rank = max(
+        sum(1 for r in per_step if int(r.get("rank", 0)) == rank) for rank in {int(r.get("rank", 0)) for r in per_step}
+    )
+    if per_rank <= FEW_STEPS and all(key in per_step[0] for key, _, _ in BREAKDOWN) and len(per_step) <= 8 * FEW_STEPS:
+        return step_breakdown_figure(per_step, title)
     by_rank: dict[int, tuple[list[int], list[float]]] = {}
     for row in per_step:
         steps, values = by_rank.setdefault(int(row.get("rank", 0)), ([], []))

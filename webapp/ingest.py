@@ -61,8 +61,11 @@ def display_name(filename: str) -> str:
     return base.strip()[:200] or "run"
 
 
-def ingest_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: int) -> RunInfo:
-    """Stream ``stream`` to a server-named file in the uploads folder, then store it as a run.
+def ingest_stream(
+    store: Store, stream: IO[bytes], filename: str, limit_bytes: int, *, step_at: str | None = None
+) -> RunInfo:
+    """Stream ``stream`` to a server-named file in the uploads folder, then store it as a run (``step_at``:
+    the user's ``--step-at`` choice, collector.steps).
 
     The upload file is always removed; nothing is stored when any step fails.
     """
@@ -82,7 +85,7 @@ def ingest_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: i
         if written == 0:
             raise IngestError("the file is empty")
         try:
-            return ingest_file(store, part, display_name(filename))
+            return ingest_file(store, part, display_name(filename), step_at=step_at)
         except IngestError as exc:  # name the user's file, never the server's path
             message = str(exc).replace(f"{part}: ", "").replace(str(part), "the file")
             raise IngestError(message) from None
@@ -90,12 +93,12 @@ def ingest_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: i
         part.unlink(missing_ok=True)
 
 
-def ingest_file(store: Store, path: Path, name: str, origin: str = "") -> RunInfo:
+def ingest_file(store: Store, path: Path, name: str, origin: str = "", *, step_at: str | None = None) -> RunInfo:
     """Load a trace file (ours or torch.profiler's) and store it; raises IngestError with one line."""
     from collector.load import load_trace
 
     try:
-        trace = load_trace(str(path))
+        trace = load_trace(str(path), step_at=step_at)
     except (ValueError, OSError, EOFError) as exc:
         raise IngestError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     except MemoryError:

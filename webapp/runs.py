@@ -58,6 +58,11 @@ def run_page(run_id: str) -> str:
         for r in analysis.get("per_step") or []
         if "start_ns" in r and "step" in r
     ][:MAX_EMBEDDED_STEPS]
+    light["phases"] = [
+        {"rank": p.get("rank", 0), "phase": p["phase"], "start_ns": p["start_ns"], "end_ns": p["end_ns"]}
+        for p in analysis.get("phases") or []
+        if "phase" in p and "start_ns" in p
+    ]
     page = {
         "run": info.to_dict(),
         "lanes": lanes,

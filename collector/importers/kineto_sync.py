@@ -40,13 +40,21 @@ SYNC_API_CAUSE: dict[str, str] = {
     "cudaFreeHost": "cuda_free",
     "cuMemFree": "cuda_free",
     "cuMemFree_v2": "cuda_free",
+    # ROCm (HIP) names of the same calls
+    "hipStreamSynchronize": "stream_synchronize",
+    "hipDeviceSynchronize": "synchronize",
+    "hipCtxSynchronize": "synchronize",
+    "hipEventSynchronize": "event_synchronize",
+    "hipFree": "cuda_free",
+    "hipHostFree": "cuda_free",
 }
 """Host API calls that always block the calling thread until GPU work finishes, and their cause."""
 
-_BLOCKING_COPY_API = re.compile(r"^(cudaMemcpy(?!.*Async)\w*|cuMemcpy(?!.*Async)\w*)$")
-"""Synchronous copy APIs (``cudaMemcpy``, ``cudaMemcpy2D``, ``cuMemcpyDtoH_v2`` ...; not the *Async ones)."""
+_BLOCKING_COPY_API = re.compile(r"^((?:cuda|hip)Memcpy(?!.*Async)\w*|cuMemcpy(?!.*Async)\w*)$")
+"""Synchronous copy APIs (``cudaMemcpy``, ``cudaMemcpy2D``, ``cuMemcpyDtoH_v2``, ROCm's ``hipMemcpyWithStream``
+...; not the *Async ones)."""
 
-_ASYNC_COPY_API = re.compile(r"^(cudaMemcpy\w*Async\w*|cuMemcpy\w*Async\w*)$")
+_ASYNC_COPY_API = re.compile(r"^((?:cuda|hip)Memcpy\w*Async\w*|cuMemcpy\w*Async\w*)$")
 
 CUDA_SYNC_EVENT_CAUSE: dict[str, str] = {
     "Stream Sync": "stream_synchronize",

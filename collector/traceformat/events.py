@@ -141,21 +141,30 @@ def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
         raise TraceFileError(f"cannot read the file ({exc.strerror or exc})") from None
 
 
+_WHITESPACE = b" \t\r\n"
+
+
 def _inflate(f: Any, limit: int) -> bytearray:
+    """The inflated bytes, refused past ``limit``. A piece (up to 16 MiB) that is all JSON whitespace and
+    follows whitespace is dropped, so a trace padded with gigabytes of blanks costs no memory (``limit``
+    still counts every inflated byte)."""
     out = _presized(f, limit)
-    size = 0
+    size = inflated = 0
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         while chunk := f.read(1 << 20):
             while chunk:
                 piece = inflater.decompress(chunk, 1 << 24)
-                if size + len(piece) > limit:
+                inflated += len(piece)
+                if inflated > limit:
                     raise TraceFileError(
                         f"gzip inflates past the limit of {limit:,} bytes (max_inflated_bytes); "
                         "refusing a likely gzip bomb"
                     )
-                out[size : size + len(piece)] = piece  # in place while it fits, else grows
-                size += len(piece)
+                blank = size > 0 and out[size - 1] in _WHITESPACE and not piece.translate(None, _WHITESPACE)
+                if not blank:
+                    out[size : size + len(piece)] = piece  # in place while it fits, else grows
+                    size += len(piece)
                 chunk = inflater.unconsumed_tail
                 if inflater.eof and not chunk and inflater.unused_data.strip(b"\0"):
                     chunk = inflater.unused_data  # another gzip member follows

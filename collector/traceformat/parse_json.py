@@ -30,7 +30,7 @@ _MAX_TS_US = 9.0e15  # |ts| beyond this does not fit int64 nanoseconds
 class Field(NamedTuple):
     column: str  # EVENT_COLUMNS name
     key: str  # JSON key; "args.x" lives in the event's args object
-    kind: str  # str | id | time | int | bool
+    kind: str  # str | id | time | int | hexint (an int, or a string like "0x0" as ROCm writes stream ids) | bool
     only: str  # "ours": read only from Streamscope files; "kineto": only from other traces; "": from all
 
     @property
@@ -53,7 +53,7 @@ SPEC: tuple[Field, ...] = tuple(
         ("dur_ns", "dur", "time", ""),
         ("flow_id", "id", "id", "kineto"),
         ("arg_name", "args.name", "str", ""),
-        ("arg_stream", "args.stream", "int", ""),
+        ("arg_stream", "args.stream", "hexint", ""),
         ("arg_device", "args.device", "int", "kineto"),
         ("arg_correlation", "args.correlation", "int", "kineto"),
         ("arg_external_id", "args.External id", "int", "kineto"),
@@ -70,8 +70,14 @@ SPEC: tuple[Field, ...] = tuple(
         ("arg_id", "args.id", "int", "ours"),
     )
 )
-_DEFAULTS = {"str": "", "id": -1, "time": math.nan, "int": -1, "bool": False}
-_EXPECT = {"str": "a string", "id": "an integer or a string", "int": "an integer", "bool": "true or false"}
+_DEFAULTS = {"str": "", "id": -1, "time": math.nan, "int": -1, "hexint": -1, "bool": False}
+_EXPECT = {
+    "str": "a string",
+    "id": "an integer or a string",
+    "int": "an integer",
+    "hexint": "an integer",
+    "bool": "true or false",
+}
 TS, DUR = 5, 6  # SPEC positions of ts and dur
 
 
@@ -117,12 +123,24 @@ def check_event(event: Any, index: int, fields: Sequence[int]) -> tuple[Any, ...
         elif not (
             (kind == "str" and isinstance(value, str))
             or (kind == "int" and is_int)
+            or (kind == "hexint" and (is_int or _int_text(value) is not None))
             or (kind == "bool" and isinstance(value, bool))
             or (kind == "id" and (is_int or isinstance(value, str)))
         ):
             raise TraceFileError(f"event {index}: '{key}' should be {_EXPECT[kind]} ({_shown(value)})")
-        row.append(value)
+        row.append(_int_text(value) if kind == "hexint" and isinstance(value, str) else value)
     return tuple(row)
+
+
+def _int_text(value: Any) -> int | None:
+    """An integer written as a string, decimal or hex (ROCm's ``"stream": "0x0"``); None for anything else."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        return None
 
 
 def _shown(value: Any) -> str:
@@ -172,6 +190,8 @@ class Columns:
                 out[start:stop] = self._ids(list(col))
             elif kind == "time":
                 out[start:stop] = _ns(np.fromiter(col, np.float64, count), SPEC[i].key, start)
+            elif kind == "hexint":
+                out[start:stop] = _hex_numbers(col, count, start, SPEC[i].key)
             else:
                 out[start:stop] = _numbers(col, out.dtype, count, _DEFAULTS[kind])
         self._check_x(start, stop)
@@ -223,6 +243,22 @@ def _numbers(col: Iterable[Any], dtype: Any, count: int, default: Any) -> np.nda
         return np.fromiter(values, dtype, count)
     except TypeError:
         return np.fromiter((default if v is None else v for v in values), dtype, count)
+
+
+def _hex_numbers(col: Iterable[Any], count: int, start: int, key: str) -> np.ndarray:
+    """An int column whose values may also be integer strings ("0x0", "7"); null is -1."""
+    values = col if isinstance(col, (list, tuple)) else list(col)
+    try:
+        return np.fromiter(values, np.int64, count)
+    except (TypeError, ValueError):
+        pass
+    out = np.empty(count, dtype=np.int64)
+    for k, v in enumerate(values):  # only for traces that write ids as strings (ROCm)
+        number = -1 if v is None else (v if isinstance(v, int) and not isinstance(v, bool) else _int_text(v))
+        if number is None:
+            raise TraceFileError(f"event {start + k}: '{key}' should be an integer ({_shown(v)})")
+        out[k] = number
+    return out
 
 
 _MISSING_NS = -(2**63)  # internal marker for a missing time; -1 in the finished table

@@ -42,7 +42,7 @@ def _gc_paused() -> Iterator[None]:
 # args fields accept null as "absent" (Kineto writes "Python parent id": null for a root Python frame)
 class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
     name: str | None = ""
-    stream: int | None = -1
+    stream: int | str | None = -1  # ROCm writes stream ids as strings ("0x0")
     device: int | None = -1
     correlation: int | None = -1
     external_id: int | None = msgspec.field(default=-1, name="External id")
@@ -53,7 +53,7 @@ class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
 
 class _OurArgs(msgspec.Struct, gc=False, frozen=True):
     name: str | None = ""
-    stream: int | None = -1
+    stream: int | str | None = -1
     bytes: int | None = -1
     kind: str | None = ""
     memory_kind: str | None = ""

@@ -46,9 +46,13 @@ def test_copy_overlap_and_blocking_copy_findings() -> None:
     # after pinning, the copy would still take 1.25 ms with no kernel running: 4.5% of 28 ms -> info
     assert f["no-copy-overlap"].cost_per_step_ns == pytest.approx((64 << 20) / 53.7, abs=1)
     assert f["no-copy-overlap"].severity == "info"
-    # the GPU waited 20 us after the blocking copy before the next kernel arrived
-    assert f["blocking-copy"].cost_per_step_ns == 20 * US and f["blocking-copy"].severity == "info"
-    assert "non_blocking=True" in f["blocking-copy"].fix
+    # the GPU waited 20 us after the blocking copy before the next kernel arrived: 0.07% of the step, so
+    # the finding is minor (kept in the JSON, not listed)
+    result = analyze(pageable_run())
+    minor = {m.rule: m for m in result.minor_findings}
+    assert "blocking-copy" not in f and minor["blocking-copy"].cost_per_step_ns == 20 * US
+    assert "non_blocking=True" in minor["blocking-copy"].fix
+    assert result.to_dict()["minor_findings"][0]["rule"] == "blocking-copy"
 
 
 def _sync_run(with_sync_in: tuple[int, ...]) -> Trace:

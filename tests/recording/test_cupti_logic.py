@@ -4,6 +4,7 @@ host facts (causes, lines, op names, steps, annotations), the clock line, and th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,7 +105,7 @@ def test_event_table_keeps_gpu_work_and_runtime_calls() -> None:
 class UntypedEvent(FakeEvent):
     """torch 2.11's events: no ``activity_type()``; the category comes from name and device."""
 
-    def __getattribute__(self, item: str):  # type: ignore[no-untyped-def]
+    def __getattribute__(self, item: str) -> Any:
         if item == "activity_type":
             raise AttributeError(item)
         return super().__getattribute__(item)

@@ -118,6 +118,9 @@ CATALOG: tuple[Metric, ...] = (
     Metric("h2d_pinned_vs_probe_frac", "H2D pinned vs probe", FRAC, HIGHER),
     Metric("h2d_pageable_achieved_gbps", "H2D pageable achieved", GBPS, HIGHER, headline=True),
     Metric("h2d_pageable_probe_gbps", "H2D pageable probe", GBPS),
+    # one-time phases: work before the first step and after the last (never per-step cost)
+    Metric("setup_ns", "Set-up (before the steps)", NS, headline=True),
+    Metric("tail_ns", "Tail (after the steps)", NS, headline=True),
     # the run's size
     Metric("steps", "Steps", COUNT, card=True),
     Metric("ranks", "Ranks", COUNT, card=True),

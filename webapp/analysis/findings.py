@@ -1,8 +1,14 @@
 """Findings: each rule measures what its problem costs per step and says how to fix it in PyTorch.
 
-:func:`find_all` returns the findings and, per rule, the cost in every step window (ns), which the
-what-if estimate and the per-step table use. Costs never overlap between rules: idle gaps are each
-blamed on one cause (webapp.analysis.gaps), copy time on the pageable or the overlap rule.
+:func:`find_all` returns the findings, the minor ones and, per rule, the cost in every step window (ns),
+which the what-if estimate and the per-step table use. Costs never overlap between rules: idle gaps are
+each blamed on one cause (webapp.analysis.gaps), copy time on the pageable or the overlap rule. Only work
+inside step windows is judged: the set-up and tail (webapp.analysis.phases) are one-time work.
+
+Severity, from a finding's mean cost per step against the median step: critical >= CRITICAL_FRAC (20%),
+warning >= WARNING_FRAC (5%), info below; a cost that hits fewer than IN_LOOP_STEP_FRAC of the steps stays
+info. Below LIST_FRAC (0.5%) of the step, or under MIN_LISTED_NS, a finding is minor: kept in the JSON,
+not listed. Findings are ranked by cost per step, then total cost, costliest first.
 """
 
 from __future__ import annotations
@@ -20,7 +26,11 @@ from webapp.analysis.records import Evidence, Finding
 from webapp.analysis.texts import FIXES, sync_fix
 
 INFO_FRAC = 0.01
-"""Below 1% of the median step a cost is within run-to-run noise (step times vary by a few % anyway)."""
+"""A step counts as hit by a finding when the finding costs it at least 1% of the median step."""
+LIST_FRAC = 0.005
+"""Below 0.5% of the median step a cost is within run-to-run noise: the finding is minor, not listed."""
+MIN_LISTED_NS = 1_000
+"""A cost under 1 us per step is never listed (it would read as 0.000 ms)."""
 WARNING_FRAC = 0.05
 """5% of step time is worth a code change; a clean run (the overlap demo) stays below it."""
 CRITICAL_FRAC = 0.20
@@ -44,15 +54,13 @@ AddFinding = Callable[..., None]
 RULES = ("pageable-copy", "blocking-copy", "no-copy-overlap", "sync-in-loop", "launch-bound", "idle-gaps")
 
 
-def severity(frac: float, floor: str | None = None) -> str | None:
-    """Severity for a cost that is ``frac`` of the step time; ``floor`` when below INFO_FRAC."""
+def severity(frac: float) -> str:
+    """Severity for a cost that is ``frac`` of the step time."""
     if frac >= CRITICAL_FRAC:
         return "critical"
     if frac >= WARNING_FRAC:
         return "warning"
-    if frac >= INFO_FRAC:
-        return "info"
-    return floor
+    return "info"
 
 
 def _pinned_gbps(rd: RunData, metrics: dict[str, float]) -> float:
@@ -127,8 +135,9 @@ def _ms(ns: float) -> str:
 
 def find_all(
     rd: RunData, per_step: pd.DataFrame, metrics: dict[str, float], gaps: gp.Gaps, blocked: np.ndarray
-) -> tuple[tuple[Finding, ...], dict[str, np.ndarray]]:
-    """Findings, most costly first, and each rule's cost per step window (ns, aligned with rd.win)."""
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...], dict[str, np.ndarray]]:
+    """Listed findings and minor ones, each costliest first, and each rule's cost per step window (ns,
+    aligned with rd.win)."""
     n_win = max(len(rd.win), 1)
     step_ref = float(np.median(rd.win.ends - rd.win.starts)) if len(rd.win) else 0.0
     df = rd.trace.intervals
@@ -136,28 +145,31 @@ def find_all(
     dur = rd.e - rd.s
     costs: dict[str, np.ndarray] = {r: np.zeros(len(rd.win), dtype=np.int64) for r in RULES}
     found: list[Finding] = []
+    minor: list[Finding] = []
 
     def add(
         rule: str,
-        floor: str | None,
         detail: str,
         sources: tuple[str, ...],
         evidence: tuple[Evidence, ...],
         fix: str | None = None,
     ) -> None:
-        per_step = float(costs[rule].sum()) / n_win  # the per-step columns and the what-if use the same costs
-        sev = severity(per_step / step_ref if step_ref > 0 else 0.0, floor)
-        if sev is None:
-            return
+        total = float(costs[rule].sum())
+        per_step = total / n_win  # the per-step columns and the what-if use the same costs
+        frac = per_step / step_ref if step_ref > 0 else 0.0
+        sev = severity(frac)
         hit = int((costs[rule] >= INFO_FRAC * step_ref).sum()) if step_ref > 0 else 0
         if sev != "info" and hit < IN_LOOP_STEP_FRAC * n_win:
             sev = "info"  # concentrated in a few steps: a one-off (checkpoint, eval, a pause), not the loop
             detail += f" Only {hit} of {n_win} steps are affected."
         title, default_fix = FIXES[rule]
-        found.append(Finding(rule, title, sev, int(round(per_step)), fix or default_fix, detail, sources, evidence))
+        finding = Finding(
+            rule, title, sev, int(round(per_step)), fix or default_fix, detail, sources, evidence, int(round(total))
+        )
+        (found if frac >= LIST_FRAC and per_step >= MIN_LISTED_NS else minor).append(finding)
 
     # copies: pageable-copy and no-copy-overlap share each copy's exposed time
-    big = np.flatnonzero(rd.copy_mask & (nbytes >= MIN_COPY_BYTES))
+    big = np.flatnonzero(rd.copy_mask & (nbytes >= MIN_COPY_BYTES) & (rd.win_row >= 0))
     exposed = dur[big] - rd.compute.measure_in(rd.s[big], rd.e[big])
     pageable = rd.mem[big] == rd.mem_code("pageable")
     pinned_gbps = _pinned_gbps(rd, metrics)
@@ -188,7 +200,6 @@ def find_all(
         )
         add(
             "pageable-copy",
-            "info",
             detail,
             _top_sources(_sources(rd, pr), dur[pr]),
             _evidence(rd, pr, rd.s[pr], rd.e[pr], dur[pr], (_launch_rows(rd, pr),)),
@@ -205,7 +216,6 @@ def find_all(
         )
         add(
             "no-copy-overlap",
-            None,
             detail,
             _top_sources(_sources(rd, rows), left[left > 0]),
             _evidence(rd, rows, rd.s[rows], rd.e[rows], left[left > 0], (_launch_rows(rd, rows),)),
@@ -223,7 +233,6 @@ def find_all(
         )
         add(
             "blocking-copy",
-            "info",
             detail,
             _top_sources(_sources(rd, blk), dur[blk]),
             _evidence(rd, blk, rd.s[blk], rd.e[blk], dur[blk], (_launch_rows(rd, blk),)),
@@ -234,16 +243,19 @@ def find_all(
     gmask = gaps.cause == gp.STARVED
     costs["launch-bound"] = gaps.per_window(len(rd.win), gmask)
     if gmask.any():
-        launches = int((rd.kind == rd.code(IntervalKind.LAUNCH)).sum())
-        kern = rd.kind == rd.code(IntervalKind.KERNEL)
-        kmed = float(np.median(dur[kern])) if kern.any() else math.nan
+        in_steps = rd.win_row >= 0
+        launches = int((in_steps & (rd.kind == rd.code(IntervalKind.LAUNCH))).sum())
+        kern = in_steps & (rd.kind == rd.code(IntervalKind.KERNEL))
+        facts = [f"{launches / n_win:.0f} launches per step"] if launches else []
+        if kern.any():
+            facts.append(f"median kernel {float(np.median(dur[kern])) / 1e3:.1f} us")
+        facts.append(f"host issuing {_ms(float(per_step['host_issue_ns'].mean()))} per step")
         detail = (
             f"The GPU idled {_ms(length[gmask].sum() / n_win)} per step waiting for the host to launch "
-            f"work ({launches / n_win:.0f} launches per step, median kernel {kmed / 1e3:.1f} us, host "
-            f"issuing {_ms(float(per_step['host_issue_ns'].mean()))} per step)."
+            f"work ({', '.join(facts)})."
         )
         rows = gaps.next_row[gmask]
-        add("launch-bound", None, detail, (), _evidence(rd, rows, gaps.s[gmask], gaps.e[gmask], length[gmask]))
+        add("launch-bound", detail, (), _evidence(rd, rows, gaps.s[gmask], gaps.e[gmask], length[gmask]))
 
     gmask = ((gaps.cause == gp.HOST) | (gaps.cause == gp.QUEUED)) & (length >= gp.LONG_GAP_NS)
     costs["idle-gaps"] = gaps.per_window(len(rd.win), gmask)
@@ -258,10 +270,10 @@ def find_all(
             f"waiting in syncs {syncing / tot:.0%} and otherwise idle or in unrecorded code "
             f"{max(1 - (issuing + syncing) / tot, 0):.0%} of that time."
         )
-        add("idle-gaps", None, detail, (), _evidence(rd, gaps.next_row[gmask], a, b, b - a))
-    order = {s: i for i, s in enumerate(("critical", "warning", "info"))}
-    found.sort(key=lambda f: (order[f.severity], -f.cost_per_step_ns))
-    return tuple(found), costs
+        add("idle-gaps", detail, (), _evidence(rd, gaps.next_row[gmask], a, b, b - a))
+    found.sort(key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns))
+    minor.sort(key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns))
+    return tuple(found), tuple(minor), costs
 
 
 def _sync_rule(rd: RunData, gaps: gp.Gaps, costs: dict[str, np.ndarray], add: AddFinding, n_win: int) -> None:
@@ -294,7 +306,7 @@ def _sync_rule(rd: RunData, gaps: gp.Gaps, costs: dict[str, np.ndarray], add: Ad
         for (c, s), n in zip(loop.index, loop["count"], strict=True)
     ][:5]
     detail = (
-        f"Host syncs in every step: {'; '.join(parts)}. Each drains the GPU queue; the GPU then idled "
+        f"Host syncs in the loop: {'; '.join(parts)}. Each drains the GPU queue; the GPU then idled "
         f"{_ms(total / n_win)} per step until new work arrived."
     )
     recurring = per[(per["steps"] < IN_LOOP_STEP_FRAC * n_win) & (per["steps"] >= RECURRING_MIN_STEPS)]
@@ -310,7 +322,6 @@ def _sync_rule(rd: RunData, gaps: gp.Gaps, costs: dict[str, np.ndarray], add: Ad
     srows, scost = rows[pos], cost[pos]
     add(
         "sync-in-loop",
-        "info",
         detail,
         tuple(dict.fromkeys(s for (_, s) in named if s))[:5],
         _evidence(rd, srows, rd.s[srows], rd.e[srows], scost + (rd.e[srows] - rd.s[srows]) // 1000),

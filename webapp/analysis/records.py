@@ -74,11 +74,12 @@ class Finding:
     rule: str  # "pageable-copy", "blocking-copy", "no-copy-overlap", "sync-in-loop", "launch-bound", "idle-gaps"
     title: str
     severity: str  # "info" | "warning" | "critical"
-    cost_per_step_ns: int
+    cost_per_step_ns: int  # mean over steps
     fix: str
     detail: str
     sources: tuple[str, ...] = ()  # user file:line
     evidence: tuple[Evidence, ...] = ()
+    cost_total_ns: int = 0  # over all steps
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,6 +91,7 @@ class Finding:
             "detail": self.detail,
             "sources": list(self.sources),
             "evidence": [e.to_dict() for e in self.evidence],
+            "cost_total_ns": int(self.cost_total_ns),
         }
 
     @classmethod
@@ -103,6 +105,7 @@ class Finding:
             detail=str(d.get("detail") or ""),
             sources=tuple(str(s) for s in d.get("sources") or ()),
             evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence") or ()),
+            cost_total_ns=int(d.get("cost_total_ns") or 0),
         )
 
 
@@ -117,7 +120,10 @@ class RunAnalysis:
     (:data:`webapp.analysis.metrics.PER_STEP_COLUMNS` plus :data:`webapp.analysis.run.EXTRA_STEP_COLUMNS`),
     ``per_rank`` (:func:`~webapp.analysis.metrics.per_rank_frame`), ``kernels``
     (:func:`~webapp.analysis.metrics.kernel_table`), ``sync_sources`` (:func:`~webapp.analysis.run.sync_table`).
-    ``what_if`` is described in :func:`webapp.analysis.whatif.what_if`; ``notes`` says how steps were placed.
+    ``what_if`` is described in :func:`webapp.analysis.whatif.what_if`; ``notes`` says how steps were found
+    and placed and what the set-up and tail cost. ``findings`` are those worth listing, costliest first;
+    ``minor_findings`` those below the listing threshold (webapp.analysis.findings.LIST_FRAC). ``phases`` is
+    the set-up and tail table (:data:`webapp.analysis.phases.PHASE_COLUMNS`).
     """
 
     metrics: dict[str, float]
@@ -128,6 +134,8 @@ class RunAnalysis:
     findings: tuple[Finding, ...]
     what_if: dict[str, float]
     notes: tuple[str, ...] = field(default=())
+    phases: pd.DataFrame = field(default_factory=pd.DataFrame)
+    minor_findings: tuple[Finding, ...] = field(default=())
 
     def summary(self) -> dict[str, Any]:
         """Small dict for the run catalog."""
@@ -152,6 +160,8 @@ class RunAnalysis:
             "what_if": _plain(dict(self.what_if)),
             "summary": self.summary(),
             "notes": list(self.notes),
+            "phases": frame_records(self.phases),
+            "minor_findings": [f.to_dict() for f in self.minor_findings],
         }
 
     @classmethod
@@ -171,4 +181,6 @@ class RunAnalysis:
             findings=tuple(Finding.from_dict(f) for f in d.get("findings") or ()),
             what_if={str(k): number(v) for k, v in (d.get("what_if") or {}).items()},
             notes=tuple(str(n) for n in d.get("notes") or ()),
+            phases=pd.DataFrame(d.get("phases") or []),
+            minor_findings=tuple(Finding.from_dict(f) for f in d.get("minor_findings") or ()),
         )

@@ -12,6 +12,7 @@ from webapp.analysis import gaps as gp
 from webapp.analysis.context import RunData, prepare
 from webapp.analysis.findings import RULES, find_all
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
+from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.records import RunAnalysis
 from webapp.analysis.whatif import fixed_per_step, what_if
 
@@ -27,8 +28,25 @@ _BASIS_NOTES = {
     "host": "Step windows are the step markers (no GPU work is tagged with its step).",
     "annotation": "No step markers: steps come from 'step N' annotations (record_function), and each window "
     "follows the GPU work launched in that step.",
-    "span": "No step markers: each rank's whole run (first to last GPU interval) is one step.",
+    "span": "No steps found: each rank's whole run (first to last GPU interval) is one step.",
 }
+
+_METHOD_NOTES = {
+    "optimizer": "No step markers: a step ends where each optimizer step (Optimizer.step) ends.",
+    "repeat:source": "No step markers: steps are the iterations of the loop, found as the repeating sequence "
+    "of source lines.",
+    "repeat:cpu_op": "No step markers: steps are the iterations of the loop, found as the repeating sequence "
+    "of host ops.",
+    "repeat:gpu": "No step markers: steps are the iterations of the loop, found as the repeating sequence of GPU work.",
+}
+
+
+def step_notes(method: str, basis: str) -> tuple[str, ...]:
+    """How steps were found (RunMeta.step_method) and how their windows were placed."""
+    found = _METHOD_NOTES.get(method, "")
+    if method.startswith("step_at:"):
+        found = f"Steps start where --step-at {method[len('step_at:') :]} matches."
+    return (found, _BASIS_NOTES[basis]) if found else (_BASIS_NOTES[basis],)
 
 
 def timing_note(trace: Trace) -> tuple[str, ...]:
@@ -81,7 +99,10 @@ def analyze(trace: Trace) -> RunAnalysis:
     gaps = gp.find_gaps(rd, blocked)
     per_step = per_step_frame(rd, gaps)
     metrics = run_metrics(rd, per_step)
-    findings, costs = find_all(rd, per_step, metrics, gaps, blocked)
+    findings, minor, costs = find_all(rd, per_step, metrics, gaps, blocked)
+    phases = phase_frame(rd)
+    for kind in ("setup", "tail"):
+        metrics[f"{kind}_ns"] = float(phases.loc[phases["phase"] == kind, "dur_ns"].sum())
     order = np.lexsort((rd.win_step, rd.win_rank))  # per_step rows are sorted by (rank, step)
     pinned = metrics.get("h2d_pinned_probe_gbps", math.nan)
     if pinned != pinned:
@@ -89,7 +110,8 @@ def analyze(trace: Trace) -> RunAnalysis:
     ordered = {rule: costs[rule][order] for rule in RULES}
     for rule in RULES:
         per_step[f"cost_{rule.replace('-', '_')}_ns"] = ordered[rule]
-    per_step["step_time_fixed_ns"] = fixed_per_step(per_step, ordered, pinned).round().astype(np.int64)
+    listed = {rule: ordered[rule] for rule in dict.fromkeys(f.rule for f in findings)}  # what-if: listed only
+    per_step["step_time_fixed_ns"] = fixed_per_step(per_step, listed, pinned).round().astype(np.int64)
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),
@@ -97,6 +119,8 @@ def analyze(trace: Trace) -> RunAnalysis:
         kernels=kernel_table(rd),
         sync_sources=sync_table(rd, gaps),
         findings=findings,
-        what_if=what_if(per_step, ordered, pinned),
-        notes=(_BASIS_NOTES[rd.step_basis], *timing_note(trace)),
+        what_if=what_if(per_step, listed, pinned),
+        notes=(*step_notes(trace.meta.step_method, rd.step_basis), *phase_notes(phases), *timing_note(trace)),
+        phases=phases,
+        minor_findings=minor,
     )

@@ -6,7 +6,8 @@ hidden behind compute), ``blocking-copy`` and ``sync-in-loop`` (the GPU gaps the
 cannot get shorter than its compute, its copies at pinned speed, or the host's time to issue the work, so
 ``fixed`` is raised to that floor. The estimate is the median of ``fixed`` over all steps.
 ``launch-bound`` and ``idle-gaps`` savings are reported as potentials but not applied: their fixes
-(CUDA graphs, data loading) change more than one can predict from the trace.
+(CUDA graphs, data loading) change more than one can predict from the trace. ``costs`` holds the rules
+of the listed findings only, so every saving matches a finding the user sees.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def fixed_per_step(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_
     now = per_step["step_time_ns"].to_numpy(np.float64)
     saving = np.zeros(len(per_step))
     for rule in APPLIED:
-        saving += costs[rule]
+        if rule in costs:
+            saving += costs[rule]
     copy_floor = (
         per_step["copy_bytes"].to_numpy(np.float64) / pinned_gbps
         if pinned_gbps == pinned_gbps and pinned_gbps > 0
@@ -46,7 +48,7 @@ def fixed_per_step(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_
 
 def what_if(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_gbps: float) -> dict[str, float]:
     """``step_time_now_ns`` and ``step_time_fixed_ns`` (medians over steps), ``speedup`` (now / fixed),
-    ``saving_<rule>_ns`` (mean per step, every rule) and ``applied`` rules' total ``saving_applied_ns``."""
+    ``saving_<rule>_ns`` (mean per step, every rule in ``costs``) and ``applied`` rules' total ``saving_applied_ns``."""
     if per_step.empty:
         return {"step_time_now_ns": math.nan, "step_time_fixed_ns": math.nan, "speedup": math.nan}
     fixed = fixed_per_step(per_step, costs, pinned_gbps)

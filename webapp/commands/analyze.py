@@ -16,16 +16,23 @@ from typing import Any
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", help="trace file: .json or .json.gz (Streamscope or torch.profiler)")
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    parser.add_argument(
+        "--step-at",
+        metavar="SPEC",
+        default=None,
+        help="where steps start: FILE:LINE (host work from that source line) or a record_function/NVTX name; "
+        "overrides the steps found in the trace",
+    )
 
 
-def load(path: str) -> Any:
+def load(path: str, step_at: str | None = None) -> Any:
     """Read a trace for analysis; a missing file or a trace that cannot be analysed is a CliError."""
     from collector.load import load_trace
     from webapp.cli import CliError
 
     if not Path(path).is_file():
         raise CliError(f"{path}: no such file")
-    return load_trace(path)
+    return load_trace(path, step_at=step_at)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from webapp.analysis.report import analysis_text
     from webapp.cli import CliError
 
-    trace = load(args.run)
+    trace = load(args.run, args.step_at)
     try:
         result = analyze(trace)
     except ValueError as exc:

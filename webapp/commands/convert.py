@@ -14,6 +14,13 @@ OUTPUT_SUFFIXES = (".json", ".json.gz")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="trace to read: .json or .json.gz (Streamscope or torch.profiler)")
     parser.add_argument("output", help="file to write: .json or .json.gz (gzip)")
+    parser.add_argument(
+        "--step-at",
+        metavar="SPEC",
+        default=None,
+        help="where steps start: FILE:LINE (host work from that source line) or a record_function/NVTX name; "
+        "overrides the steps found in the trace",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{dst}: output would overwrite the input")
     if not dst.parent.is_dir():
         raise CliError(f"{dst.parent}: no such folder for the output")
-    trace = load_trace(str(src))
+    trace = load_trace(str(src), step_at=args.step_at)
     try:
         write_trace(trace, str(dst))
     except OSError as exc:

@@ -8,7 +8,8 @@ const run = P.run, analysis = P.analysis || {};
 const span = Math.max(1, run.end_ns - run.start_ns);
 const root = document.getElementById("timeline");
 const stepMarks = ((analysis.steps) || []).map((s) => ({ rank: s.rank, step: s.step, s: s.start_ns - run.start_ns, e: s.end_ns - run.start_ns }));
-const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span, steps: stepMarks.length ? stepMarks : null });
+const phases = ((analysis.phases) || []).map((p) => ({ rank: p.rank, phase: p.phase, s: p.start_ns - run.start_ns, e: p.end_ns - run.start_ns }));
+const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span, steps: stepMarks.length ? stepMarks : null, phases: phases });
 window.ssTimeline = tl;  // test and benchmark hook
 tlLegend(document.getElementById("tl-legend"));
 tl.load().catch((e) => tl.showError(e.message));

@@ -270,7 +270,21 @@ export class Timeline {
     return out.filter((_, i) => i % stride === 0);
   }
 
+  // set-up (before the first step) and tail (after the last): shaded, labelled, one-time work
+  drawPhases() {
+    const ctx = this.ctx, G = this.opts.gutter, right = this.cssW - 8;
+    ctx.font = "10px system-ui";
+    for (const p of this.opts.phases || []) {
+      const x0 = Math.max(G, this.x(this.rel(p.s))), x1 = Math.min(right, this.x(this.rel(p.e)));
+      if (x1 <= x0) continue;
+      ctx.fillStyle = "rgba(120, 120, 140, 0.10)";
+      ctx.fillRect(x0, 22, x1 - x0, this.height - 22);
+      if (x1 - x0 > 40) { ctx.fillStyle = "#5a6070"; ctx.fillText(p.phase === "setup" ? "set-up" : "tail", x0 + 3, 46); }
+    }
+  }
+
   drawSteps() {
+    this.drawPhases();
     const ctx = this.ctx;
     ctx.strokeStyle = "rgba(29, 35, 48, 0.35)"; ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
     ctx.fillStyle = "#1d2330"; ctx.font = "10px system-ui";

@@ -1,0 +1,124 @@
+"""Set-up and tail: each rank's work before its first step window and after its last one.
+
+These phases are one-time work (the model moved to the GPU, warm-up, first-call library set-up, saving
+results). They are measured here and shown apart; no per-step metric, finding or what-if counts them
+(findings and metrics only look inside step windows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from webapp.analysis.context import RunData
+
+PHASE_COLUMNS: dict[str, str] = {
+    "rank": "distributed rank",
+    "phase": "'setup' (before the first step) or 'tail' (after the last step)",
+    "start_ns": "phase start, ns on the run clock",
+    "end_ns": "phase end, ns on the run clock",
+    "dur_ns": "end_ns - start_ns, ns",
+    "gpu_busy_ns": "union of GPU intervals in the phase, ns",
+    "copy_count": "host-to-device and device-to-host copies starting in the phase",
+    "copy_bytes": "their bytes",
+    "copy_ns": "their summed duration, ns",
+    "sync_wait_ns": "host time waiting in syncs in the phase, ns",
+    "top_source": "user file:line behind most of the phase's copy and sync time ('' if unknown)",
+}
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame(
+        {c: pd.Series(dtype="object" if c in ("phase", "top_source") else "int64") for c in PHASE_COLUMNS}
+    )
+
+
+def phase_frame(rd: RunData) -> pd.DataFrame:
+    """One row per (rank, phase) that lasts, with the columns of :data:`PHASE_COLUMNS` (times int64 ns)."""
+    if not len(rd.win) or not len(rd.s):
+        return _empty()
+    n_rank = int(rd.rank.max()) + 1
+    lo = np.full(n_rank, np.iinfo(np.int64).max)
+    hi = np.full(n_rank, np.iinfo(np.int64).min)
+    np.minimum.at(lo, rd.rank, rd.s)
+    np.maximum.at(hi, rd.rank, rd.e)
+    first = np.full(n_rank, np.iinfo(np.int64).max)
+    last = np.full(n_rank, np.iinfo(np.int64).min)
+    np.minimum.at(first, rd.win_rank, rd.win.starts)
+    np.maximum.at(last, rd.win_rank, rd.win.ends)
+    has = np.flatnonzero((hi >= lo) & (last >= first))
+    rank = np.concatenate([has, has])
+    a = np.concatenate([lo[has], last[has]])
+    b = np.concatenate([first[has], hi[has]])
+    phase = np.array(["setup"] * len(has) + ["tail"] * len(has), dtype=object)
+    keep = b > a
+    rank, a, b, phase = rank[keep], a[keep], b[keep], phase[keep]
+    if not len(a):
+        return _empty()
+    order = np.argsort(a, kind="stable")
+    rank, a, b, phase = rank[order], a[order], b[order], phase[order]
+    # copies and syncs outside every step window, each given to the phase holding its start
+    outside = rd.win_row < 0
+    which = np.searchsorted(a, rd.s, side="right") - 1
+    inside = outside & (which >= 0) & (rd.s < b[np.maximum(which, 0)])
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    dur = rd.e - rd.s
+    copies = inside & rd.copy_mask
+    n = len(a)
+    count = np.bincount(which[copies], minlength=n)
+    cbytes = np.bincount(which[copies], weights=nbytes[copies].astype(np.float64), minlength=n)
+    cdur = np.bincount(which[copies], weights=dur[copies].astype(np.float64), minlength=n)
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "phase": phase,
+            "start_ns": rd.tb.from_axis(rank, a),
+            "end_ns": rd.tb.from_axis(rank, b),
+            "dur_ns": b - a,
+            "gpu_busy_ns": rd.gpu.measure_in(a, b),
+            "copy_count": count.astype(np.int64),
+            "copy_bytes": cbytes.astype(np.int64),
+            "copy_ns": cdur.astype(np.int64),
+            "sync_wait_ns": rd.sync.measure_in(a, b),
+            "top_source": _top_source(rd, which, inside & (rd.copy_mask | rd.sync_mask), dur, n),
+        }
+    )
+
+
+def _top_source(rd: RunData, which: np.ndarray, mask: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+    rows = np.flatnonzero(mask)
+    out = np.full(n, "", dtype=object)
+    if not len(rows):
+        return out
+    src = rd.trace.intervals["source"].iloc[rows].astype(str).to_numpy(dtype=object)
+    frame = pd.DataFrame({"phase": which[rows], "source": src, "dur": dur[rows]})
+    frame = frame[frame["source"] != ""]
+    if frame.empty:
+        return out
+    best = frame.groupby(["phase", "source"])["dur"].sum().reset_index().sort_values("dur", ascending=False)
+    best = best.drop_duplicates("phase")
+    out[best["phase"].to_numpy()] = best["source"].to_numpy()
+    return out
+
+
+def phase_notes(phases: pd.DataFrame) -> tuple[str, ...]:
+    """One info line per phase that holds copies or syncs, or lasts: what it cost, once."""
+    notes = []
+    for kind, label in (("setup", "Set-up before the first step"), ("tail", "Tail after the last step")):
+        rows = phases[phases["phase"] == kind]
+        if rows.empty:
+            continue
+        total = int(rows["dur_ns"].sum())
+        parts = [f"{label}: {total / 1e6:.2f} ms, GPU busy {int(rows['gpu_busy_ns'].sum()) / 1e6:.2f} ms"]
+        copies = int(rows["copy_count"].sum())
+        if copies:
+            parts.append(
+                f"{copies} copies of {int(rows['copy_bytes'].sum()) / 2**20:.1f} MiB in "
+                f"{int(rows['copy_ns'].sum()) / 1e6:.2f} ms"
+            )
+        if int(rows["sync_wait_ns"].sum()):
+            parts.append(f"host waiting {int(rows['sync_wait_ns'].sum()) / 1e6:.2f} ms")
+        sources = [s for s in rows["top_source"] if s]
+        where = f" (mostly at {sources[0]})" if sources else ""
+        notes.append("; ".join(parts) + where + ". One-time work: not counted per step, not in the what-if.")
+    return tuple(notes)
