@@ -24,18 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from regimes import (
-    LOOPS,
+from regimes import LOOPS, loop_steps, step_fn, sync
+
+from collector.recording.reference import (
     Reference,
     busy_in,
     clock_pair,
     covered_idle,
     edge_errors,
     gpu_work,
-    loop_steps,
     mono_to_wall,
-    step_fn,
-    sync,
 )
 
 

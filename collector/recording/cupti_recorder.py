@@ -26,7 +26,7 @@ from typing import Any
 
 from collector.model import RunMeta, Trace
 from collector.recording import hostspans, ranges, sourceline
-from collector.recording.enrich import HostFacts, enrich
+from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.recorder import Recorder
 
@@ -44,9 +44,11 @@ class CuptiRecorder(Recorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._capture: KinetoCapture | None = None
-        self._spans: list[tuple[int, str, int, int, str]] = []
+        self._spans: list[tuple[int, str, int, int, str, int]] = []
         self._annotations: list[tuple[int, str, int, int]] = []
         self._clock0 = (0, 0)
+        self._tags: list[tuple[int, int, str]] = []
+        self._tag: Any = None
         self.timing = "cupti"
         """``"cupti"``, or ``"events"`` after a fallback at start."""
 
@@ -61,7 +63,8 @@ class CuptiRecorder(Recorder):
             super()._start_timing()
             return
         self._capture = capture
-        self._clock0 = _clock_pair()
+        self._tag = self._torch.zeros(1, device=f"cuda:{self._device}")
+        self._clock0 = clock_pair()
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._install_step_hook()
@@ -69,6 +72,17 @@ class CuptiRecorder(Recorder):
         self._on = True
 
     # ------------------------------------------------------------------ hooks
+    def name_stream(self, stream: Any, label: str) -> None:
+        """Label a CUDA stream's lane. CUPTI numbers streams its own way, so the stream is tagged with a
+        one-element memset, found in the capture by its launch time."""
+        super().name_stream(stream, label)
+        if self._capture is None or self._tag is None:
+            return
+        t0 = time.monotonic_ns()
+        with self._torch.cuda.stream(stream):
+            self._tag.zero_()
+        self._tags.append((t0, time.monotonic_ns(), str(label)))
+
     def step(self) -> None:
         if self._capture is None:
             return super().step()
@@ -83,9 +97,9 @@ class CuptiRecorder(Recorder):
             self._capture.set_collecting(self._on)
         return None
 
-    def _on_span(self, cause: str, t0: int, t1: int, frame: FrameType) -> None:
+    def _on_span(self, cause: str, t0: int, t1: int, frame: FrameType, nbytes: int) -> None:
         if self._on:
-            self._spans.append((threading.get_native_id(), cause, t0, t1, sourceline.user_source(frame)))
+            self._spans.append((threading.get_native_id(), cause, t0, t1, sourceline.user_source(frame), nbytes))
             self._check_naming(t1)
 
     def _on_annotation(self, name: str, t0: int, t1: int) -> None:
@@ -116,17 +130,18 @@ class CuptiRecorder(Recorder):
         capture, self._capture = self._capture, None
         table = capture.stop()
         table.top["distributedInfo"] = {"rank": self.rank, "world_size": _world_size()}
-        clock1 = _clock_pair()
+        clock1 = clock_pair()
         from collector.importers.kineto import trace_from_kineto
 
         raw = trace_from_kineto(table, source_name=self.workload)
         to_trace = _ClockLine(self._clock0, clock1)
         facts = HostFacts(
-            spans=[(t, c, to_trace(a), to_trace(b), s) for t, c, a, b, s in self._spans],
+            spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
             annotations=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._annotations],
             markers=[(k, n, to_trace(a), to_trace(b), st) for k, n, a, b, st in self._markers],
             threads={threading.get_native_id(): "main thread"},
             stream_names=self._stream_names,
+            stream_tags=[(to_trace(a), to_trace(b), lb) for a, b, lb in self._tags],
         )
         meta = RunMeta.new(
             workload=self.workload,
@@ -142,7 +157,8 @@ class CuptiRecorder(Recorder):
             },
             **self._meta,
         )
-        self.trace = enrich(raw, facts, meta)
+        trace = enrich(raw, facts, meta)
+        self.trace = drop_empty_last_step(trace, self._step) if step_open else trace
         self._write()
         return self.trace
 
@@ -154,7 +170,7 @@ def _world_size() -> int:
     return int(size) if size.isdigit() and int(size) > 0 else 1
 
 
-def _clock_pair() -> tuple[int, int]:
+def clock_pair() -> tuple[int, int]:
     """(monotonic ns, wall ns) read as close together as this host allows (best of 5)."""
     best = None
     for _ in range(5):

@@ -46,16 +46,19 @@ _COPIES = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
 class HostFacts:
     """The recorder's observations, times in ns on the trace's clock.
 
-    ``spans``: (tid, cause, start_ns, end_ns, source) per outermost waiting/copying Python call (cause ``""``
-    for a copy); ``annotations``: (tid, name, start_ns, end_ns); ``markers``: (kind, name, start_ns, end_ns,
-    step); ``threads``: OS thread id -> label; ``stream_names``: (device, stream id) -> label.
+    ``spans``: (tid, cause, start_ns, end_ns, source, bytes) per outermost waiting/copying Python call (cause
+    ``""`` for a copy; bytes of the tensor it moved, 0 if none); ``annotations``: (tid, name, start_ns,
+    end_ns); ``markers``: (kind, name, start_ns, end_ns, step); ``threads``: OS thread id -> label;
+    ``stream_names``: (device, stream id) -> label; ``stream_tags``: (start_ns, end_ns, label) of each
+    one-element memset the recorder launched on a named stream (CUPTI numbers streams its own way).
     """
 
-    spans: Sequence[tuple[int, str, int, int, str]] = ()
+    spans: Sequence[tuple[int, str, int, int, str, int]] = ()
     annotations: Sequence[tuple[int, str, int, int]] = ()
     markers: Sequence[tuple[str, str, int, int, int]] = ()
     threads: Mapping[int, str] = field(default_factory=dict)
     stream_names: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    stream_tags: Sequence[tuple[int, int, str]] = ()
 
 
 def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
@@ -74,7 +77,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
 
     cause = iv["cause"].astype(str).to_numpy(dtype=object)
     source = iv["source"].astype(str).to_numpy(dtype=object)
-    sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source"])
+    sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source", "bytes"])
     sp_key = thread_of(sp["tid"].to_numpy(np.int64))
     sp_s, sp_e = sp["start_ns"].to_numpy(np.int64), sp["end_ns"].to_numpy(np.int64)
     key = thread_of(tid)
@@ -85,10 +88,9 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     found = hit >= 0
     span_cause = sp["cause"].to_numpy(dtype=object)
     span_source = sp["source"].to_numpy(dtype=object)
-    named = found.copy()
-    named[found] = span_cause[hit[found]] != ""
-    cause[sync[named]] = span_cause[hit[named]]
+    cause[sync[found]] = np.where(span_cause[hit[found]] != "", span_cause[hit[found]], "blocking_copy")
     source[sync[found]] = span_source[hit[found]]
+    waited_spans = np.unique(hit[found])
 
     # copies: the line of the span their launch sat in, on the launch and on the copy
     copies = np.flatnonzero(np.isin(kind, _COPIES) & (launch >= 0))
@@ -97,19 +99,43 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     ok = hit >= 0
     source[lpos[ok]] = np.where(source[lpos[ok]] != "", source[lpos[ok]], span_source[hit[ok]])
     source[copies[ok]] = span_source[hit[ok]]
+    # a host copy is non-blocking only from pinned memory with no wait inside its call
+    non_blocking = iv["non_blocking"].to_numpy(bool).copy()
+    mem = iv["memory_kind"].astype(str).to_numpy(dtype=object)
+    host_copy = np.isin(kind[copies], [KIND_CODE["memcpy_h2d"], KIND_CODE["memcpy_d2h"]])
+    waited = ok & np.isin(hit, waited_spans)
+    non_blocking[copies] &= host_copy & (mem[copies] == "pinned") & ~waited
+    nbytes = iv["bytes"].to_numpy(np.int64).copy()
+    per_span = np.bincount(hit[ok], minlength=len(sp) + 1)
+    one = ok & (per_span[np.maximum(hit, 0)] == 1)  # the span's only copy
+    fill = one & (nbytes[copies] == 0)
+    nbytes[copies[fill]] = sp["bytes"].to_numpy(np.int64)[hit[fill]]
 
     names = iv["name"].astype(str).to_numpy(dtype=object)
     names, how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
 
-    frame = iv.assign(name=names, cause=cause, source=source)
+    frame = iv.assign(name=names, cause=cause, source=source, bytes=nbytes, non_blocking=non_blocking)
     frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane)
     steps = _markers(trace, facts.markers)
     frame["step"] = _steps_of(frame, steps)
-    lanes = _labels(lanes, facts, main_lane)
+    lanes = _labels(lanes, _tagged_streams(frame, facts.stream_tags), main_lane, facts.threads)
     frame["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[frame["lane"].to_numpy(np.int32)]
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
     return Trace(out_meta, tuple(lanes), conform_intervals(frame), steps)
+
+
+def drop_empty_last_step(trace: Trace, step: int) -> Trace:
+    """Without the marker of step ``step`` when no GPU work was launched in it (the recording stopped
+    right after a step boundary); its host rows join the tail (step -1)."""
+    iv, mk = trace.intervals, trace.markers
+    in_step = (iv["step"] == step).to_numpy()
+    gpu = (iv["lane_kind"] != LaneKind.CPU_THREAD.value).to_numpy()
+    if (in_step & gpu).any():
+        return trace
+    keep = ~((mk["kind"] == MarkerKind.STEP.value) & (mk["step"] == step)).to_numpy()
+    frame = iv.assign(step=np.where(in_step, NO_STEP, iv["step"].to_numpy()).astype(np.int32))
+    return replace(trace, intervals=frame, markers=mk[keep].reset_index(drop=True))
 
 
 def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -274,18 +300,32 @@ def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _labels(lanes: Sequence[Lane], facts: HostFacts, main_lane: int) -> list[Lane]:
+def _tagged_streams(frame: pd.DataFrame, tags: Sequence[tuple[int, int, str]]) -> dict[int, str]:
+    """Stream id -> label: the stream of the memset launched inside each tag's time."""
+    if not tags:
+        return {}
+    memset = frame[frame["kind"].astype(str) == "memset"]
+    launch_start = frame.set_index("id")["start_ns"]
+    starts = launch_start.reindex(memset["launch_id"]).to_numpy()
+    out: dict[int, str] = {}
+    for t0, t1, label in tags:  # a few named streams
+        hit = np.flatnonzero((starts >= t0) & (starts <= t1))
+        if len(hit):
+            out[int(memset["stream"].iloc[hit[0]])] = label
+    return out
+
+
+def _labels(
+    lanes: Sequence[Lane], streams: Mapping[int, str], main_lane: int, threads: Mapping[int, str]
+) -> list[Lane]:
     """Thread labels from the recorder (the issuing thread is "main thread" when ids do not match);
     named streams keep their role in the label."""
     out = []
     for i, ln in enumerate(lanes):
         label = ln.label
         if ln.kind is LaneKind.CPU_THREAD:
-            label = facts.threads.get(ln.ident) or ("main thread" if i == main_lane else label)
-        else:
-            named = [v for (_, sid), v in facts.stream_names.items() if sid == ln.ident]
-            if named:
-                role = ln.kind.value.split("_")[0]
-                label = f"stream {ln.ident} {named[0]} ({role})"
+            label = threads.get(ln.ident) or ("main thread" if i == main_lane else label)
+        elif ln.ident in streams:
+            label = f"stream {ln.ident} {streams[ln.ident]} ({ln.kind.value.split('_')[0]})"
         out.append(replace(ln, label=label))
     return out

@@ -3,8 +3,9 @@
 Under CUPTI timing the waits themselves come from the CUDA runtime records (``cudaStreamSynchronize``,
 a blocking ``cudaMemcpyAsync`` ...), exact to the nanosecond but with no Python stack. :func:`install`
 wraps the few Python entry points that wait or copy, so each outermost call reports
-``on_span(cause, start_ns, end_ns, frame)`` (``time.monotonic_ns``; ``frame`` is the caller's, for its
-source line). The recorder then gives every runtime wait inside a span the span's cause and line
+``on_span(cause, start_ns, end_ns, frame, bytes)`` (``time.monotonic_ns``; ``frame`` is the caller's, for
+its source line; ``bytes`` the size of the tensor it copies or reads back, which CUPTI records do not always
+carry). The recorder then gives every runtime wait inside a span the span's cause and line
 (collector.recording.enrich).
 
 Wrapped: the Tensor methods of collector.syncrules.METHOD_CAUSES, the explicit synchronize calls,
@@ -25,7 +26,8 @@ from typing import Any
 from collector.recording.patches import Patches
 from collector.syncrules import METHOD_CAUSES
 
-OnSpan = Callable[[str, int, int, FrameType], None]
+OnSpan = Callable[[str, int, int, FrameType, int], None]
+"""``on_span(cause, start_ns, end_ns, caller_frame, bytes)``; bytes of the tensor copied or read back, 0 if none."""
 
 SIZE_OPS: dict[str, str] = {"nonzero": "nonzero", "masked_select": "masked_index", "unique": "unique"}
 """Tensor methods and torch functions whose output size needs the GPU's answer, and their cause."""
@@ -33,7 +35,15 @@ SIZE_OPS: dict[str, str] = {"nonzero": "nonzero", "masked_select": "masked_index
 _tls = threading.local()
 
 
-def _spanning(orig: Callable[..., Any], cause: str, on_span: OnSpan) -> Callable[..., Any]:
+def _nbytes(t: Any) -> int:
+    try:
+        return int(t.numel()) * int(t.element_size())
+    except (AttributeError, TypeError, RuntimeError):
+        return 0
+
+
+def _spanning(orig: Callable[..., Any], cause: str, on_span: OnSpan, sized: bool = False) -> Callable[..., Any]:
+    """Report each outermost call; ``sized``: its first argument is the tensor read back (its bytes)."""
     clock = time.monotonic_ns
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -45,7 +55,7 @@ def _spanning(orig: Callable[..., Any], cause: str, on_span: OnSpan) -> Callable
             return orig(*args, **kwargs)
         finally:
             _tls.busy = False
-            on_span(cause, t0, clock(), sys._getframe(1))
+            on_span(cause, t0, clock(), sys._getframe(1), _nbytes(args[0]) if sized and args else 0)
 
     wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
     wrapper.__doc__ = orig.__doc__
@@ -67,7 +77,7 @@ def _copying(orig: Callable[..., Any], on_span: OnSpan, is_copy_: bool) -> Calla
             _tls.busy = False
         other = (args[0] if args else kwargs.get("src")) if is_copy_ else out
         if other is not self and getattr(other, "is_cuda", self.is_cuda) != self.is_cuda:
-            on_span("", t0, clock(), sys._getframe(1))
+            on_span("", t0, clock(), sys._getframe(1), _nbytes(other))
         return out
 
     wrapper.__wrapped__ = orig  # type: ignore[attr-defined]
@@ -103,7 +113,7 @@ def install(on_span: OnSpan) -> Callable[[], None]:
     )
     patches.set(torch.cuda.Event, "synchronize", _spanning(torch.cuda.Event.synchronize, "event_synchronize", on_span))
     for method, cause in METHOD_CAUSES.items():
-        patches.set(torch.Tensor, method, _spanning(getattr(torch.Tensor, method), cause, on_span))
+        patches.set(torch.Tensor, method, _spanning(getattr(torch.Tensor, method), cause, on_span, sized=True))
     for method in ("to", "cuda"):
         patches.set(torch.Tensor, method, _copying(getattr(torch.Tensor, method), on_span, False))
     patches.set(torch.Tensor, "copy_", _copying(torch.Tensor.copy_, on_span, True))

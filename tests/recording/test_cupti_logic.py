@@ -14,7 +14,7 @@ from collector.model import RunMeta, Trace
 from collector.recording.build import build_trace, launch_end_ns
 from collector.recording.clock import ClockMap
 from collector.recording.cupti_recorder import _ClockLine
-from collector.recording.enrich import HostFacts, enrich
+from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import event_table
 
 TID = 4242
@@ -68,11 +68,13 @@ def _events() -> list[FakeEvent]:
         FakeEvent("cuda_runtime", "cudaLaunchKernel", 100, 110, corr=1),
         FakeEvent("kernel", KERNEL, 120, 150, corr=1, stream=7),
         FakeEvent("cuda_runtime", "cudaMemcpyAsync", 200, 400, corr=2),
-        FakeEvent("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 210, 390, corr=2, stream=7, nbytes_=4),
+        FakeEvent("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 210, 390, corr=2, stream=7, nbytes_=0),
         FakeEvent("cuda_runtime", "cudaStreamSynchronize", 400, 900, corr=3),
         FakeEvent("user_annotation", "dropped: the recorder has its own", 90, 95),
         FakeEvent("cuda_runtime", "cudaLaunchKernel", 1000, 1010, corr=4),  # a later step: no op names
         FakeEvent("kernel", KERNEL, 1020, 1030, corr=4, stream=7),
+        FakeEvent("cuda_runtime", "cudaMemsetAsync", 1500, 1505, corr=5),  # the recorder's stream tag
+        FakeEvent("gpu_memset", "Memset (Device)", 1510, 1512, corr=5, stream=9),
     ]
 
 
@@ -82,11 +84,11 @@ def _recorded(facts: HostFacts) -> Trace:
 
 
 FACTS = HostFacts(
-    spans=[(TID, "item", 190, 950, "train.py:12")],
+    spans=[(TID, "item", 190, 950, "train.py:12", 4000)],
     annotations=[(TID, "forward", 90, 160)],
     markers=[("step", "step 0", 0, 500, 0), ("step", "step 1", 500, 2000, 1)],
     threads={TID: "main thread"},
-    stream_names={(0, 7): "prefetch"},
+    stream_tags=[(1499, 1506, "prefetch")],
 )
 
 
@@ -97,7 +99,7 @@ def test_event_table_keeps_gpu_work_and_runtime_calls() -> None:
     kernel = ev[ev["cat"] == "kernel"].iloc[0]
     assert (kernel["pid"], kernel["tid"], kernel["arg_stream"], kernel["arg_correlation"]) == (0, 7, 7, 1)
     copy = ev[ev["cat"] == "gpu_memcpy"].iloc[0]
-    assert copy["arg_bytes"] == 4 and copy["dur_ns"] == 180
+    assert copy["arg_bytes"] == 0 and copy["dur_ns"] == 180
     runtime = ev[ev["name"] == "cudaStreamSynchronize"].iloc[0]
     assert (runtime["pid"], runtime["tid"], runtime["arg_stream"]) == (1, TID, -1)
 
@@ -146,7 +148,8 @@ def test_waits_get_the_cause_and_line_of_the_python_call_around_them() -> None:
     assert set(waits["cause"].astype(str)) == {"item"}
     assert set(waits["source"].astype(str)) == {"train.py:12"}
     copy = iv[iv["kind"] == "memcpy_d2h"].iloc[0]
-    assert copy["source"] == "train.py:12" and copy["bytes"] == 4 and copy["memory_kind"] == "pageable"
+    assert copy["source"] == "train.py:12" and copy["memory_kind"] == "pageable"
+    assert copy["bytes"] == 4000  # CUPTI gave none: the span's tensor size
 
 
 def test_a_wait_outside_any_span_keeps_the_runtime_cause() -> None:
@@ -184,7 +187,7 @@ def test_steps_annotations_links_and_labels() -> None:
     assert list(iv["id"]) == list(range(len(iv)))
     assert iv["start_ns"].is_monotonic_increasing
     labels = {ln.label for ln in trace.lanes}
-    assert "main thread" in labels and any("prefetch" in lb for lb in labels)
+    assert "main thread" in labels and "stream 9 prefetch (transfer)" in labels
 
 
 def test_clock_line_maps_monotonic_to_wall_through_two_pairs() -> None:
@@ -211,3 +214,15 @@ def test_launch_end_lookup_handles_unknown_launches() -> None:
     out = launch_end_ns(host_cols, [9, 5, -1, 7])
     assert out[:2].tolist() == [20, 10]
     assert (out[2:] == np.iinfo(np.int64).min).all()
+
+
+def test_an_empty_last_step_is_dropped_and_its_host_rows_join_the_tail() -> None:
+    facts = HostFacts(markers=[*FACTS.markers, ("step", "step 2", 2000, 3000, 2)])
+    raw = trace_from_kineto(
+        event_table([*_events(), FakeEvent("cuda_runtime", "cudaDeviceSynchronize", 2100, 2200, corr=9)], pid=1)
+    )
+    trace = drop_empty_last_step(enrich(raw, facts, RunMeta.new()), 2)
+    assert list(trace.steps()["step"]) == [0, 1]
+    sync = trace.intervals[trace.intervals["name"] == "cudaDeviceSynchronize"].iloc[0]
+    assert sync["step"] == -1
+    assert drop_empty_last_step(trace, 1) is trace  # step 1 launched GPU work: kept

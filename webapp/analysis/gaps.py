@@ -10,7 +10,9 @@ this order (vectorized over all gaps):
 ``SYNC``      the gap overlaps a host ``sync_wait``, or a sync in this or the previous step drained the
               queue and the host has been issuing just in time since (the work ending the gap was
               launched during it) -- unless the host needs longer to issue a step than the GPU to run it.
-``STARVED``   the host was issuing the work that ends the gap while the GPU idled: launch-bound.
+``STARVED``   the host was issuing the work that ends the gap while the GPU idled: launch-bound. A gap ended
+              by work launched during it counts when it is short next to the host's launch cadence
+              (ISSUE_CADENCES); longer ones when the host was busy in launches or ops for most of it.
 ``HOST``      the host was doing something else (Python, data loading, unrecorded work).
 
 Without a launch link (``launch_id`` -1) "queued" cannot be known: gaps shorter than BUBBLE_NS count as
@@ -40,6 +42,10 @@ host doing other work, unless it was busy issuing ops for most of the gap."""
 CLOCK_SLACK_NS = 100_000
 """Host and GPU times agree to within tens of us (in the H200 samples a blocking copy's host wait ends ~30 us
 before its copy does): a host wait ending this little before a GPU event still counts as covering it."""
+
+ISSUE_CADENCES = 10
+"""A linked gap up to this many times the host's median time between launches is still the host issuing
+work (Python and dispatcher time between ops, which a CUPTI trace does not cover with host intervals)."""
 
 HOST_BUSY_FRAC = 0.5
 """A gap counts as launch-bound (without a launch link) when the host issued work for at least half of it."""
@@ -158,10 +164,22 @@ def find_gaps(rd: RunData, blocked: np.ndarray) -> Gaps:
     if undecided.any():
         u = np.flatnonzero(undecided)
         starved = linked[u].copy()
-        check = ~linked[u] | (ge[u] - gs[u] >= LONG_GAP_NS)
+        long_gap = max(LONG_GAP_NS, ISSUE_CADENCES * issue_cadence_ns(rd))
+        check = ~linked[u] | (ge[u] - gs[u] >= long_gap)
         if check.any():
             a, b = gs[u[check]], ge[u[check]]
             issuing = rd.host.measure_in(a, b) - rd.sync.measure_in(a, b)
             starved[check] = issuing >= HOST_BUSY_FRAC * (b - a)
         cause[u[starved]] = STARVED
     return Gaps(gs, ge, win, cause, sync_row, next_row)
+
+
+def issue_cadence_ns(rd: RunData) -> float:
+    """Median time between consecutive launches on the host (host ops when no launches were recorded), ns;
+    0 with fewer than two."""
+    rows = np.flatnonzero(rd.kind == rd.code(IntervalKind.LAUNCH))
+    if len(rows) < 2:
+        rows = np.flatnonzero(rd.kind == rd.code(IntervalKind.CPU_OP))
+    if len(rows) < 2:
+        return 0.0
+    return float(np.median(np.diff(np.sort(rd.s[rows]))))
