@@ -17,6 +17,7 @@ Everything is vectorized over intervals; loops run over threads, lanes or distin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -113,6 +114,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
 
     names = iv["name"].astype(str).to_numpy(dtype=object)
     names, how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
+    names = _label_setup(names, is_host)
 
     frame = iv.assign(name=names, cause=cause, source=source, bytes=nbytes, non_blocking=non_blocking)
     frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane)
@@ -123,6 +125,24 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
     return Trace(out_meta, tuple(lanes), conform_intervals(frame), steps)
+
+
+SETUP_CALLS = re.compile(
+    r"^(Lazy Function Loading|cu(Module|Library)(Load\w*|GetFunction\w*)|cudaGetDeviceProperties\w*)$"
+)
+"""Host calls that are first-call set-up: lazy loading of a kernel's module on its first launch, module and
+library loads. Labelled ``first-call set-up: <call>`` on the CPU lane (the GPU is idle meanwhile)."""
+
+
+def _label_setup(names: np.ndarray, is_host: np.ndarray) -> np.ndarray:
+    distinct = pd.unique(names[is_host])
+    setup = {n: f"first-call set-up: {n}" for n in distinct if SETUP_CALLS.match(str(n))}
+    if not setup:
+        return names
+    out = names.copy()
+    rows = np.flatnonzero(is_host)
+    out[rows] = pd.Series(names[rows]).map(lambda n: setup.get(n, n)).to_numpy(dtype=object)
+    return out
 
 
 def drop_empty_last_step(trace: Trace, step: int) -> Trace:

@@ -174,6 +174,14 @@ def test_without_op_names_gpu_work_keeps_kernel_names() -> None:
     assert set(kernels["name"].astype(str)) == {KERNEL}
 
 
+def test_lazy_kernel_loading_is_labelled_first_call_set_up() -> None:
+    events = [*_events(), FakeEvent("cuda_driver", "Lazy Function Loading", 101, 109, corr=-1)]
+    trace = enrich(trace_from_kineto(event_table(events, pid=1)), FACTS, RunMeta.new())
+    iv = trace.intervals
+    setup = iv[iv["name"] == "first-call set-up: Lazy Function Loading"]
+    assert len(setup) == 1 and setup.iloc[0]["lane_label"] == "main thread"
+
+
 def test_steps_annotations_links_and_labels() -> None:
     trace = _recorded(FACTS)
     iv = trace.intervals
