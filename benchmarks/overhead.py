@@ -95,6 +95,27 @@ def measure(name: str, rounds: int) -> dict[str, dict[str, float]]:
     }
 
 
+def stop_scale(intervals: int, out: Path) -> dict[str, float]:
+    """Record the tiny-op loop until about ``intervals`` intervals; seconds per million intervals per phase
+    of stopping (CUPTI timing), the trace written to ``out``."""
+    from collector.recording.api import record
+
+    step = step_fn(loop_steps("tiny-ops"))
+    for _ in range(5):
+        step()
+    rec = record("stop-scale", str(out), probe=False)
+    rec.start()
+    for _ in range(max(intervals // 800, 1)):  # ~800 intervals a step: 400 kernels and their launches
+        step()
+        rec.step()
+    sync()
+    t0 = time.perf_counter()
+    n = len(rec.stop().intervals)
+    total = time.perf_counter() - t0
+    per_m = {k: v / n * 1e6 for k, v in rec.stop_timings.items()}
+    return {"intervals": n, "total_s_per_m": total / n * 1e6, **per_m}
+
+
 def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     lines = [
@@ -124,6 +145,8 @@ def main() -> None:
     parser.add_argument("--loops", default=",".join(LOOPS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--md", type=Path)
+    parser.add_argument("--stop-intervals", type=int, default=1_000_000, help="0 to skip the stop-scale run")
+    parser.add_argument("--stop-out", type=Path, default=Path("/tmp/stop-scale.json.gz"))
     args = parser.parse_args()
     results = {}
     for name in args.loops.split(","):
@@ -131,6 +154,13 @@ def main() -> None:
         r = results[name]
         print(name, {m: f"{r[m]['ms']:.3f} ms {r[m]['ratio']:.3f}x stop {r[m]['stop_s']:.3f}s" for m in MODES})
     text = markdown(results, torch.cuda.get_device_name(0))
+    if args.stop_intervals:
+        scale = stop_scale(args.stop_intervals, args.stop_out)
+        phases = ", ".join(f"{k} {v:.2f}" for k, v in scale.items() if k not in ("intervals", "total_s_per_m"))
+        text += (
+            f"\nStopping a CUPTI recording of {scale['intervals']:,} intervals (tiny-op loop): "
+            f"{scale['total_s_per_m']:.2f} s per million intervals ({phases}).\n"
+        )
     print(text)
     if args.md:
         args.md.write_text(text)

@@ -51,6 +51,8 @@ class CuptiRecorder(Recorder):
         self._tag: Any = None
         self.timing = "cupti"
         """``"cupti"``, or ``"events"`` after a fallback at start."""
+        self.stop_timings: dict[str, float] = {}
+        """Seconds per phase of :meth:`stop` (profiler stop, fetch, tabulate, importer, join, write)."""
 
     def _start_timing(self) -> None:
         capture = KinetoCapture()
@@ -128,12 +130,15 @@ class CuptiRecorder(Recorder):
         with torch.cuda.device(self._device):
             torch.cuda.synchronize()
         capture, self._capture = self._capture, None
-        table = capture.stop()
+        timings = self.stop_timings
+        table = capture.stop(timings)
+        t0 = time.perf_counter()
         table.top["distributedInfo"] = {"rank": self.rank, "world_size": _world_size()}
         clock1 = clock_pair()
         from collector.importers.kineto import trace_from_kineto
 
         raw = trace_from_kineto(table, source_name=self.workload)
+        t1 = time.perf_counter()
         to_trace = _ClockLine(self._clock0, clock1)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
@@ -159,7 +164,9 @@ class CuptiRecorder(Recorder):
         )
         trace = enrich(raw, facts, meta)
         self.trace = drop_empty_last_step(trace, self._step) if step_open else trace
+        t2 = time.perf_counter()
         self._write()
+        timings.update(importer=t1 - t0, join=t2 - t1, write=time.perf_counter() - t2)
         return self.trace
 
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable
+from operator import methodcaller
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from collector.traceformat.events import EVENT_COLUMNS, EventTable
@@ -77,84 +80,83 @@ class KinetoCapture:
 
         self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CUDA])
 
-    def stop(self) -> EventTable:
-        """Stop collecting; the events as an event table (only KEPT_CATEGORIES)."""
+    def stop(self, timings: dict[str, float] | None = None) -> EventTable:
+        """Stop collecting; the events as an event table (only KEPT_CATEGORIES). ``timings`` receives the
+        seconds spent stopping the profiler, fetching its events and tabulating them."""
         if self._prof is None:
             raise RuntimeError("capture was not started")
         prof, self._prof = self._prof, None
+        t0 = time.perf_counter()
         prof.stop()
-        return event_table(prof.profiler.kineto_results.events())
+        t1 = time.perf_counter()
+        events = prof.profiler.kineto_results.events()
+        t2 = time.perf_counter()
+        table = event_table(events)
+        if timings is not None:
+            timings.update(profiler_stop=t1 - t0, fetch=t2 - t1, tabulate=time.perf_counter() - t2)
+        return table
 
 
 def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
     """Kineto events (objects with the ``_KinetoEvent`` methods) -> an EventTable of ``X`` events.
 
     GPU events sit on ``pid`` = device, ``tid`` = stream; host events on ``pid`` = this process and
-    ``tid`` = the OS thread (Kineto's ``device_resource_id`` for host events). One pass over the events;
-    the rest is columnar. Categories come from ``activity_type()`` where torch has it, else from
-    :func:`category` (torch 2.11 and older).
+    ``tid`` = the OS thread (Kineto's ``device_resource_id`` for host events). Categories come from
+    ``activity_type()`` where torch has it, else from :func:`category` (torch 2.11 and older), once per
+    distinct name. Each field is read for all events by one ``map`` (no Python loop body per event).
     """
     pid = os.getpid() if pid is None else pid
-    cat: list[str] = []
-    name: list[str] = []
-    proc: list[int] = []
-    thread: list[int] = []
-    ts: list[int] = []
-    dur: list[int] = []
-    stream: list[int] = []
-    device: list[int] = []
-    corr: list[int] = []
-    nbytes: list[int] = []
-    gpu, kept = GPU_CATEGORIES, KEPT_CATEGORIES
-    typed: bool | None = None
-    for e in events:
-        if typed is None:
-            typed = hasattr(e, "activity_type")
-        label = e.name()
-        c = e.activity_type() if typed else category(label, str(e.device_type()), e.device_index())
-        if c not in kept:
-            continue
-        start = e.start_ns()
-        cat.append(c)
-        name.append(label)
-        ts.append(start)
-        dur.append(max(e.end_ns() - start, 0))
-        corr.append(e.correlation_id() if c != "cpu_op" else -1)
-        if c in gpu:
-            d, s = e.device_index(), e.device_resource_id()
-            proc.append(d)
-            thread.append(s)
-            stream.append(s)
-            device.append(d)
-            nbytes.append(_bytes(e) if c in ("gpu_memcpy", "gpu_memset") else 0)
-        else:
-            proc.append(pid)
-            thread.append(e.device_resource_id())
-            stream.append(-1)
-            device.append(-1)
-            nbytes.append(0)
-    n = len(cat)
+    evs = events if isinstance(events, list) else list(events)
+    n = len(evs)
+
+    def column(method: str, dtype: Any = np.int64) -> np.ndarray:
+        return np.fromiter(map(methodcaller(method), evs), dtype=dtype, count=n)
+
+    names = pd.Categorical(list(map(methodcaller("name"), evs)))
+    is_gpu = np.fromiter((str(t).endswith("CUDA") for t in map(methodcaller("device_type"), evs)), bool, n)
+    dev = column("device_index")
+    if n and hasattr(evs[0], "activity_type"):
+        cats = np.asarray(pd.Categorical(list(map(methodcaller("activity_type"), evs))), dtype=object)
+    else:
+        key = pd.DataFrame({"name": names, "gpu": is_gpu, "neg": dev < 0})
+        groups = key.groupby(["name", "gpu", "neg"], observed=True, sort=False).ngroup().to_numpy()
+        firsts = key.drop_duplicates(["name", "gpu", "neg"])
+        per_group = [
+            category(str(nm), "CUDA" if g else "CPU", -1 if neg else 0)
+            for nm, g, neg in zip(firsts["name"], firsts["gpu"], firsts["neg"], strict=True)
+        ]
+        cats = np.array(per_group, dtype=object)[groups] if n else np.array([], dtype=object)
+    keep = np.isin(cats, list(KEPT_CATEGORIES))
+    start, end = column("start_ns"), column("end_ns")
+    resource = column("device_resource_id")
+    corr = column("correlation_id")
+    gpu = is_gpu & keep
+    copy_rows = np.flatnonzero(gpu & np.isin(cats, ["gpu_memcpy", "gpu_memset"]))
+    nbytes = np.zeros(n, dtype=np.int64)
+    nbytes[copy_rows] = [_bytes(evs[i]) for i in copy_rows]  # copies and memsets only
+    rows = np.flatnonzero(keep)
+    g = gpu[rows]
     cols: dict[str, Any] = {
-        "ph": ["X"] * n,
-        "cat": cat,
-        "name": name,
-        "pid": proc,
-        "tid": thread,
-        "ts_ns": ts,
-        "dur_ns": dur,
-        "arg_stream": stream,
-        "arg_device": device,
-        "arg_correlation": corr,
-        "arg_bytes": nbytes,
+        "ph": np.full(len(rows), "X", dtype=object),
+        "cat": cats[rows],
+        "name": np.asarray(names)[rows],
+        "pid": np.where(g, dev[rows], pid),
+        "tid": resource[rows],
+        "ts_ns": start[rows],
+        "dur_ns": np.maximum(end[rows] - start[rows], 0),
+        "arg_stream": np.where(g, resource[rows], -1),
+        "arg_device": np.where(g, dev[rows], -1),
+        "arg_correlation": np.where(cats[rows] == "cpu_op", -1, corr[rows]),
+        "arg_bytes": nbytes[rows],
     }
-    frame = pd.DataFrame({k: cols.get(k, _default(k, n)) for k in EVENT_COLUMNS})
+    frame = pd.DataFrame({k: cols.get(k, _default(k, len(rows))) for k in EVENT_COLUMNS})
     setup = frame["name"].isin(SETUP_NAMES).to_numpy()
     if setup.any():  # set-up records carry no thread: the thread of the launch they delayed
         api = (frame["cat"] == "cuda_runtime").to_numpy()
-        tid_of = dict(zip(frame["arg_correlation"][api], frame["tid"][api], strict=True))
-        frame.loc[setup, "tid"] = [
-            tid_of.get(c, t) for c, t in zip(frame["arg_correlation"][setup], frame["tid"][setup], strict=True)
-        ]
+        tid_of = pd.Series(frame["tid"][api].to_numpy(), index=frame["arg_correlation"][api].to_numpy())
+        tid_of = tid_of[~tid_of.index.duplicated()]
+        found = tid_of.reindex(frame["arg_correlation"][setup].to_numpy())
+        frame.loc[setup, "tid"] = np.where(found.notna(), found.to_numpy(), frame["tid"][setup].to_numpy())
         frame.loc[setup, "arg_correlation"] = -1
     for k, dtype in EVENT_COLUMNS.items():
         frame[k] = frame[k].astype(dtype)
@@ -195,5 +197,5 @@ _META_BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
 def _default(column: str, n: int) -> Any:
     dtype = EVENT_COLUMNS[column]
     if dtype == "bool":
-        return [False] * n
-    return [-1] * n if dtype == "int64" else [""] * n
+        return np.zeros(n, dtype=bool)
+    return np.full(n, -1, dtype=np.int64) if dtype == "int64" else np.full(n, "", dtype=object)

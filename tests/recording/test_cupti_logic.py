@@ -46,8 +46,11 @@ class FakeEvent:
     def end_ns(self) -> int:
         return self.end
 
+    def device_type(self) -> str:
+        return "DeviceType.CUDA" if self.cat in ("kernel", "gpu_memcpy", "gpu_memset") else "DeviceType.CPU"
+
     def device_index(self) -> int:
-        return 0
+        return 0 if self.device_type().endswith("CUDA") else 1
 
     def device_resource_id(self) -> int:
         return self.stream if self.cat in ("kernel", "gpu_memcpy", "gpu_memset") else self.tid
@@ -111,9 +114,6 @@ class UntypedEvent(FakeEvent):
         if item == "activity_type":
             raise AttributeError(item)
         return super().__getattribute__(item)
-
-    def device_type(self) -> str:
-        return "DeviceType.CUDA" if self.cat.startswith(("kernel", "gpu_")) else "DeviceType.CPU"
 
     def device_index(self) -> int:
         if self.device_type().endswith("CUDA"):
