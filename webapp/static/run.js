@@ -20,6 +20,12 @@ const tl = new Timeline(root, { api: P.api, lanes: lanes, span: span, steps: ste
   queue: true, laneH: laneH, rank: rank });
 window.ssTimeline = tl;  // test and benchmark hook
 tlLegend(document.getElementById("tl-legend"));
+for (const [color, text] of [["#4c78a8", "queued ops (queue track)"], ["#e45756", "host lead (queue track)"]]) {
+  const item = SS.el("span"), sw = SS.el("i");
+  sw.style.background = color; sw.style.opacity = "0.7";
+  item.append(sw, document.createTextNode(text));
+  document.getElementById("tl-legend").append(item);
+}
 attachHandoff(tl);
 attachDetails(tl, document.getElementById("tl-details"));
 attachRangeStats(tl, document.getElementById("tl-range"));
