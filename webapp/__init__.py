@@ -74,11 +74,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         store.warm(info.id)
     _install_token_check(app)
     _install_host_check(app)
-    from webapp import api, compare, errors, formatting, record, runs, static_assets, upload
+    from webapp import api, compare, errors, explore, formatting, record, runs, static_assets, upload
 
     errors.register(app)
     formatting.register(app)
-    for module in (runs, upload, record, compare, api, static_assets):
+    for module in (runs, upload, record, compare, api, explore, static_assets):
         app.register_blueprint(module.bp)
     return app
 

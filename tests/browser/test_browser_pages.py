@@ -28,7 +28,7 @@ def test_upload_timeline_finding_zoom_and_compare(page, server, traces, shot) ->
     lanes = page.evaluate("ssTimeline.data.lanes.map(l => [l.kind, l.s.length + l.bs.length])")
     assert [k for k, _ in lanes] == ["cpu_thread", "compute_stream", "transfer_stream"]
     assert all(n > 0 for _, n in lanes), lanes  # every lane drew boxes
-    assert page.evaluate("ssTimeline.lanes.filter(r => !r.header).length") == 3
+    assert page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra).length") == 3  # plus queue rows
     page.wait_for_selector("#step-chart .main-svg")  # Plotly, served by the app, drew the step chart
     box = page.locator("#timeline canvas").bounding_box()
     row_y = page.evaluate(

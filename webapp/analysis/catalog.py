@@ -106,6 +106,8 @@ CATALOG: tuple[Metric, ...] = (
     Metric("sync_wait_step_median_ns", "Sync wait / step", NS, LOWER, headline=True, card=True),
     Metric("sync_wait_step_p90_ns", "Sync wait / step, p90", NS, LOWER),
     Metric("host_issue_ns", "Host issuing", NS, LOWER),
+    # GPU ops launched and not finished (webapp.analysis.queue): a deeper queue keeps the GPU fed
+    Metric("queue_depth_step_median", "Median queue depth / step", COUNT, HIGHER, headline=True),
     Metric("copy_count", "Copies", COUNT),
     Metric("copy_ns", "Copy time", NS),
     Metric("copy_bytes", "Copy bytes", BYTES),

@@ -11,6 +11,8 @@ Definitions (all over the step windows; a rank without ``step`` markers is one s
   blocking copy; ``idle_launch_bound`` the host was busy issuing (``launch``/``cpu_op``) the work that
   ends the gap; ``idle_other`` the rest: device-side bubbles (the next work was already queued) and
   gaps while the host did other things.
+- Queue depth: GPU ops of the rank launched and not yet finished (webapp.analysis.queue); per step its
+  time-weighted median over the window.
 - Interval counts and sums (sync waits, copy bytes) go to the step whose window holds their start.
 """
 
@@ -25,6 +27,7 @@ from collector.model import GPU_KINDS, INTERVAL_KIND_DTYPE, IntervalKind
 from webapp.analysis import gaps as gp
 from webapp.analysis import intervals as iv
 from webapp.analysis.context import RunData
+from webapp.analysis.queue import LaneQueue, enqueue_times, windowed_median
 
 MIN_BANDWIDTH_BYTES = 1 << 20
 """Copies smaller than 1 MiB are latency-bound; they are left out of achieved-bandwidth figures."""
@@ -55,6 +58,7 @@ PER_STEP_COLUMNS: dict[str, str] = {
     "pageable_copy_count": "copies from/to pageable host memory",
     "pageable_copy_bytes": "their bytes",
     "pageable_copy_ns": "their summed duration, ns",
+    "queue_depth_median": "time-weighted median of the rank's GPU ops launched and not finished (NaN: empty step)",
 }
 
 STAT_COLUMNS = (
@@ -78,6 +82,15 @@ def _by_window(rd: RunData, mask: np.ndarray, weights: np.ndarray | None = None)
     ok = w >= 0
     vals = None if weights is None else weights[ok].astype(np.float64)
     return np.bincount(w[ok], weights=vals, minlength=len(rd.win)).astype(np.int64)
+
+
+def queue_depth_median(rd: RunData) -> np.ndarray:
+    """Per step window: time-weighted median count of the rank's GPU ops queued and unfinished, over all
+    its streams (an op is queued from min(launch end, GPU start) to its GPU end)."""
+    gpu = np.flatnonzero(rd.gpu_mask)
+    launch = rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64)[gpu])
+    queue = LaneQueue.build(enqueue_times(rd.s[gpu], launch, rd.e), rd.e[gpu])
+    return windowed_median(queue, rd.win.starts, rd.win.ends)
 
 
 def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
@@ -124,6 +137,7 @@ def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
                 "pageable_copy_count": _by_window(rd, page),
                 "pageable_copy_bytes": _by_window(rd, page, nbytes[page]),
                 "pageable_copy_ns": _by_window(rd, page, dur[page]),
+                "queue_depth_median": queue_depth_median(rd),
             }
         )
     return out.sort_values(["rank", "step"], kind="stable").reset_index(drop=True)
@@ -181,6 +195,8 @@ def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
         prefix = name if name == "step_time" else f"{name}_step"
         m[f"{prefix}_median_ns"] = float(values.median()) if len(values) else math.nan
         m[f"{prefix}_p90_ns"] = float(values.quantile(0.9)) if len(values) else math.nan
+    depth = per_step["queue_depth_median"].dropna()
+    m["queue_depth_step_median"] = float(depth.median()) if len(depth) else math.nan
     span = m["step_time_ns"]
     m["gpu_busy_frac"] = m["gpu_busy_ns"] / span if span > 0 else math.nan
     m["copy_compute_overlap_frac"] = (

@@ -2,6 +2,10 @@
 import { SS } from "./common.js";
 import { fillTable, metricsCatalog } from "./tables.js";
 import { Timeline, tlLegend } from "./timeline.js";
+import { attachHandoff } from "./tl_handoff.js";
+import { attachDetails, attachHelp, attachRangeStats } from "./tl_panels.js";
+import { attachSearch } from "./tl_search.js";
+import { SVG_MAX_BOXES, attachShare, boxesInView, readViewHash, savePng, saveSvg } from "./tl_share.js";
 
 const P = window.STREAMSCOPE;
 const run = P.run, analysis = P.analysis || {};
@@ -9,10 +13,43 @@ const span = Math.max(1, run.end_ns - run.start_ns);
 const root = document.getElementById("timeline");
 const stepMarks = ((analysis.steps) || []).map((s) => ({ rank: s.rank, step: s.step, s: s.start_ns - run.start_ns, e: s.end_ns - run.start_ns }));
 const phases = ((analysis.phases) || []).map((p) => ({ rank: p.rank, phase: p.phase, s: p.start_ns - run.start_ns, e: p.end_ns - run.start_ns }));
-const tl = new Timeline(root, { api: P.api, lanes: P.lanes, span: span, steps: stepMarks.length ? stepMarks : null, phases: phases });
+const linked = readViewHash(location.hash);  // a shared view: its rank picks the lanes
+const rank = P.lanes.some((l) => l.rank === linked.rank) ? linked.rank : undefined;
+const lanes = rank === undefined ? P.lanes : P.lanes.filter((l) => l.rank === rank);
+const laneH = Number(localStorage.getItem("streamscope.laneH")) || 34;
+const tl = new Timeline(root, { api: P.api, lanes: lanes, span: span, steps: stepMarks.length ? stepMarks : null,
+  phases: phases, queue: true, laneH: laneH, rank: rank });
 window.ssTimeline = tl;  // test and benchmark hook
 tlLegend(document.getElementById("tl-legend"));
+for (const [color, text] of [["#4c78a8", "queued ops (queue track)"], ["#e45756", "host lead (queue track)"]]) {
+  const item = SS.el("span"), sw = SS.el("i");
+  sw.style.background = color; sw.style.opacity = "0.7";
+  item.append(sw, document.createTextNode(text));
+  document.getElementById("tl-legend").append(item);
+}
+attachHandoff(tl);
+attachDetails(tl, document.getElementById("tl-details"));
+attachRangeStats(tl, document.getElementById("tl-range"));
+attachHelp(tl, document.getElementById("tl-help"), document.getElementById("tl-keys"));
+attachSearch(tl, document.getElementById("tl-search"));
+attachShare(tl, (state) => { if (state.q) tl.setSearch(state.q, state.rx); });
 tl.load().catch((e) => tl.showError(e.message));
+
+const laneInput = document.getElementById("tl-lane-h");
+laneInput.value = String(laneH);
+laneInput.addEventListener("input", () => {
+  tl.setLaneHeight(Number(laneInput.value));
+  localStorage.setItem("streamscope.laneH", laneInput.value);
+});
+const fileName = (run.name || "timeline").replace(/[^\w.-]+/g, "_").slice(0, 80) + "-timeline";
+document.getElementById("tl-png").onclick = () => savePng(tl, fileName);
+const svgButton = document.getElementById("tl-svg");
+svgButton.onclick = () => saveSvg(tl, fileName);
+root.addEventListener("tl-drawn", () => {
+  const n = boxesInView(tl);
+  svgButton.disabled = n > SVG_MAX_BOXES;
+  svgButton.title = svgButton.disabled ? "SVG needs a view of at most " + SVG_MAX_BOXES + " boxes: zoom in" : "Save the view as SVG";
+});
 
 const steps = (analysis.steps || []).filter((s) => s.rank === 0 || s.rank === undefined);
 const stepBy = {};

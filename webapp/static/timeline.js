@@ -1,28 +1,28 @@
 // Gantt timeline on a <canvas>: lanes grouped by rank, boxes coloured by kind, merged "busy" boxes from
 // the server's level-of-detail engine, step boundaries, exposed-copy shading, hover, zoom and pan.
 // Times are ns relative to the run's first interval; `offset` shifts a run onto a shared axis (compare).
-// An ES module: exports Timeline (call destroy() before dropping one) and tlLegend.
+// Extensions (queue track, links, selection, search: the tl_*.js modules) hook in through `layers`
+// (drawn over the lanes), `rowPainters` (extra rows), `tipLines` (tooltip lines) and the tl-* events:
+// tl-view (a new window is fetched), tl-select (click on an interval), tl-range (a dragged range).
+// An ES module: exports Timeline (call destroy() before dropping one), tlLegend and TL_COLORS.
 import { SS } from "./common.js";
+import { Input } from "./tl_input.js";
+import { TL_COLORS, TL_LABELS, TL_ROLE } from "./tl_theme.js";
 
-const TL_COLORS = {
-  kernel: "#4c78a8", memcpy_h2d: "#f58518", memcpy_d2h: "#b279a2", memcpy_d2d: "#9d755d",
-  memset: "#72b7b2", cpu_op: "#bab0ac", launch: "#54a24b", sync_wait: "#e45756",
-  collective: "#eeca3b", annotation: "#d4d4d4",
-};
-const TL_LABELS = {
-  kernel: "kernel", memcpy_h2d: "copy H2D", memcpy_d2h: "copy D2H", memcpy_d2d: "copy D2D", memset: "memset",
-  cpu_op: "CPU op", launch: "launch", sync_wait: "sync wait", collective: "collective", annotation: "annotation",
-};
-const TL_ROLE = {
-  cpu_thread: "CPU thread", transfer_stream: "transfer stream", compute_stream: "compute stream",
-  comm_stream: "comm stream", other_stream: "other stream",
-};
+export { TL_COLORS };
+
 const TL_ROLE_ORDER = ["cpu_thread", "transfer_stream", "compute_stream", "comm_stream", "other_stream"];
 
 export class Timeline {
   constructor(root, opts) {
     this.root = root;
-    this.opts = Object.assign({ offset: 0, gutter: 200, laneH: 30, onView: null, overview: true }, opts);
+    this.opts = Object.assign({ offset: 0, gutter: 200, laneH: 30, onView: null, overview: true, queue: false }, opts);
+    this.layers = [];      // fn(tl) drawn over the lanes, inside the plot clip
+    this.rowPainters = {};  // row.extra -> fn(tl, row): draws an extra row (e.g. "queue")
+    this.tipLines = [];    // fn(tl, hit) -> [lines] added to a single interval's tooltip
+    this.hovered = null;   // the single interval under the mouse: {lane, i, id, s, d, kind, name}
+    this.selected = null;  // the clicked interval (same shape)
+    this.range = null;     // the selected range [s, e], ns relative to the run
     this.offset = this.opts.offset;
     this.span = Math.max(1, this.opts.span);         // length of the shared axis, ns
     this.view = [0, this.span];
@@ -78,11 +78,23 @@ export class Timeline {
       lastRank = l.rank;
       rows.push(Object.assign({}, l, { y: y, h: this.opts.laneH }));
       y += this.opts.laneH + 2;
+      if (this.opts.queue && l.kind !== "cpu_thread") {  // the stream's queue, right under it
+        rows.push({ extra: "queue", index: l.index, rank: l.rank, kind: l.kind, label: "queue · host lead", y: y, h: 26 });
+        y += 28;
+      }
     }
     this.height = y + 6;
     this.rowByLane = {};
-    for (const r of rows) if (!r.header) this.rowByLane[r.index] = r;
+    for (const r of rows) if (!r.header && !r.extra) this.rowByLane[r.index] = r;
     return rows;
+  }
+
+  // Lane height in CSS px (the page's slider): lay the lanes out again and redraw.
+  setLaneHeight(h) {
+    this.opts.laneH = Math.max(16, Math.min(120, h));
+    this.lanes = this.layoutLanes(this.opts.lanes);
+    this.cssW = 0;
+    this.resize();
   }
 
   resize() {
@@ -143,6 +155,7 @@ export class Timeline {
     clearTimeout(this.slowTimer);
     // a run that is not in the server's memory yet takes seconds to load: say so
     this.slowTimer = setTimeout(() => { if (seq === this.seq) { this.pending = true; this.draw(); } }, delay + 400);
+    this.root.dispatchEvent(new CustomEvent("tl-view", { detail: { delay: delay } }));
     this.timer = setTimeout(async () => {
       try { this.accept(await this.fetchJson(this.timelineUrl()), seq, t0); }
       catch (e) { if (seq === this.seq) { clearTimeout(this.slowTimer); this.pending = false; this.draw(); this.showError(e.message); } }
@@ -205,6 +218,7 @@ export class Timeline {
         ctx.fillStyle = "#e2e5ec"; ctx.fillRect(G, row.y + 9, W - G - 8, 1);
         continue;
       }
+      if (row.extra) { ctx.fillStyle = "#fbfcfe"; ctx.fillRect(G, row.y, W - G - 8, row.h); continue; }
       ctx.fillStyle = row.kind === "cpu_thread" ? "#fafafa" : "#f4f6fa";
       ctx.fillRect(G, row.y, W - G - 8, row.h);
     }
@@ -214,10 +228,12 @@ export class Timeline {
       this.drawExposed();
       this.drawSteps();
       for (const lane of this.data.lanes) this.drawLane(lane);
+      for (const row of this.lanes) if (row.extra && this.rowPainters[row.extra]) this.rowPainters[row.extra](this, row);
     } else {
       ctx.fillStyle = "#6b7385"; ctx.font = "13px system-ui"; ctx.fillText("loading…", G + 10, 50);
     }
     this.drawHighlight();
+    if (this.data) for (const layer of this.layers) layer(this);
     ctx.restore();
     this.drawLabels();
     if (this.pending) {
@@ -346,7 +362,25 @@ export class Timeline {
     return text.slice(0, lo) + "…";
   }
 
+  drawSelection() {
+    const ctx = this.ctx;
+    if (this.range) {
+      const x0 = this.x(this.rel(this.range[0])), x1 = this.x(this.rel(this.range[1]));
+      ctx.fillStyle = "rgba(255, 196, 0, 0.16)"; ctx.fillRect(x0, 22, Math.max(1, x1 - x0), this.height - 22);
+      ctx.fillStyle = "#c79100"; ctx.fillRect(x0 - 1, 22, 2, this.height - 22); ctx.fillRect(x1 - 1, 22, 2, this.height - 22);
+    }
+    for (const [hit, color] of [[this.hovered, "#5a6b8c"], [this.selected, "#111"]]) {
+      const row = hit && this.rowByLane[hit.lane];
+      if (!row) continue;
+      const a = this.x(this.rel(hit.s)), b = this.x(this.rel(hit.s + hit.d));
+      ctx.strokeStyle = color; ctx.lineWidth = 2;
+      ctx.strokeRect(a - 1, row.y + 1, Math.max(3, b - a + 2), row.h - 2);
+    }
+    ctx.lineWidth = 1;
+  }
+
   drawHighlight() {
+    this.drawSelection();
     const hl = this.highlight;
     if (!hl) return;
     const ctx = this.ctx;
@@ -373,6 +407,11 @@ export class Timeline {
         ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui"; ctx.fillText("rank " + row.rank, 8, row.y + 13);
         continue;
       }
+      if (row.extra) {
+        ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
+        ctx.fillText(this.fit(row.label, G - 24), 18, row.y + 16);
+        continue;
+      }
       ctx.fillStyle = "#1d2330"; ctx.font = "12px system-ui";
       ctx.fillText(this.fit(TL_ROLE[row.kind] || row.kind, G - 20), 10, row.y + 13);
       ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
@@ -380,82 +419,8 @@ export class Timeline {
     }
   }
 
-  // ---- interaction --------------------------------------------------------------------------------
-  bind() {
-    const c = this.canvas;
-    c.addEventListener("wheel", (e) => {
-      e.preventDefault();
-      const r = c.getBoundingClientRect();
-      if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) this.pan((e.deltaX || e.deltaY) / 800);
-      else this.zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
-    }, { passive: false });
-    let drag = null;
-    c.addEventListener("mousedown", (e) => { drag = { x: e.clientX, view: this.view.slice() }; c.style.cursor = "grabbing"; });
-    const onWin = (type, fn) => { window.addEventListener(type, fn); this.winListeners.push([type, fn]); };
-    onWin("mouseup", () => { drag = null; c.style.cursor = ""; });
-    onWin("mousemove", (e) => {
-      if (drag) {
-        const dt = (e.clientX - drag.x) / this.plotW * (drag.view[1] - drag.view[0]);
-        this.setView(drag.view[0] - dt, drag.view[1] - dt);
-      }
-    });
-    c.addEventListener("mousemove", (e) => this.hover(e));
-    c.addEventListener("mouseleave", () => { this.tip.hidden = true; });
-    c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
-    this.onKey = (e) => {
-      const k = e.key;
-      if (k === "+" || k === "=" || k === "w") this.zoom(0.6);
-      else if (k === "-" || k === "_" || k === "s") this.zoom(1 / 0.6);
-      else if (k === "ArrowLeft" || k === "a") this.pan(-0.2);
-      else if (k === "ArrowRight" || k === "d") this.pan(0.2);
-      else if (k === "0" || k === "Home") this.reset();
-      else return;
-      e.preventDefault();
-    };
-    this.root.addEventListener("keydown", this.onKey);
-  }
-
-  hover(e) {
-    const r = this.canvas.getBoundingClientRect();
-    const x = e.clientX - r.left, y = e.clientY - r.top;
-    const hit = this.data && x > this.opts.gutter ? this.find(x, y) : null;
-    if (!hit) { this.tip.hidden = true; return; }
-    this.tip.textContent = hit;
-    this.tip.hidden = false;
-    const tx = Math.min(e.clientX + 14, window.innerWidth - 470);
-    this.tip.style.left = tx + "px"; this.tip.style.top = (e.clientY + 14) + "px";
-  }
-
-  find(x, y) {
-    const d = this.data;
-    const row = this.lanes.find((rw) => !rw.header && y >= rw.y && y < rw.y + rw.h);
-    if (!row) return null;
-    const lane = d.lanes.find((l) => l.lane === row.index);
-    if (!lane) return null;
-    const slack = 2 * (this.view[1] - this.view[0]) / this.plotW;  // 2 px
-    const t = this.t(x) + this.offset;
-    const i = this.search(lane.s, lane.d, t, slack);
-    if (i >= 0) {
-      const kind = d.kinds[lane.k[i]], dur = lane.d[i], bytes = lane.b[i];
-      const lines = [d.names[lane.n[i]], TL_LABELS[kind] + " · " + SS.ns(dur) + " · starts at " + SS.ns(lane.s[i])];
-      if (bytes > 0) lines.push(SS.bytes(bytes) + (dur > 0 ? " · " + (bytes / dur).toFixed(2) + " GB/s" : "") +
-        (d.memory_kinds[lane.m[i]] ? " · " + d.memory_kinds[lane.m[i]] + " memory" : ""));
-      lines.push(row.label + (lane.st[i] >= 0 ? " · step " + lane.st[i] : ""));
-      if (d.sources[lane.src[i]]) lines.push("source: " + d.sources[lane.src[i]]);
-      return lines.join("\n");
-    }
-    const j = this.search(lane.bs, lane.bd, t, slack);
-    if (j >= 0) {
-      const kind = d.kinds[lane.bk[j]];
-      return lane.bn[j].toLocaleString() + " intervals merged (mostly " + TL_LABELS[kind] + ")\n" +
-        SS.ns(lane.bd[j]) + " span · busy " + SS.pct(lane.bb[j] / Math.max(1, lane.bd[j])) + " (" + SS.ns(lane.bb[j]) + ")\n" +
-        row.label + "\nzoom in to see them one by one";
-    }
-    return null;
-  }
-
   // index of the box (sorted by start) that contains t, or -1
-  search(s, dur, t, slack) {
+  indexAt(s, dur, t, slack) {
     let lo = 0, hi = s.length - 1, best = -1;
     while (lo <= hi) { const m = (lo + hi) >> 1; if (s[m] <= t + slack) { best = m; lo = m + 1; } else hi = m - 1; }
     for (let i = best; i >= 0 && i > best - 64; i--) if (s[i] + dur[i] + slack >= t && s[i] - slack <= t) return i;
@@ -482,3 +447,5 @@ export function tlLegend(el) {
   const busy = SS.el("span"); const sw2 = SS.el("i"); sw2.style.background = "#4c78a8"; sw2.style.opacity = "0.45";
   busy.append(sw2, document.createTextNode("merged (opacity = busy %)")); el.append(busy);
 }
+
+Object.assign(Timeline.prototype, Input);
