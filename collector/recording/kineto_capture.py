@@ -113,7 +113,9 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
         return np.fromiter(map(methodcaller(method), evs), dtype=dtype, count=n)
 
     names = pd.Categorical(list(map(methodcaller("name"), evs)))
-    is_gpu = np.fromiter((str(t).endswith("CUDA") for t in map(methodcaller("device_type"), evs)), bool, n)
+    device_types = list(map(methodcaller("device_type"), evs))
+    on_gpu = {t: str(t).endswith("CUDA") for t in set(device_types)}  # a few distinct enum values
+    is_gpu = np.fromiter(map(on_gpu.__getitem__, device_types), bool, n)
     dev = column("device_index")
     if n and hasattr(evs[0], "activity_type"):
         cats = np.asarray(pd.Categorical(list(map(methodcaller("activity_type"), evs))), dtype=object)
