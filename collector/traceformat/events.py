@@ -157,9 +157,10 @@ def _inflate(f: Any, limit: int) -> bytearray:
                 out[size : size + len(piece)] = piece  # in place while it fits, else grows
                 size += len(piece)
                 chunk = inflater.unconsumed_tail
-                if inflater.eof and not chunk and inflater.unused_data.strip(b"\0"):
-                    chunk = inflater.unused_data  # another gzip member follows
-                    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                if inflater.eof:  # what follows a member's end (in the tail when output was capped)
+                    rest, chunk = inflater.unused_data + chunk, b""
+                    if rest.strip(b"\0"):  # another gzip member follows, not just zero padding
+                        chunk, inflater = rest, zlib.decompressobj(16 + zlib.MAX_WBITS)
     except zlib.error as exc:
         raise TraceFileError(f"gzip data does not inflate ({exc}); the .gz file is corrupt") from None
     if not inflater.eof:
