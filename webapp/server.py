@@ -11,9 +11,11 @@ line in the ``streamscope.access`` log: client, method, path, status, millisecon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from flask import Flask
 
 access_log = logging.getLogger("streamscope.access")
+DRAIN_S = 10.0
+"""How long a refused request's body is read and dropped after the answer, at most (seconds)."""
 
 
 class JsonError(Error):
@@ -121,6 +125,15 @@ def channel_class(app: Flask) -> type[HTTPChannel]:
             super().__init__(adj)
             self.channel = channel
 
+        def received(self, data: bytes) -> int:
+            if self.channel is not None and self.channel.discard:  # input after a refusal: dropped
+                self.completed = self.empty = True
+                return len(data)
+            consumed = int(super().received(data))
+            if self.error is not None and self.channel is not None:  # waitress's own 400/413/431 too
+                self.channel.discard = True
+            return consumed
+
         def parse_header(self, header_plus: bytes) -> None:
             super().parse_header(header_plus)
             headers = {k.lower().replace("_", "-"): v for k, v in self.headers.items()}
@@ -144,9 +157,15 @@ def channel_class(app: Flask) -> type[HTTPChannel]:
                 self.body_rcv = FixedStreamReceiver(self.content_length, self.spool)
 
     class Channel(HTTPChannel):
+        """After a refusal, the body that follows is read and dropped (``discard``); once the answer is
+        sent, the channel stops writing (FIN) and drains its input for up to DRAIN_S before it closes,
+        so the client reads the answer instead of a connection reset."""
+
         task_class = _Task
         error_task_class = _ErrorTask
         discard = False
+        draining = False
+        drain_until = 0.0
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -157,9 +176,37 @@ def channel_class(app: Flask) -> type[HTTPChannel]:
                 return False
             return bool(super().received(data))
 
+        def readable(self) -> bool:
+            return True if self.draining else bool(super().readable())
+
+        def writable(self) -> bool:
+            if self.draining:
+                return time.monotonic() > self.drain_until  # then handle_write closes
+            return bool(super().writable())
+
+        def handle_read(self) -> None:
+            if self.draining:
+                self.recv(1 << 16)  # dropped; at the client's end recv() calls handle_close
+                return
+            super().handle_read()
+
+        def handle_write(self) -> None:
+            if self.draining:
+                self.handle_close()
+                return
+            super().handle_write()
+
         def handle_close(self) -> None:
-            if self.request is not None:  # a body cut off half-way: drop what was spooled
-                self.request.close()
+            cut: Any = getattr(self, "request", None)
+            if cut is not None:  # a body cut off half-way: drop what was spooled
+                cut.close()
+                setattr(self, "request", None)  # noqa: B010 - waitress declares it untyped
+            if self.discard and not self.draining and self.connected and not self.total_outbufs_len:
+                self.draining, self.will_close, self.close_when_flushed = True, False, False
+                self.drain_until = time.monotonic() + DRAIN_S
+                with contextlib.suppress(OSError):
+                    self.socket.shutdown(socket.SHUT_WR)
+                return
             super().handle_close()
 
     return Channel
