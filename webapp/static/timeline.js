@@ -227,6 +227,8 @@ export class Timeline {
       ctx.fillStyle = "rgba(29, 35, 48, 0.85)"; ctx.fillRect(W - w - 12, 26, w, 22);
       ctx.fillStyle = "#fff"; ctx.fillText(msg, W - w - 4, 41);
     }
+    // the boxes under a still mouse change with every zoom and every new slice: refresh the tooltip
+    if (this.lastMouse) this.hover(this.lastMouse);
   }
 
   drawAxis() {
@@ -372,6 +374,7 @@ export class Timeline {
     c.addEventListener("wheel", (e) => {
       e.preventDefault();
       const r = c.getBoundingClientRect();
+      this.lastMouse = { clientX: e.clientX, clientY: e.clientY };
       if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) this.pan((e.deltaX || e.deltaY) / 800);
       else this.zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
     }, { passive: false });
@@ -386,7 +389,7 @@ export class Timeline {
       }
     });
     c.addEventListener("mousemove", (e) => this.hover(e));
-    c.addEventListener("mouseleave", () => { this.tip.hidden = true; });
+    c.addEventListener("mouseleave", () => { this.tip.hidden = true; this.lastMouse = null; });
     c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
     this.onKey = (e) => {
       const k = e.key;
@@ -402,6 +405,7 @@ export class Timeline {
   }
 
   hover(e) {
+    this.lastMouse = { clientX: e.clientX, clientY: e.clientY };
     const r = this.canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
     const hit = this.data && x > this.opts.gutter ? this.find(x, y) : null;
