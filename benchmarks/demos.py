@@ -53,19 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from collector import demos
-    from collector.recording.recorder import Recorder
+    from collector.recording.api import record
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", help="folder for the recorded sample traces")
     parser.add_argument("--profiler-trace", help="also write a torch.profiler trace of the overlap demo here")
     parser.add_argument("--md")
+    parser.add_argument("--demos", default=",".join(demos.DEMOS), help="comma-separated demo names")
     args = parser.parse_args(argv)
     rows = []
-    for name, demo in demos.DEMOS.items():
+    for name in args.demos.split(","):
+        demo = demos.get(name)
         marks: list[float] = []
         plain = demos.run_demo(name, None, quiet=True, times=marks)
         out = os.path.join(args.traces, f"{name}.json.gz") if args.traces else None
-        rec = Recorder(f"demo:{name}", out, source="demo", command=f"streamscope record demo:{name}")
+        rec = record(f"demo:{name}", out, source="demo", command=f"streamscope record demo:{name}")
         rec_marks: list[float] = []
         recorded = demos.run_demo(name, rec, quiet=True, times=rec_marks)
         size = os.path.getsize(out) / 1e6 if out else 0.0
@@ -93,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         "`PYTHONPATH=. python3 benchmarks/demos.py`. Each demo trains a "
         f"{depth}-layer MLP (width {width}, TF32) with SGD on {batch}x{width} float32 batches "
         f"({batch * width * 4 / 2**20:.0f} MiB); ms/step is wall time over the run, GPU finished, "
-        "after 3 warm-up steps.",
+        "after 3 warm-up steps; recorded with the default (CUPTI) timing. The regime demos (tiny-ops, "
+        "convnet, transformer-small, transformer-large) are their own models (collector/demos.py).",
         "",
         "| demo | steps | ms/step | ms/step recorded | sample trace MB |",
         "|---|---|---|---|---|",

@@ -39,13 +39,19 @@ def wait_until_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60
 
 @contextmanager
 def running_server(
-    samples: Path, data: Path, cwd: Path, stdout: int | IO[bytes] = subprocess.DEVNULL
+    samples: Path,
+    data: Path,
+    cwd: Path,
+    stdout: int | IO[bytes] = subprocess.DEVNULL,
+    args: tuple[str, ...] = (),
+    ready_path: str = "/",
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``streamscope serve`` importing ``samples`` into ``data``; yields (base url, process), then stops it."""
+    """``streamscope serve`` importing ``samples`` into ``data`` (more options in ``args``); yields
+    (base url, process) once ``ready_path`` answers 200, then stops it."""
     port = free_port()
     env = {**os.environ, "STREAMSCOPE_SAMPLES_DIR": str(samples), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data", str(data)],
+        [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--data", str(data), *args],
         cwd=cwd,
         env=env,
         stdout=stdout,
@@ -53,7 +59,7 @@ def running_server(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until_up(base + "/", proc)
+        wait_until_up(base + ready_path, proc)
         yield base, proc
     finally:
         proc.terminate()

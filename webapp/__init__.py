@@ -6,11 +6,12 @@ torch; ``create_app`` does the Flask work.
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from webapp.gate import TOKEN_COOKIE
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -22,14 +23,14 @@ DEFAULT_MAX_UPLOAD_BYTES = 2 * 1024**3
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 """The repository (or install) root; sample traces live in ``PACKAGE_ROOT / "sample_traces"``."""
 
-TOKEN_COOKIE = "streamscope_token"
-
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app. Config keys (all optional):
 
     DATA_DIR            data folder (SQLite catalog + run files); default ./streamscope-data
     MAX_CONTENT_LENGTH  upload limit in bytes; default 2 GB
+    MAX_MEMORY          memory budget of ingest in bytes (webapp.budget); default a quarter of the RAM.
+                        Uploads wait in line for it; one that could never fit is refused with 413
     TOKEN               when set, every request must carry it (``?token=``, ``Authorization: Bearer``
                         or the cookie set after the first ``?token=``)
     IMPORT_SAMPLES      import every trace in SAMPLES_DIR on first start (default True)
@@ -44,6 +45,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """
     from flask import Flask
 
+    from webapp.budget import default_budget_bytes
+
     app = Flask(__name__)
     app.config.from_mapping(
         DATA_DIR=os.path.abspath(DEFAULT_DATA_DIR),
@@ -55,12 +58,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         WARM_RUNS=0,
         CACHE_RUNS=3,
         LOCAL_ONLY=False,
+        MAX_MEMORY=default_budget_bytes(),
         JSON_SORT_KEYS=False,
     )
     if test_config:
         app.config.update(test_config)
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
+    from webapp.budget import MemoryBudget, largest_file_bytes
     from webapp.store import Store
 
     store = Store(app.config["DATA_DIR"], cache_runs=int(app.config["CACHE_RUNS"]))
@@ -72,8 +77,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     for info in store.list_runs()[: int(app.config["WARM_RUNS"])]:
         store.warm(info.id)
-    _install_token_check(app)
-    _install_host_check(app)
+    app.extensions["streamscope.budget"] = MemoryBudget(int(app.config["MAX_MEMORY"]))
+    app.config["MAX_TRACE_BYTES"] = largest_file_bytes(int(app.config["MAX_MEMORY"]))
+    _install_gate(app)
     from webapp import api, compare, errors, explore, formatting, record, runs, static_assets, upload
 
     errors.register(app)
@@ -83,37 +89,25 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     return app
 
 
-LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
+def _install_gate(app: Flask) -> None:
+    """Host, token and size checks (webapp.gate) before every request; webapp.server runs the same ones
+    before it reads a body."""
+    from flask import Response, request
 
-
-def _install_host_check(app: Flask) -> None:
-    from flask import abort, request
-
-    if not app.config.get("LOCAL_ONLY"):
-        return
+    from webapp.errors import error_response
+    from webapp.gate import check_headers
 
     @app.before_request
-    def _check_host() -> None:
-        host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-        if host.lower() not in LOCAL_NAMES:
-            abort(403, "this server only answers requests addressed to 127.0.0.1 or localhost")
-
-
-def _install_token_check(app: Flask) -> None:
-    from flask import Response, abort, request
+    def _gate() -> tuple[Response | str, int] | None:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        refusal = check_headers(
+            app.config, request.method, request.path, request.query_string.decode("latin-1"), headers
+        )
+        return error_response(refusal.status, refusal.message) if refusal else None
 
     token = app.config.get("TOKEN")
     if not token:
         return
-
-    @app.before_request
-    def _check() -> None:
-        given = request.args.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
-        auth = request.headers.get("Authorization", "")
-        if auth.startswith("Bearer "):
-            given = auth[len("Bearer ") :]
-        if not hmac.compare_digest(given.encode(), str(token).encode()):
-            abort(401, "this server needs its access token: open the URL printed by `streamscope serve`")
 
     @app.after_request
     def _remember(response: Response) -> Response:

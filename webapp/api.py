@@ -2,6 +2,7 @@
 
 GET    /api/runs                          the catalog, newest first
 POST   /api/runs?name=FILE.json.gz        upload one trace (raw body, or multipart field ``file``)
+GET    /api/ingest                        the memory budget and the uploads loading or queued
 GET    /api/runs/<id>                     one run: catalog row, metadata, lanes
 PATCH  /api/runs/<id>   {"name": ...}     rename
 DELETE /api/runs/<id>                     delete
@@ -14,12 +15,15 @@ GET    /api/compare?a=<id>&b=<id>         metric deltas, op diff, findings fixed
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
+from webapp.budget import get_budget
 from webapp.figures import step_time_figure
-from webapp.ingest import IngestError, TooLarge, base_name, ingest_stream
+from webapp.gate import SPOOLED_BODY
+from webapp.ingest import IngestError, TooLarge, base_name, ingest_upload, spool_stream
 from webapp.pipeline import overview_json
 from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound, get_store
@@ -44,27 +48,47 @@ def list_runs() -> Response:
 
 @bp.post("/runs")
 def upload() -> tuple[Response, int]:
-    """Store one uploaded trace (``?step_at=SPEC`` places its steps, as ``--step-at``). 201 with the run;
-    400/413 with {"error"} and nothing stored."""
+    """Store one uploaded trace. 201 with the run; 400/413 with {"error"} and nothing stored.
+
+    ``?step_at=SPEC`` places its steps, as ``--step-at``; ``?ticket=`` (optional, chosen by the client) names
+    the upload in GET /api/ingest while it waits.
+    """
     store = get_store()
     limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
+    spooled = request.environ.get(SPOOLED_BODY)  # the server wrote the body straight to this file
+    gone = request.environ.get("waitress.client_disconnected") or (lambda: False)
     if request.mimetype == "multipart/form-data":
         upload_file = request.files.get("file")
         if upload_file is None:
             abort(400, "no file in the upload (multipart field 'file')")
         stream, filename = upload_file.stream, upload_file.filename or ""
+        spooled = None
     else:
         stream, filename = request.stream, request.args.get("name", "")
     if not filename:
         abort(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
     step_at = (request.args.get("step_at") or request.form.get("step_at") or "").strip() or None
+    ticket = request.args.get("ticket", "")[:64]
     try:
-        info = ingest_stream(store, stream, filename, limit, step_at=step_at)
+        path = Path(spooled) if spooled else spool_stream(store, stream, filename, limit)
+        try:
+            info = ingest_upload(store, get_budget(), path, filename, ticket=ticket, gone=gone, step_at=step_at)
+        finally:
+            if not spooled:
+                path.unlink(missing_ok=True)
     except TooLarge as exc:
-        abort(413, str(exc))
+        abort(413, f"{_basename(filename)}: {exc}")
     except IngestError as exc:
         abort(400, f"{_basename(filename)}: {exc}")
     return jsonify({"run": info.to_dict(), "url": f"/runs/{info.id}"}), 201
+
+
+@bp.get("/ingest")
+def ingest_queue() -> Response:
+    """The memory budget and the uploads being ingested or queued, oldest first."""
+    budget = get_budget()
+    jobs = [{"ticket": j.ticket, "state": j.state, "need_bytes": j.need_bytes} for j in budget.jobs()]
+    return jsonify({"budget_bytes": budget.budget_bytes, "in_use_bytes": budget.in_use_bytes, "jobs": jobs})
 
 
 def _basename(filename: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, Response, jsonify, render_template, request
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import HTTPException, InternalServerError, RequestEntityTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def register(app: Flask) -> None:
     def _http(exc: HTTPException) -> tuple[Response | str, int]:
         status = exc.code or 500
         message = exc.description or exc.name
-        if status == 413:
+        if status == 413 and message == RequestEntityTooLarge.description:  # werkzeug's own, not ours
             limit = app.config.get("MAX_CONTENT_LENGTH")
             message = f"upload too large: the limit is {limit:,} bytes" if limit else "upload too large"
         return error_response(status, str(message))

@@ -1,4 +1,4 @@
-"""Turning trace files into stored runs: uploads (streamed to disk first) and the bundled sample traces.
+"""Turning trace files into stored runs: uploads (on disk first, loaded within the memory budget) and samples.
 
 The pipeline runs one way: load (collector.load) -> compute (webapp.pipeline.prepare: analysis,
 index, overview) -> store (Store.add only writes files and the catalog row).
@@ -9,19 +9,19 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
 from collector.errors import StreamscopeError
 from collector.model import Trace
+from webapp import spool
+from webapp.budget import Cancelled, MemoryBudget, estimate_load_bytes, largest_file_bytes
+from webapp.gate import TRACE_SUFFIXES, upload_suffix
 from webapp.pipeline import prepare
-from webapp.store import RunInfo, Store
+from webapp.store import RunAborted, RunInfo, Store
 
 log = logging.getLogger(__name__)
-
-TRACE_SUFFIXES = (".json.gz", ".json")
-CHUNK_BYTES = 1 << 20
 
 
 class IngestError(StreamscopeError, ValueError):
@@ -29,20 +29,23 @@ class IngestError(StreamscopeError, ValueError):
 
 
 class TooLarge(IngestError):
-    """The upload passed the configured size limit."""
+    """The upload passed the configured size limit (HTTP 413)."""
+
+
+class BudgetExceeded(TooLarge):
+    """Loading the trace would pass the server's memory budget (HTTP 413)."""
+
+
+class ClientGone(IngestError):
+    """The client disconnected before its run was stored; nothing was."""
 
 
 def suffix_of(filename: str) -> str:
     """The trace suffix of a user's file name (``.json`` or ``.json.gz``); raises IngestError otherwise."""
-    suffix = _trace_suffix(filename)
+    suffix = upload_suffix(filename)
     if suffix is None:
         raise IngestError("not a trace file: the name must end in .json or .json.gz")
     return suffix
-
-
-def _trace_suffix(filename: str) -> str | None:
-    lower = filename.lower()
-    return next((suffix for suffix in TRACE_SUFFIXES if lower.endswith(suffix)), None)
 
 
 def base_name(filename: str) -> str:
@@ -53,7 +56,7 @@ def base_name(filename: str) -> str:
 def display_name(filename: str) -> str:
     """A run name from a file name: the base name without directories or trace suffix."""
     base = base_name(filename)
-    suffix = _trace_suffix(base)
+    suffix = upload_suffix(base)
     if suffix is not None:
         base = base[: -len(suffix)]
     if base.lower().endswith(".pt.trace"):  # torch.profiler's own naming
@@ -61,48 +64,114 @@ def display_name(filename: str) -> str:
     return base.strip()[:200] or "run"
 
 
-def ingest_stream(
-    store: Store, stream: IO[bytes], filename: str, limit_bytes: int, *, step_at: str | None = None
+def ingest_upload(
+    store: Store,
+    budget: MemoryBudget,
+    path: Path,
+    filename: str,
+    *,
+    ticket: str = "",
+    gone: Callable[[], bool] = lambda: False,
+    step_at: str | None = None,
 ) -> RunInfo:
-    """Stream ``stream`` to a server-named file in the uploads folder, then store it as a run (``step_at``:
-    the user's ``--step-at`` choice, collector.steps).
+    """Store the uploaded file at ``path`` (spooled by the server, or by :func:`spool_stream`) as a run.
 
-    The upload file is always removed; nothing is stored when any step fails.
+    A gzip is inflated to a file beside it, never past what ``budget`` could load; the load is refused
+    (BudgetExceeded) when its estimate passes the whole budget, else it waits its turn in the budget's queue
+    (``ticket`` names it there). ``gone()`` tells whether the client has gone away: then nothing is stored
+    (ClientGone). Files made here are removed; a gzip ``path`` is removed once inflated, a plain one is left
+    to the caller.
     """
-    suffix = suffix_of(filename)
-    part = store.uploads_dir / f"{secrets.token_hex(8)}{suffix}"
+    suffix_of(filename)
+    most = largest_file_bytes(budget.budget_bytes)
+    plain = path
     try:
-        written = 0
-        with open(part, "wb") as fh:
-            while True:
-                chunk = stream.read(CHUNK_BYTES)
-                if not chunk:
-                    break
-                written += len(chunk)
-                if written > limit_bytes:
-                    raise TooLarge(f"file is larger than the upload limit of {limit_bytes:,} bytes")
-                fh.write(chunk)
-        if written == 0:
+        if spool.is_gzip(path):
+            plain = store.uploads_dir / f"{secrets.token_hex(8)}.json"
+            try:
+                size, events = spool.inflate_to_disk(path, plain, most, stop=gone)
+            except spool.InflateLimit:
+                raise BudgetExceeded(
+                    f"the gzip inflates past {most / 1e9:.2f} GB, more than this server's memory budget can "
+                    "load (see --max-memory)"
+                ) from None
+            except ValueError as exc:
+                raise IngestError(str(exc)) from None
+            _stop_if(gone)
+            path.unlink(missing_ok=True)  # the compressed copy is no longer needed: free its disk
+        else:
+            size, events = path.stat().st_size, spool.count_events(path)
+        if size == 0:
             raise IngestError("the file is empty")
+        need = estimate_load_bytes(size, events)
+        if need > budget.budget_bytes:
+            raise BudgetExceeded(
+                f"loading this trace ({size / 1e9:.2f} GB, {events:,} events) needs about {need / 1e9:.2f} GB, "
+                f"more than this server's memory budget of {budget.budget_bytes / 1e9:.2f} GB (see --max-memory)"
+            )
         try:
-            return ingest_file(store, part, display_name(filename), step_at=step_at)
+            with budget.hold(need, ticket, gone):
+                _stop_if(gone)
+                trace = _load(plain, step_at)
+                name = display_name(filename)
+                if trace.meta.workload and name == "run":
+                    name = trace.meta.workload
+                run = prepare(trace)
+                del trace
+                _stop_if(gone)
+                return store.add(
+                    run.trace,
+                    name,
+                    analysis=run.analysis,
+                    index=run.index,
+                    overview=run.overview,
+                    keep=lambda: not gone(),
+                )
+        except Cancelled:
+            raise ClientGone("the client went away while its upload waited") from None
+        except RunAborted:
+            raise ClientGone("the client went away before its run was stored") from None
         except IngestError as exc:  # name the user's file, never the server's path
-            message = str(exc).replace(f"{part}: ", "").replace(str(part), "the file")
-            raise IngestError(message) from None
+            raise type(exc)(str(exc).replace(f"{plain}: ", "").replace(str(plain), "the file")) from None
     finally:
+        if plain != path:
+            plain.unlink(missing_ok=True)
+
+
+def spool_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: int) -> Path:
+    """Copy an upload body into a server-named file in the uploads folder (for servers that did not spool
+    it there already); the caller removes it. Raises TooLarge past ``limit_bytes``."""
+    part = store.uploads_dir / f"{secrets.token_hex(8)}{suffix_of(filename)}"
+    try:
+        spool.copy_limited(stream, part, limit_bytes)
+    except spool.InflateLimit:
         part.unlink(missing_ok=True)
+        raise TooLarge(f"upload too large: the limit is {limit_bytes:,} bytes") from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return part
+
+
+def _stop_if(gone: Callable[[], bool]) -> None:
+    if gone():
+        raise ClientGone("the client went away before its run was stored")
+
+
+def _load(path: Path, step_at: str | None = None) -> Trace:
+    from collector.load import load_trace
+
+    try:
+        return load_trace(str(path), step_at=step_at)
+    except (ValueError, OSError, EOFError) as exc:
+        raise IngestError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    except MemoryError:
+        raise BudgetExceeded("the trace is too large to load on this server") from None
 
 
 def ingest_file(store: Store, path: Path, name: str, origin: str = "", *, step_at: str | None = None) -> RunInfo:
     """Load a trace file (ours or torch.profiler's) and store it; raises IngestError with one line."""
-    from collector.load import load_trace
-
-    try:
-        trace = load_trace(str(path), step_at=step_at)
-    except (ValueError, OSError, EOFError) as exc:
-        raise IngestError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-    except MemoryError:
-        raise IngestError("the trace is too large to load on this server") from None
+    trace = _load(path, step_at)
     if trace.meta.workload and name == "run":
         name = trace.meta.workload
     return add_trace(store, trace, name, origin=origin)

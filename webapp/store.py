@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +82,10 @@ RUN_FIELDS = (
 
 class RunNotFound(KeyError):
     """No run with that id in the catalog."""
+
+
+class RunAborted(Exception):
+    """Store.add was told not to keep the run; nothing of it is stored."""
 
 
 @dataclass(frozen=True)
@@ -233,11 +237,15 @@ class Store:
         index: RunIndex,
         overview: bytes,
         origin: str = "",
+        keep: Callable[[], bool] = lambda: True,
     ) -> RunInfo:
         """Store an already computed run (webapp.pipeline.prepare) under a new id: files first, catalog row last.
 
         ``trace`` has its intervals sorted by lane then start_ns; ``analysis`` is RunAnalysis.to_dict();
         ``index`` is the trace's RunIndex; ``overview`` the whole-run timeline payload as JSON bytes.
+        ``keep()`` is asked just before the catalog row is written: when false (the uploader went away) the
+        files are removed and RunAborted is raised. The run is not kept in memory: its first view maps the
+        saved index, so an upload costs memory only while it is ingested.
         """
         run_id = secrets.token_hex(8)
         frame = trace.intervals
@@ -264,13 +272,15 @@ class Store:
         )
         row = info.to_dict()
         row["summary"] = json.dumps(info.summary)
+        if not keep():
+            for path in self.runs_dir.glob(f"{run_id}.*"):
+                _remove(path)
+            raise RunAborted(run_id)
         with self._connect() as db:
             db.execute(
                 f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))})",
                 [row[f] for f in RUN_FIELDS],
             )
-        with self._lock:
-            self._remember(run_id, index)
         return info
 
     def load(self, run_id: str) -> Trace:

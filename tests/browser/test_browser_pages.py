@@ -38,6 +38,21 @@ def test_upload_timeline_finding_zoom_and_compare(page, server, traces, shot) ->
     page.wait_for_selector(".tooltip:not([hidden])")
     tip = page.inner_text(".tooltip")
     assert "compute" in tip and ("intervals merged" in tip or "kernel" in tip), tip
+    # a wheel zoom under the still mouse: the tooltip follows the boxes now under it, not the old ones
+    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
+    whole = page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]")
+    page.mouse.wheel(0, -900)
+    x, y = box["x"] + box["width"] * 0.5, box["y"] + row_y
+    page.wait_for_function(
+        f"""Number(document.getElementById('timeline').dataset.seq) > {seq} && (() => {{
+            const r = ssTimeline.canvas.getBoundingClientRect();
+            const now = ssTimeline.find({x} - r.left, {y} - r.top);
+            const tip = document.querySelector('.tooltip');
+            return now ? !tip.hidden && tip.textContent === now : tip.hidden;
+        }})()"""
+    )
+    page.evaluate("ssTimeline.reset()")
+    page.wait_for_function(f"Math.abs(ssTimeline.view[1] - ssTimeline.view[0] - {whole}) < 1")
     shot(page, "02-run")
 
     full = page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]")

@@ -10,7 +10,7 @@ from web_helpers import copy_trace
 from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, empty_markers
 from collector.synthetic import synthetic_trace
 from webapp.analysis import intervals as iv
-from webapp.analysis.lod import RunIndex
+from webapp.analysis.lod import RunIndex, water_level
 
 
 def union_len(s: np.ndarray, e: np.ndarray) -> int:
@@ -135,3 +135,29 @@ def test_exposed_windows_with_many_windows_merge_by_gaps(
     assert np.all(box >= 0) and np.all(ce <= be[box])
     # and the boxes start and end where windows do (no time outside the windows' runs)
     assert set(bs.tolist()) <= set(cs.tolist()) and set(be.tolist()) <= set(ce.tolist())
+
+
+def test_water_level_shares_the_budget_by_need() -> None:
+    assert water_level(np.array([10, 5000, 5000]), 2010) == 1000
+    assert water_level(np.array([10, 20, 5000]), 2000) == 1970
+    assert water_level(np.array([10, 20]), 2000) == 20
+    assert water_level(np.array([900, 900, 900]), 30) == 10
+
+
+def test_a_quiet_lane_leaves_its_boxes_to_a_busy_one() -> None:
+    """One busy lane of spread-out intervals and many quiet ones: the busy lane gets nearly all the budget
+    instead of an even share, and the view stays within it."""
+    busy = stream_trace(20_000)
+    frame = busy.intervals
+    quiet = [frame.iloc[:3].assign(lane=i + 1) for i in range(9)]
+    lanes = (busy.lanes[0], *[Lane(0, busy.lanes[0].kind, 100 + i, f"q{i}") for i in range(9)])
+    trace = Trace(busy.meta, lanes, conform_intervals(pd.concat([frame, *quiet], ignore_index=True)), busy.markers)
+    idx = RunIndex(trace)
+    alone = idx.lane(0, idx.origin_ns, idx.end_ns, 10_000).n_boxes
+    lods = idx.view(idx.origin_ns, idx.end_ns, width_px=10_000, max_per_lane=2000, max_per_view=600)
+    boxes = [x.n_boxes for x in lods]
+    assert alone > 600 and sum(boxes) <= 600
+    cap = water_level(np.array([alone, *boxes[1:]]), 600)
+    assert cap == 600 - sum(boxes[1:])  # the quiet lanes' leftovers go to the busy one, not an even 60 each
+    assert boxes[0] == idx.lane(0, idx.origin_ns, idx.end_ns, 10_000, cap).n_boxes > 60
+    assert boxes[1:] == [idx.lane(i, idx.origin_ns, idx.end_ns, 10_000).n_boxes for i in range(1, 10)]

@@ -24,8 +24,9 @@ from webapp.analysis import intervals as iv
 
 MAX_BOXES_PER_LANE = 2000
 MAX_BOXES_PER_VIEW = 10_000
-RAW_LIMIT = 200_000
-"""Windows with more intervals than this on a lane use the precomputed prefix arrays (_Coarse)."""
+RAW_LIMIT = 50_000
+"""Windows with more intervals than this on a lane use the precomputed prefix arrays (_Coarse), which lanes
+longer than this have: a whole-run view then costs well under a millisecond per lane."""
 KIND_NAMES: tuple[str, ...] = tuple(INTERVAL_KIND_DTYPE.categories)
 """Interval kinds by code: the ``kind`` arrays below hold indices into this tuple."""
 _N_KINDS = len(KIND_NAMES)
@@ -352,14 +353,22 @@ class RunIndex:
         max_per_view: int = MAX_BOXES_PER_VIEW,
     ) -> list[LaneLod]:
         """Boxes for every lane (or ``lanes``) in [t0, t1): at most ``max_per_lane`` per lane and
-        ``max_per_view`` in all."""
+        ``max_per_view`` in all, shared by need: each lane is drawn at the view's resolution first, and only
+        when all of them together pass ``max_per_view`` are the lanes that need the most coarsened, to one
+        common cap (:func:`water_level`); a lane that needs few boxes leaves the rest to the others."""
         if t1 <= t0:
             raise ValueError("the window is empty: end_ns must be greater than start_ns")
         if width_px < 1:
             raise ValueError("width_px must be at least 1")
         chosen = list(range(len(self.lanes))) if lanes is None else lanes
-        cap = max(1, min(max_per_lane, max_per_view // max(1, len(chosen))))
-        return [self.lane(i, t0, t1, width_px, cap) for i in chosen]
+        first = [self.lane(i, t0, t1, width_px, max_per_lane) for i in chosen]
+        need = np.array([x.n_boxes for x in first], dtype=np.int64)
+        if need.sum() <= max_per_view:
+            return first
+        cap = water_level(need, max_per_view)
+        return [
+            x if x.n_boxes <= cap else self.lane(i, t0, t1, width_px, cap) for i, x in zip(chosen, first, strict=True)
+        ]
 
     def exposed_view(
         self, rank: int, t0: int, t1: int, width_px: int, cap: int = 1000
@@ -460,6 +469,17 @@ class _Coarse:
             busy_kind=dominant[multi],
             px_ns=px,
         )
+
+
+def water_level(need: np.ndarray, total: int) -> int:
+    """The largest cap ``c`` (at least 1) with ``sum(min(need, c)) <= total``: lanes needing at most ``c``
+    boxes keep them all, the others get ``c`` each."""
+    s = np.sort(need)
+    n = len(s)
+    below = np.concatenate([[0], np.cumsum(s)[:-1]])  # boxes of the lanes before position k
+    caps = (total - below) // np.maximum(1, n - np.arange(n))  # cap if lanes k.. are the capped ones
+    hit = np.flatnonzero(caps < s)
+    return max(1, int(caps[hit[0]]) if len(hit) else int(s[-1]))
 
 
 def gap_order(start: np.ndarray, prev_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

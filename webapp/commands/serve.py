@@ -26,10 +26,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--insecure", action="store_true", help="allow binding a non-local address without a token")
     parser.add_argument("--max-upload-mb", type=int, default=2048, help="upload size limit in MB (default 2048)")
     parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
+    parser.add_argument(
+        "--max-memory",
+        default=None,
+        help="memory budget of ingest, e.g. 6G or 1500M (default: a quarter of this machine's RAM); uploads "
+        "wait in line for it, and one that could never fit is refused",
+    )
     parser.add_argument("--no-samples", action="store_true", help="do not import sample_traces/ on first start")
 
 
+def parse_size(text: str) -> int:
+    """Bytes from ``1500M``, ``6G``, ``6GB`` or a plain number of bytes; raises CliError otherwise."""
+    from webapp.cli import CliError
+
+    units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+    raw = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (raw[:-1], raw[-1]) if raw[-1:] in units else (raw, "")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise CliError(f"--max-memory {text}: give a size such as 6G or 1500M") from None
+    if value < 64 * 1024**2:
+        raise CliError(f"--max-memory {text}: must be at least 64M")
+    return int(value)
+
+
+def _log_requests() -> None:
+    """One line per request on stderr (webapp.server's ``streamscope.access`` log)."""
+    import logging
+    import sys
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    access = logging.getLogger("streamscope.access")
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
+
+
 def run(args: argparse.Namespace) -> int:
+    from webapp.budget import default_budget_bytes
     from webapp.cli import CliError
 
     if not 0 <= args.port <= 65535:
@@ -50,13 +86,15 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"--data {args.data}: cannot create the data folder ({exc.strerror})") from None
 
-    from waitress.server import create_server
-
     from webapp import create_app
+    from webapp.server import make_server
 
     limit = args.max_upload_mb * 1024 * 1024
+    budget = parse_size(args.max_memory) if args.max_memory else default_budget_bytes()
+    _log_requests()
     app = create_app(
         {
+            "MAX_MEMORY": budget,
             "DATA_DIR": data,
             "TOKEN": token,
             "MAX_CONTENT_LENGTH": limit,
@@ -70,21 +108,14 @@ def run(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
     try:
-        server = create_server(
-            app,
-            host=args.host,
-            port=args.port,
-            threads=args.threads,
-            max_request_body_size=limit + (1 << 20),
-            clear_untrusted_proxy_headers=True,
-        )
+        server = make_server(app, args.host, args.port, args.threads, limit + (1 << 20))
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
     port = getattr(server, "effective_port", args.port)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     runs = len(app.extensions["streamscope.store"].list_runs())
-    print(f"Streamscope serving {runs} run(s) from {data}", flush=True)
+    print(f"Streamscope serving {runs} run(s) from {data}; ingest memory budget {budget / 1e9:.1f} GB", flush=True)
     print(f"Open {url}  (Ctrl+C to stop)", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()

@@ -243,6 +243,8 @@ export class Timeline {
       ctx.fillStyle = "rgba(29, 35, 48, 0.85)"; ctx.fillRect(W - w - 12, 26, w, 22);
       ctx.fillStyle = "#fff"; ctx.fillText(msg, W - w - 4, 41);
     }
+    // the boxes under a still mouse change with every zoom and every new slice: refresh the tooltip
+    if (this.lastMouse) this.hover(this.lastMouse);
   }
 
   drawAxis() {

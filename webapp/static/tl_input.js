@@ -19,6 +19,7 @@ export const Input = {
     c.addEventListener("wheel", (e) => {
       e.preventDefault();
       const r = c.getBoundingClientRect();
+      this.lastMouse = { clientX: e.clientX, clientY: e.clientY };
       if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) this.pan((e.deltaX || e.deltaY) / 800);
       else this.zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
     }, { passive: false });
@@ -54,7 +55,7 @@ export const Input = {
       this.setView(drag.view[0] - dt, drag.view[1] - dt);
     });
     c.addEventListener("mousemove", (e) => this.hover(e));
-    c.addEventListener("mouseleave", () => { this.tip.hidden = true; this.setHovered(null); });
+    c.addEventListener("mouseleave", () => { this.tip.hidden = true; this.lastMouse = null; this.setHovered(null); });
     c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
     this.onKey = (e) => {
       if (e.target !== this.root || e.ctrlKey || e.metaKey || e.altKey) return;
@@ -103,6 +104,7 @@ export const Input = {
   },
 
   hover(e) {
+    this.lastMouse = { clientX: e.clientX, clientY: e.clientY };
     const r = this.canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
     const hit = this.data && x > this.opts.gutter ? this.hitAt(x, y) : null;

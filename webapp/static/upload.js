@@ -21,7 +21,23 @@ function uploadOne(file) {
       msg.className = "msg error"; bar.replaceWith(SS.el("span")); li.classList.add("failed"); return resolve();
     }
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", cfg.upload_url + "?name=" + encodeURIComponent(file.name));
+    const ticket = Math.random().toString(36).slice(2, 12);
+    let poll = null;
+    // once the body is sent, the server may hold the upload in its memory queue: say so
+    const watch = () => {
+      fetch(cfg.ingest_url, { headers: { "Accept": "application/json" } }).then((r) => r.json()).then((q) => {
+        const jobs = q.jobs || [];
+        const mine = jobs.findIndex((j) => j.ticket === ticket);
+        if (mine < 0 || !poll) return;
+        msg.textContent = jobs[mine].state === "queued"
+          ? "queued: waiting for server memory (" + jobs.slice(0, mine).length + " ahead)"
+          : "analyzing…";
+      }).catch(() => {});
+    };
+    xhr.upload.onload = () => { msg.textContent = "analyzing…"; poll = setInterval(watch, 1000); watch(); };
+    const stop = () => { if (poll) clearInterval(poll); poll = null; };
+    xhr.addEventListener("loadend", stop);
+    xhr.open("POST", cfg.upload_url + "?name=" + encodeURIComponent(file.name) + "&ticket=" + ticket);
     xhr.setRequestHeader("Accept", "application/json");
     xhr.setRequestHeader("Content-Type", "application/octet-stream");
     xhr.upload.onprogress = (e) => {

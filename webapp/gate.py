@@ -1,0 +1,106 @@
+"""The checks a request passes before any byte of its body is read: Host, token, size, upload name.
+
+:func:`check_headers` is pure (request line and headers in, a :class:`Refusal` or None out), so the same
+rules run in two places: in the HTTP server while it parses the headers (webapp.server, before the body is
+spooled anywhere) and in Flask's ``before_request`` (the test client and any other WSGI server).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
+from typing import Any
+from urllib.parse import parse_qs
+
+TOKEN_COOKIE = "streamscope_token"
+LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
+UPLOAD_PATH = "/api/runs"
+TRACE_SUFFIXES = (".json.gz", ".json")
+SPOOLED_BODY = "streamscope.spooled_body"
+"""WSGI environ key: the path of the file the server wrote an upload's body to (webapp.server)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An answer given instead of running the request: HTTP status and a one-line message."""
+
+    status: int
+    message: str
+
+
+def host_name(host: str) -> str:
+    """The name part of a Host header (``[::1]:8050`` -> ``[::1]``, ``a.b:80`` -> ``a.b``)."""
+    return host if host.endswith("]") else host.rsplit(":", 1)[0]
+
+
+def given_token(query: Mapping[str, str], headers: Mapping[str, str]) -> str:
+    """The token a request carries: ``Authorization: Bearer``, else ``?token=``, else the cookie.
+
+    ``headers`` keys are lower case.
+    """
+    auth = headers.get("authorization", "")
+    if auth.startswith("Bearer "):
+        return auth[len("Bearer ") :]
+    if query.get("token"):
+        return query["token"]
+    try:
+        morsel = SimpleCookie(headers.get("cookie", "")).get(TOKEN_COOKIE)
+    except CookieError:
+        return ""
+    return morsel.value if morsel is not None else ""
+
+
+def upload_suffix(filename: str) -> str | None:
+    """``.json`` or ``.json.gz`` when ``filename`` ends with one (any case), else None."""
+    lower = filename.lower()
+    return next((suffix for suffix in TRACE_SUFFIXES if lower.endswith(suffix)), None)
+
+
+def check_headers(
+    config: Mapping[str, Any], method: str, path: str, query_string: str, headers: Mapping[str, str]
+) -> Refusal | None:
+    """None when the request may proceed; else the refusal (403 Host, 401 token, 413 size, 400 name).
+
+    ``headers`` keys are lower case; ``config`` is the app's config (LOCAL_ONLY, TOKEN,
+    MAX_CONTENT_LENGTH) plus ``MAX_TRACE_BYTES``: the largest plain trace the memory budget can load.
+    """
+    if config.get("LOCAL_ONLY") and host_name(headers.get("host", "")).lower() not in LOCAL_NAMES:
+        return Refusal(403, "this server only answers requests addressed to 127.0.0.1 or localhost")
+    query = {k: v[0] for k, v in parse_qs(query_string, keep_blank_values=True).items()}
+    token = config.get("TOKEN")
+    if token and not hmac.compare_digest(given_token(query, headers).encode(), str(token).encode()):
+        return Refusal(401, "this server needs its access token: open the URL printed by `streamscope serve`")
+    length = _content_length(headers)
+    limit = config.get("MAX_CONTENT_LENGTH")
+    if limit and length > limit:
+        return Refusal(413, f"upload too large: the limit is {limit:,} bytes")
+    if method == "POST" and path == UPLOAD_PATH and not is_multipart(headers):
+        return _check_raw_upload(config, query.get("name", ""), length)
+    return None
+
+
+def is_multipart(headers: Mapping[str, str]) -> bool:
+    return headers.get("content-type", "").lower().startswith("multipart/form-data")
+
+
+def _content_length(headers: Mapping[str, str]) -> int:
+    raw = headers.get("content-length", "")
+    return int(raw) if raw.isdigit() else 0
+
+
+def _check_raw_upload(config: Mapping[str, Any], name: str, length: int) -> Refusal | None:
+    if not name:
+        return Refusal(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
+    suffix = upload_suffix(name)
+    if suffix is None:
+        return Refusal(400, f"{name[:200]}: not a trace file: the name must end in .json or .json.gz")
+    most = config.get("MAX_TRACE_BYTES")
+    if suffix == ".json" and most and length > most:
+        return Refusal(
+            413,
+            f"{name[:200]}: a {length / 1e9:.2f} GB trace needs more memory to load than this server's budget "
+            f"allows (at most {most / 1e9:.2f} GB; see --max-memory)",
+        )
+    return None
