@@ -87,8 +87,14 @@ def export(
 ) -> list[str]:
     """Send to each backend asked for; returns one line per backend saying where."""
     done = []
-    if mlflow:
-        done.append(to_mlflow(metrics, report, run_name))
-    if wandb:
-        done.append(to_wandb(metrics, report, run_name, wandb))
+    try:
+        if mlflow:
+            done.append(to_mlflow(metrics, report, run_name))
+        if wandb:
+            done.append(to_wandb(metrics, report, run_name, wandb))
+    except ExportError:
+        raise
+    except Exception as exc:  # the tracker's own errors (settings, storage): one line, exit 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise ExportError(f"{'mlflow' if mlflow and not done else 'wandb'}: {first}") from None
     return done
