@@ -116,7 +116,12 @@ def test_notebook_repr_draws_in_its_frame(page, offline, tmp_path: Path) -> None
 def test_names_in_a_report_render_as_text(page, offline, traces, tmp_path: Path) -> None:
     evil = "</script><img src=x onerror=alert(1)>"
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
     run = prepare_run(load_trace(traces["evil"]), evil)
     path = tmp_path / "evil.html"
     path.write_text(run_report(run), encoding="utf-8")

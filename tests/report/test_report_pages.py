@@ -16,7 +16,7 @@ from collector.synthetic import synthetic_trace
 from webapp.report import PreparedRun, compare_report, prepare_run, run_report
 from webapp.report.assets import STATIC, BundleError, bundle
 from webapp.report.build import focus_pairs, run_context
-from webapp.report.embed import Focus, embed_timeline, focus_steps
+from webapp.report.embed import Focus, embed_timeline, finding_window, focus_steps
 
 
 def unpack(blob: str) -> object:
@@ -67,6 +67,19 @@ def test_embedded_views_stay_within_the_budget_and_say_what_was_left_out() -> No
     f = focus[deepest.focus]
     padded = (f.end_ns - f.start_ns) * 1.1
     assert (deepest.end_ns - deepest.start_ns) == pytest.approx(padded / 2**deepest.level, rel=0.01)
+
+
+def test_a_findings_window_is_embedded_as_the_page_will_ask_for_it() -> None:
+    run = prepare_run(synthetic_trace(200_000, pattern="sync-trap", steps=40), "big")
+    ev = run.analysis.findings[0].evidence[0]
+    a, b = finding_window(ev.start_ns, ev.end_ns)
+    pad = max((ev.end_ns - ev.start_ns) * 0.15, 2000)
+    assert a < ev.start_ns - pad and b > ev.end_ns + pad  # what Timeline.focus asks for lies inside
+    emb = embed_timeline(run.index, (), budget_bytes=1_000_000, finding_windows=[(a, b)])
+    (view,) = [v for v in emb.views if v.focus == -2]
+    assert (view.start_ns, view.end_ns) == (a - run.index.origin_ns, b - run.index.origin_ns)
+    tiny = embed_timeline(run.index, (), budget_bytes=len(emb.views[0].blob) + 200, finding_windows=[(a, b)])
+    assert [v.focus for v in tiny.views] == [-1] and any("findings' windows" in n for n in tiny.left_out)
 
 
 def test_a_run_without_steps_embeds_the_overview_and_says_so() -> None:

@@ -19,7 +19,14 @@ from webapp.analysis.compare import Comparison, compare_analyses
 from webapp.analysis.lod import RunIndex
 from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.figures import compare_rows, compare_steps_figure, format_value, metric_cards, step_time_figure
-from webapp.report.embed import DEFAULT_BUDGET_BYTES, EmbeddedTimeline, Focus, embed_timeline, focus_steps
+from webapp.report.embed import (
+    DEFAULT_BUDGET_BYTES,
+    EmbeddedTimeline,
+    Focus,
+    embed_timeline,
+    finding_window,
+    focus_steps,
+)
 from webapp.runfile import lane_dict
 
 MAX_STEP_ROWS = 2000
@@ -89,7 +96,9 @@ def _trim_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _embed(run: PreparedRun, findings: list[dict[str, Any]], budget: int, focus: tuple[Focus, ...]) -> EmbeddedTimeline:
     ids = [i for f in findings for e in f["evidence"][:3] for i in e["interval_ids"]]
-    return embed_timeline(run.index, focus, ids, budget)
+    first = [f["evidence"][0] for f in findings if f["evidence"]]
+    windows = [finding_window(e["start_ns"], e["end_ns"]) for e in first]
+    return embed_timeline(run.index, focus, ids, budget, windows)
 
 
 def _cut(name: str, rows: list[Any], limit: int, notes: list[str]) -> list[Any]:

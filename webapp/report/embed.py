@@ -63,7 +63,7 @@ class EmbeddedView:
     end_ns: int
     width_px: int
     level: int
-    focus: int  # index into EmbeddedTimeline.focus, -1 for the whole-run overview
+    focus: int  # index into EmbeddedTimeline.focus; -1 the whole-run overview, -2 a finding's window
     blob: str
     merged: bool  # some of its boxes merge several intervals
 
@@ -151,15 +151,25 @@ def _view(index: RunIndex, t0: int, t1: int, width: int, level: int, focus: int)
     return EmbeddedView(t0, t1, width, level, focus, pack(payload), merged)
 
 
+def finding_window(start_ns: int, end_ns: int) -> tuple[int, int]:
+    """The window the page shows when a finding is clicked (Timeline.focus: 15% or 2 us each side), with
+    a margin for rounding; ns, same clock as the arguments."""
+    pad = max((end_ns - start_ns) * 0.15, 2000) * 1.05
+    return int(start_ns - pad), int(end_ns + pad + 1)
+
+
 def embed_timeline(
     index: RunIndex,
     focus: Sequence[Focus],
     evidence_ids: Sequence[int] = (),
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    finding_windows: Sequence[tuple[int, int]] = (),
 ) -> EmbeddedTimeline:
-    """The views of ``index`` to embed: the overview, then pyramid levels of each ``focus`` window (absolute
-    ns, as in the analysis) while ``budget_bytes`` lasts; rows of ``evidence_ids`` (at most
-    MAX_EVIDENCE_ROWS) for the findings' outlines. The overview is always embedded."""
+    """The views of ``index`` to embed: the overview, each ``focus`` window (absolute ns, as in the
+    analysis), each of ``finding_windows`` (absolute ns: what a click on a finding shows, at full
+    resolution), then deeper pyramid levels of the focus windows while ``budget_bytes`` lasts; rows of
+    ``evidence_ids`` (at most MAX_EVIDENCE_ROWS) for the findings' outlines. The overview is always
+    embedded."""
     o = index.origin_ns
     span = max(1, index.end_ns - o)
     views = [_view(index, 0, span, OVERVIEW_WIDTH_PX, 0, -1)]
@@ -173,6 +183,8 @@ def embed_timeline(
     depth = [-1] * len(windows)
     open_ = [True] * len(windows)
     for level in range(MAX_LEVEL + 1):
+        if level == 1:  # after the focus windows themselves: what a click on each finding shows
+            used += _add_findings(index, finding_windows, views, budget_bytes - used, left_out)
         for i, (a, b) in enumerate(windows):
             if not open_[i]:
                 continue
@@ -185,7 +197,7 @@ def embed_timeline(
                     left_out.append(f"the {focus[i].label} ({_name(focus[i])}): over the data budget")
                 else:
                     left_out.append(
-                        f"zoom levels below {_res(b - a, depth[i])} per pixel in the {focus[i].label} "
+                        f"zoom levels finer than {_res(b - a, depth[i])} per pixel in the {focus[i].label} "
                         f"({_name(focus[i])}): over the data budget"
                     )
                 continue
@@ -197,6 +209,23 @@ def embed_timeline(
         left_out.append("zoomed views: the run has no steps, so only the whole-run overview is embedded")
     left_out.append("elsewhere in the run, zooming in shows the overview's merged boxes, not single intervals")
     return EmbeddedTimeline(tuple(focus), tuple(views), evidence, tuple(left_out), budget_bytes, tuple(depth))
+
+
+def _add_findings(
+    index: RunIndex, windows: Sequence[tuple[int, int]], views: list[EmbeddedView], room: int, left_out: list[str]
+) -> int:
+    """Append a view of each finding window (absolute ns) that fits in ``room`` bytes; returns the bytes used."""
+    used, skipped = 0, 0
+    for a, b in windows:
+        view = _view(index, max(0, a - index.origin_ns), max(1, b - index.origin_ns), TILE_WIDTH_PX, 0, -2)
+        if used + len(view.blob) > room:
+            skipped += 1
+            continue
+        views.append(view)
+        used += len(view.blob)
+    if skipped:
+        left_out.append(f"the detailed view of {skipped} of {len(windows)} findings' windows: over the data budget")
+    return used
 
 
 def _name(f: Focus) -> str:

@@ -20,9 +20,10 @@ function showSource(tl, embedded, el, focus) {
   tl.root.addEventListener("tl-drawn", () => {
     const v = embedded.lastPicked || embedded.views[0];
     const px = (v.end_ns - v.start_ns) / v.width_px;
-    const where = v.focus < 0 ? "whole-run overview" : focus[v.focus].label + " (step " + focus[v.focus].step + ")";
+    const where = v.focus === -1 ? "whole-run overview" : v.focus === -2 ? "finding's window"
+      : focus[v.focus].label + " (step " + focus[v.focus].step + ")";
     el.textContent = "drawn from the " + where + " at " + SS.ns(px) + " per pixel" +
-      (v.focus < 0 && tl.view[1] - tl.view[0] < (v.end_ns - v.start_ns) / 20 ? ": this part of the run is embedded coarse only" : "");
+      (v.focus === -1 && tl.view[1] - tl.view[0] < (v.end_ns - v.start_ns) / 20 ? ": this part of the run is embedded coarse only" : "");
   });
 }
 
