@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--intervals", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--patterns", nargs="+", default=["sync-trap", "launch-bound"])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument(
+        "--many-steps", type=int, default=5000, help="also one run of the first size with this many steps (0: none)"
+    )
     parser.add_argument("--browser", action="store_true", help="also time the first paint in Chromium")
     parser.add_argument("--no-results", action="store_true", help="do not write benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
@@ -110,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.intervals:
             for pattern in args.patterns:
                 lines.append(measure(n, pattern, args.steps, args.browser, Path(tmp)))
+        if args.many_steps:
+            lines.append(measure(args.intervals[0], "naive", args.many_steps, args.browser, Path(tmp)))
     if not args.no_results:
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         cmd = "python3 benchmarks/report_size.py " + " ".join(argv if argv is not None else sys.argv[1:])

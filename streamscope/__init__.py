@@ -120,7 +120,7 @@ def load(path: str | os.PathLike[str], *, step_at: str | None = None, name: str 
     Raises collector.errors.StreamscopeError (TraceFileError) with a one-line message for a bad file."""
     from collector.load import load_trace
     from webapp.analysis import analyze
-    from webapp.commands.report import stem
+    from webapp.report.names import stem
 
     trace = load_trace(path, step_at=step_at)
     return Run(name or stem(os.fspath(path)), trace, analyze(trace))

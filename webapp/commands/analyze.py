@@ -60,8 +60,8 @@ def analysed(trace: Any, path: str, progress: Progress | None = None) -> Any:
 
 def prepared(path: str, step_at: str | None, progress: Progress) -> PreparedRun:
     """Load, analyse and index one run for a report, each a progress stage."""
-    from webapp.commands.report import stem
     from webapp.report import prepare_run
+    from webapp.report.names import stem
 
     trace = load(path, step_at, progress)
     result = analysed(trace, path, progress)

@@ -51,10 +51,11 @@ def run(args: argparse.Namespace) -> int:
     from webapp.analysis.report import comparison_text
     from webapp.cli import CliError
     from webapp.commands.analyze import analysed, load
-    from webapp.commands.report import budget_default, check_folder, stem, write_html
+    from webapp.commands.report import budget_default, check_folder, write_html
     from webapp.progress import Progress
     from webapp.report import compare_report, markdown_summary, prepare_run, verdict_of
     from webapp.report.export import export, headline_metrics
+    from webapp.report.names import stem
 
     bound = None
     if args.fail_if_slower is not None:

@@ -40,14 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_export_arguments(parser)
 
 
-def stem(path: str) -> str:
-    """A trace file's name without .json/.json.gz/.pt.trace."""
-    name = Path(path).name
-    for suffix in (".gz", ".json", ".trace", ".pt"):
-        name = name.removesuffix(suffix)
-    return name or "run"
-
-
 def check_folder(path: Path) -> None:
     """A report path whose folder does not exist is a CliError (checked before the long work)."""
     from webapp.cli import CliError
@@ -91,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from webapp.progress import Progress
     from webapp.report import compare_report, run_report
     from webapp.report.export import export, headline_metrics
+    from webapp.report.names import stem
 
     progress = Progress("report")
     size_budget = budget(args)

@@ -29,9 +29,9 @@ from webapp.report.embed import (
 )
 from webapp.runfile import lane_dict
 
-MAX_STEP_ROWS = 2000
+MAX_STEP_ROWS = 1000
 """Per-step table rows and step windows embedded (the first ones); the step chart keeps MAX_CHART_STEPS."""
-MAX_CHART_STEPS = 20_000
+MAX_CHART_STEPS = 5000
 MAX_TABLE_ROWS = 500
 """Rows of the kernel, sync-source and op tables (they come costliest first)."""
 MAX_EVIDENCE = 20
@@ -107,6 +107,12 @@ def _cut(name: str, rows: list[Any], limit: int, notes: list[str]) -> list[Any]:
     return rows[:limit]
 
 
+def _step_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-step rows with only the columns the table shows (rank, step and the catalogue's step columns)."""
+    keep = ("rank", "step", *(m.key for m in catalog.CATALOG if m.step_column))
+    return [{k: r[k] for k in keep if k in r} for r in rows]
+
+
 def _savings(what_if: dict[str, Any]) -> list[tuple[str, float]]:
     return [
         (k.removeprefix("saving_").removesuffix("_ns").replace("_", " "), v)
@@ -135,7 +141,7 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
             "phases": _windows(d["phases"], "phase"),
         },
         "tables": {
-            "per_step": _cut("per-step table", per_step, MAX_STEP_ROWS, cut),
+            "per_step": _cut("per-step table", _step_columns(per_step), MAX_STEP_ROWS, cut),
             "kernels": _cut("kernels table", d["kernels"], MAX_TABLE_ROWS, cut),
             "sync_sources": _cut("sync sources table", d["sync_sources"], MAX_TABLE_ROWS, cut),
         },

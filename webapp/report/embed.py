@@ -4,8 +4,9 @@ The report cannot ask a server for the view the user zooms to, so it carries a f
 :func:`webapp.timeline.view_payload` (JSON, gzip-compressed, base64): the whole run at OVERVIEW_WIDTH_PX,
 then for each *focus* window (the worst step and a representative one) a pyramid of tiles. Level 0 is the
 window itself; level ``L`` has ``2**(L+1) - 1`` tiles, each ``1 / 2**L`` of the window wide, starting every
-half tile, so any view at most half a tile wide lies inside one tile. Levels are added round-robin over
-the focus windows while the budget lasts and stop for a window once its tiles merge nothing (every
+half tile, so any view at most half a tile wide lies inside one tile. Tiles are added level by level,
+interleaved over the focus windows, while the budget lasts (the last level may be partial: where it has
+no tile, the page draws the next coarser one), and stop for a window once its tiles merge nothing (every
 interval is already drawn one by one). What did not fit is listed in :attr:`EmbeddedTimeline.left_out`.
 Times are ns relative to the run's first interval (``origin_ns``), as in the payloads.
 """
@@ -185,26 +186,36 @@ def embed_timeline(
     for level in range(MAX_LEVEL + 1):
         if level == 1:  # after the focus windows themselves: what a click on each finding shows
             used += _add_findings(index, finding_windows, views, budget_bytes - used, left_out)
-        for i, (a, b) in enumerate(windows):
-            if not open_[i]:
+        # this level's tiles of every open window, interleaved, each added while it fits
+        todo = {i: _tiles(a - (b - a) // 20, b + (b - a) // 20, level) for i, (a, b) in enumerate(windows) if open_[i]}
+        added: dict[int, list[EmbeddedView]] = {i: [] for i in todo}
+        full: set[int] = set()
+        for k in range(max((len(t) for t in todo.values()), default=0)):
+            for i, tiles in todo.items():
+                if k >= len(tiles) or i in full:
+                    continue
+                view = _view(index, *tiles[k], TILE_WIDTH_PX, level, i)
+                if used + len(view.blob) > budget_bytes:
+                    full.add(i)
+                    continue
+                views.append(view)
+                used += len(view.blob)
+                added[i].append(view)
+        for i, tiles in todo.items():
+            span = windows[i][1] - windows[i][0]
+            if len(added[i]) == len(tiles):
+                depth[i] = level
+                open_[i] = any(t.merged for t in added[i])  # all drawn one by one: finer adds nothing
                 continue
-            pad = max(1, (b - a) // 20)  # the page pads a step by 3% when it zooms to it
-            tiles = [_view(index, t0, t1, TILE_WIDTH_PX, level, i) for t0, t1 in _tiles(a - pad, b + pad, level)]
-            size = sum(len(t.blob) for t in tiles)
-            if used + size > budget_bytes:
-                open_[i] = False
-                if depth[i] < 0:
-                    left_out.append(f"the {focus[i].label} ({_name(focus[i])}): over the data budget")
-                else:
-                    left_out.append(
-                        f"zoom levels finer than {_res(b - a, depth[i])} per pixel in the {focus[i].label} "
-                        f"({_name(focus[i])}): over the data budget"
-                    )
-                continue
-            views.extend(tiles)
-            used += size
-            depth[i] = level
-            open_[i] = any(t.merged for t in tiles)
+            open_[i] = False
+            where = f"the {focus[i].label} ({_name(focus[i])})"
+            if level == 0:
+                left_out.append(f"{where}: over the data budget")
+            else:
+                left_out.append(
+                    f"zoom levels finer than {_res(span, level - 1)} per pixel in {where}: over the data budget"
+                    + (f" ({len(added[i])} of {len(tiles)} views at {_res(span, level)} kept)" if added[i] else "")
+                )
     if not windows:
         left_out.append("zoomed views: the run has no steps, so only the whole-run overview is embedded")
     left_out.append("elsewhere in the run, zooming in shows the overview's merged boxes, not single intervals")
