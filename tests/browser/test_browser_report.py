@@ -131,3 +131,22 @@ def test_names_in_a_report_render_as_text(page, offline, traces, tmp_path: Path)
     page.click("[data-tab=tab-kernels]")
     assert evil in page.inner_text("#kernels-table")
     assert page.locator("img[src=x]").count() == 0 and dialogs == []
+
+
+def test_zooming_a_large_run_draws_finer_embedded_views(page, offline, tmp_path: Path) -> None:
+    from collector.synthetic import synthetic_trace
+
+    run = prepare_run(synthetic_trace(200_000, pattern="sync-trap", steps=20), "large")
+    path = tmp_path / "large.html"
+    path.write_text(run_report(run, budget_bytes=1_000_000), encoding="utf-8")
+    offline(path)
+    page.wait_for_function(FIRST_PAINT)
+    first = page.inner_text("#tl-source")
+    assert first.startswith("drawn from the worst step")
+    level0 = page.evaluate("ssTimeline.opts.embedded.lastPicked.level")
+    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
+    page.evaluate("ssTimeline.zoom(0.2)")
+    page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
+    assert page.evaluate("ssTimeline.opts.embedded.lastPicked.level") > level0
+    assert page.inner_text("#tl-source") != first  # a finer view, fewer ns per pixel
+    assert "over the data budget" in (page.text_content("#left-out") or "")
