@@ -106,7 +106,9 @@ def test_bundle_joins_the_modules_in_order_and_cannot_close_its_script(tmp_path:
     (tmp_path / "a.js").write_text('import { b } from "./b.js";\nexport const a = b + "</script>";\n')
     (tmp_path / "b.js").write_text("export const b = 1;\n")
     out = bundle("a.js", tmp_path)
-    assert "const { b } = __ss['b.js'];" in out and "<\\/script>" in out and "return { a };" in out
+    assert "const { b } = __ss['b.js'];" in out and "<\\/script>" in out and "return { a: a };" in out
+    (tmp_path / "d.js").write_text('import { b } from "./b.js";\nconst d = 2;\nexport { b, d as e };\n')
+    assert "return { b: b, e: d };" in bundle("d.js", tmp_path)
     (tmp_path / "c.js").write_text("export default function () {}\n")
     with pytest.raises(BundleError, match="c.js"):
         bundle("c.js", tmp_path)

@@ -3,7 +3,8 @@
 The pages load ``webapp/static/*.js`` as ES modules by URL, which a file opened from disk cannot do, so
 :func:`bundle` joins a module and everything it imports (relative ``import { a, b } from "./x.js"`` only)
 into one script: each module runs once, in dependency order, inside its own function scope, and hands its
-``export``-ed names to the modules that import them. Plotly's bundle (4.8 MB) is inlined gzip-compressed
+exported names (``export function|class|const|let NAME`` and ``export { a, b as c }``) to the modules that
+import them. Plotly's bundle (4.8 MB) is inlined gzip-compressed
 and base64-encoded (~1.9 MB); the report's script unpacks it with the browser's DecompressionStream.
 """
 
@@ -19,6 +20,7 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 
 _IMPORT = re.compile(r'^import\s*\{([^}]*)\}\s*from\s*"\./([\w.-]+\.js)"\s*;?\s*$', re.M)
 _EXPORT = re.compile(r"^export\s+((?:async\s+)?function\*?|class|const|let)\s+([A-Za-z_$][\w$]*)", re.M)
+_EXPORT_LIST = re.compile(r"^export\s*\{([^}]*)\}\s*;?\s*$", re.M)
 _LEFT = re.compile(r"^\s*(import|export)\b.*$", re.M)
 
 
@@ -38,8 +40,16 @@ def _module(name: str, static: Path) -> tuple[str, list[str], list[str]]:
         return f"const {{ {binds} }} = __ss[{m.group(2)!r}];"
 
     text = _IMPORT.sub(imp, text)
-    exports = [m.group(2) for m in _EXPORT.finditer(text)]
+    exports = [f"{m.group(2)}: {m.group(2)}" for m in _EXPORT.finditer(text)]
     text = _EXPORT.sub(lambda m: f"{m.group(1)} {m.group(2)}", text)
+
+    def listed(m: re.Match[str]) -> str:  # export { a, b as c };
+        for item in (n.strip() for n in m.group(1).split(",") if n.strip()):
+            local, _, public = item.partition(" as ")
+            exports.append(f"{(public or local).strip()}: {local.strip()}")
+        return ""
+
+    text = _EXPORT_LIST.sub(listed, text)
     left = _LEFT.search(text)
     if left:
         raise BundleError(f"{name}: cannot bundle this line: {left.group(0).strip()[:80]}")

@@ -51,7 +51,8 @@ export class EmbeddedRun {
     return best;
   }
 
-  // answers the URLs Timeline asks (…/overview, …/timeline?start_ns&end_ns, …/intervals?ids)
+  // answers the URLs Timeline asks (…/overview, …/timeline?start_ns&end_ns, …/intervals?ids); the server's
+  // other endpoints (search, links, queue, range) are not in the file: their promise rejects
   async answer(url) {
     const u = new URL(url, "http://report.invalid/");
     if (u.pathname.endsWith("/overview")) return this.view(this.views[0]);
@@ -60,6 +61,7 @@ export class EmbeddedRun {
       const ids = new Set((u.searchParams.get("ids") || "").split(",").map(Number));
       return { intervals: (await this.evidence).filter((r) => ids.has(r.id)) };
     }
+    if (!u.pathname.endsWith("/timeline")) throw new Error("not in this offline report: " + u.pathname.split("/").pop());
     const a = Number(u.searchParams.get("start_ns")), b = Number(u.searchParams.get("end_ns"));
     const v = this.pick(a, b);
     const data = await this.view(v);
