@@ -1,7 +1,9 @@
 """Compare two runs: metrics side by side, per-op changes, findings fixed/new/unchanged.
 
 With --fail-if-slower PCT the command exits 1 when B's median step time is more than PCT slower than A's
-(for CI gates on traces); otherwise it exits 0. Bad input exits 2.
+(for CI gates on traces); otherwise it exits 0. Bad input exits 2. --report FILE writes the comparison as
+one self-contained HTML file whatever the verdict; --markdown prints a short Markdown summary (for a
+pull-request comment or $GITHUB_STEP_SUMMARY) instead of the text report.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import argparse
 import json
 import math
 import sys
+
+from webapp.commands.report import add_export_arguments
 
 
 def parse_percent(text: str) -> float:
@@ -24,20 +28,34 @@ def parse_percent(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="baseline trace (.json or .json.gz)")
     parser.add_argument("b", metavar="B", help="trace to compare with the baseline")
-    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    out.add_argument("--markdown", action="store_true", help="print a short Markdown summary")
+    parser.add_argument(
+        "--report", metavar="FILE", default=None, help="also write the comparison as a self-contained HTML file"
+    )
     parser.add_argument(
         "--fail-if-slower",
         metavar="PCT",
         default=None,
         help="exit 1 when B's median step time is more than PCT (e.g. 5%%) above A's",
     )
+    parser.add_argument("--step-at", metavar="SPEC", default=None, help="where steps start, as for `analyze`")
+    add_export_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from webapp.analysis import compare
+    from pathlib import Path
+
+    from webapp.analysis.compare import compare_analyses
     from webapp.analysis.report import comparison_text
     from webapp.cli import CliError
-    from webapp.commands.analyze import load
+    from webapp.commands.analyze import analysed, load
+    from webapp.commands.report import budget_default, check_folder, write_html
+    from webapp.progress import Progress
+    from webapp.report import compare_report, markdown_summary, prepare_run, verdict_of
+    from webapp.report.export import export, headline_metrics
+    from webapp.report.names import stem
 
     bound = None
     if args.fail_if_slower is not None:
@@ -45,24 +63,45 @@ def run(args: argparse.Namespace) -> int:
             bound = parse_percent(args.fail_if_slower)
         except ValueError:
             raise CliError(f"--fail-if-slower {args.fail_if_slower!r}: expected a percentage such as 5%") from None
-    a, b = load(args.a), load(args.b)
+    progress = Progress("compare")
+    if args.report:
+        check_folder(Path(args.report))
+    a, b = load(args.a, args.step_at, progress), load(args.b, args.step_at, progress)
+    ra, rb = analysed(a, args.a, progress), analysed(b, args.b, progress)
     try:
-        result = compare(a, b)
+        result = compare_analyses(ra, rb, a, b)
     except ValueError as exc:
         raise CliError(f"cannot compare: {exc}") from None
+    verdict = verdict_of(result, bound)
+    report = Path(args.report) if args.report else None
+    if report is not None:
+        with progress.stage("writing the comparison report"):
+            pa, pb = prepare_run(a, stem(args.a), ra), prepare_run(b, stem(args.b), rb)
+            write_html(report, compare_report(pa, pb, bound, budget_default())[2])
+    if args.mlflow or args.wandb:
+        with progress.stage("exporting"):
+            metrics = headline_metrics(rb.metrics, {"step_time_change_frac": result.step_time_change})
+            sent = export(metrics, report, f"{stem(args.b)} vs {stem(args.a)}", mlflow=args.mlflow, wandb=args.wandb)
+        for line in sent:
+            print(f"logged to {line}", file=sys.stderr)
+    progress.done(verdict.text)
     change = result.step_time_change
-    failed = bound is not None and change == change and change > bound
     if args.json:
         out = result.to_dict()
         out["fail_if_slower"] = bound
-        out["failed"] = failed
+        out["failed"] = verdict.failed
+        out["report"] = str(report) if report else None
         json.dump(out, sys.stdout, allow_nan=False)
         sys.stdout.write("\n")
+    elif args.markdown:
+        sys.stdout.write(markdown_summary(result, stem(args.a), stem(args.b), verdict, str(report) if report else None))
     else:
         print(f"A: {args.a}\nB: {args.b}\n")
         print(comparison_text(result))
-        verdict = "-" if change != change else f"{change * 100:+.1f}%"
-        print(f"\nmedian step time B vs A: {verdict}")
+        shown = "-" if change != change else f"{change * 100:+.1f}%"
+        print(f"\nmedian step time B vs A: {shown}")
         if bound is not None:
-            print(f"{'FAIL' if failed else 'ok'}: bound +{bound * 100:.1f}%")
-    return 1 if failed else 0
+            print(f"{'FAIL' if verdict.failed else 'ok'}: bound +{bound * 100:.1f}%")
+        if report is not None:
+            print(f"report: {report}")
+    return 1 if verdict.failed else 0

@@ -1,0 +1,154 @@
+"""The report as data and text: bounded embedded timeline, focus steps, the script bundle, escaping."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from report_runs import EVIL
+
+from collector.synthetic import synthetic_trace
+from webapp.report import PreparedRun, compare_report, prepare_run, run_report
+from webapp.report.assets import STATIC, BundleError, bundle
+from webapp.report.build import focus_pairs, run_context
+from webapp.report.embed import Focus, embed_timeline, finding_window, focus_steps
+
+
+def unpack(blob: str) -> object:
+    return json.loads(gzip.decompress(base64.b64decode(blob)))
+
+
+def page_data(html: str) -> dict:
+    """window.STREAMSCOPE of a report, read back as JSON (tojson's escapes are valid JSON escapes)."""
+    m = re.search(r"<script>window\.STREAMSCOPE = (.*?);</script>", html, re.S)
+    assert m, "no page data"
+    return json.loads(m.group(1))
+
+
+def test_focus_steps_are_the_worst_and_the_typical_step() -> None:
+    per_step = pd.DataFrame(
+        {
+            "rank": [0, 0, 0, 0, 0],
+            "step": [0, 1, 2, 3, 4],
+            "start_ns": [0, 10, 20, 30, 40],
+            "end_ns": [10, 20, 30, 40, 90],
+            "step_time_ns": [10, 11, 9, 10, 50],
+        }
+    )
+    worst, typical = focus_steps(per_step)
+    assert (worst.label, worst.step, worst.step_time_ns) == ("worst step", 4, 50)
+    assert typical.label == "typical step" and typical.step_time_ns in (10, 11)
+    assert focus_steps(per_step.iloc[:1]) == (Focus("typical step", 0, 0, 0, 10, 10),)
+    assert focus_steps(pd.DataFrame()) == ()
+
+
+def test_embedded_views_stay_within_the_budget_and_say_what_was_left_out() -> None:
+    run = prepare_run(synthetic_trace(200_000, pattern="sync-trap", steps=40), "big")
+    focus = focus_steps(run.analysis.per_step)
+    assert len(focus) == 2
+    small = embed_timeline(run.index, focus, budget_bytes=300_000)
+    assert small.size_bytes <= 300_000
+    assert small.views[0].focus == -1 and small.views[0].level == 0  # the whole-run overview always
+    assert any("over the data budget" in n for n in small.left_out), small.left_out
+    big = embed_timeline(run.index, focus, budget_bytes=20_000_000)
+    assert big.size_bytes <= 20_000_000
+    assert max(v.level for v in big.views) > max(v.level for v in small.views)
+    # every view is a timeline payload of its window; level L tiles are 1/2**L of the padded step wide
+    for v in big.views[:12]:
+        payload = unpack(v.blob)
+        assert isinstance(payload, dict)
+        assert (payload["start_ns"], payload["end_ns"]) == (v.start_ns, max(v.end_ns, v.start_ns + 1))
+    deepest = max(big.views, key=lambda v: v.level)
+    f = focus[deepest.focus]
+    padded = (f.end_ns - f.start_ns) * 1.1
+    assert (deepest.end_ns - deepest.start_ns) == pytest.approx(padded / 2**deepest.level, rel=0.01)
+
+
+def test_a_findings_window_is_embedded_as_the_page_will_ask_for_it() -> None:
+    run = prepare_run(synthetic_trace(200_000, pattern="sync-trap", steps=40), "big")
+    ev = run.analysis.findings[0].evidence[0]
+    a, b = finding_window(ev.start_ns, ev.end_ns)
+    pad = max((ev.end_ns - ev.start_ns) * 0.15, 2000)
+    assert a < ev.start_ns - pad and b > ev.end_ns + pad  # what Timeline.focus asks for lies inside
+    emb = embed_timeline(run.index, (), budget_bytes=1_000_000, finding_windows=[(a, b)])
+    (view,) = [v for v in emb.views if v.focus == -2]
+    assert (view.start_ns, view.end_ns) == (a - run.index.origin_ns, b - run.index.origin_ns)
+    tiny = embed_timeline(run.index, (), budget_bytes=len(emb.views[0].blob) + 200, finding_windows=[(a, b)])
+    assert [v.focus for v in tiny.views] == [-1] and any("findings' windows" in n for n in tiny.left_out)
+
+
+def test_a_run_without_steps_embeds_the_overview_and_says_so() -> None:
+    run = prepare_run(synthetic_trace(3000, pattern="overlap", steps=4), "x")
+    emb = embed_timeline(run.index, (), budget_bytes=1_000_000)
+    assert len(emb.views) == 1 and any("no steps" in n for n in emb.left_out)
+
+
+def test_focus_pairs_align_typical_with_typical_and_worst_with_worst() -> None:
+    fa = (Focus("worst step", 0, 7, 0, 9), Focus("typical step", 0, 3, 0, 5))
+    fb = (Focus("typical step", 0, 4, 0, 5),)
+    pairs = focus_pairs(fa, fb)
+    assert [(p["a"]["step"], p["b"]["step"]) for p in pairs] == [(3, 4), (7, 4)]
+    assert focus_pairs((), fb)[0]["a"] is None
+
+
+def test_bundle_joins_the_modules_in_order_and_cannot_close_its_script(tmp_path: Path) -> None:
+    js = bundle("report.js")
+    order = [m.group(1) for m in re.finditer(r"^__ss\['([\w.]+)'\] = ", js, re.M)]
+    assert order[-1] == "report.js" and order.index("common.js") < order.index("timeline.js")
+    assert {"common.js", "tables.js", "timeline.js", "report_data.js"} <= set(order)
+    assert not re.search(r"^\s*(import|export)\b", js, re.M)
+    assert "</" not in js
+    (tmp_path / "a.js").write_text('import { b } from "./b.js";\nexport const a = b + "</script>";\n')
+    (tmp_path / "b.js").write_text("export const b = 1;\n")
+    out = bundle("a.js", tmp_path)
+    assert "const { b } = __ss['b.js'];" in out and "<\\/script>" in out and "return { a: a };" in out
+    (tmp_path / "d.js").write_text('import { b } from "./b.js";\nconst d = 2;\nexport { b, d as e };\n')
+    assert "return { b: b, e: d };" in bundle("d.js", tmp_path)
+    (tmp_path / "c.js").write_text("export default function () {}\n")
+    with pytest.raises(BundleError, match="c.js"):
+        bundle("c.js", tmp_path)
+    assert STATIC.joinpath("report.js").is_file()
+
+
+def test_run_report_holds_the_run_page_content(prepared_samples: dict[str, PreparedRun]) -> None:
+    run = prepared_samples["naive"]
+    html = run_report(run)
+    data = page_data(html)
+    assert data["mode"] == "run" and data["run"]["name"] == "naive"
+    assert [f["rule"] for f in data["analysis"]["findings"]] == [f.rule for f in run.analysis.findings]
+    for f in run.analysis.findings:
+        assert f.title in html and f.fix.split("(")[0][:40] in html.replace("&#39;", "'").replace("&quot;", '"')
+    assert "collector/demos.py:" in html  # source lines of the findings
+    assert 'id="whatif"' in html and "× faster" in html
+    assert data["step_figure"]["data"] and data["tables"]["per_step"]
+    assert len(data["timeline"]["views"]) >= 2  # overview plus the focus steps
+    assert 'http-equiv="Content-Security-Policy"' in html
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing from the network
+    ctx = run_context(run)
+    assert {c["key"] for c in ctx["cards"]} >= {"step_time_median_ns", "gpu_busy_frac"}
+
+
+def test_names_from_traces_stay_text(evil_run: PreparedRun, prepared_samples: dict[str, PreparedRun]) -> None:
+    for html in (run_report(evil_run), compare_report(prepared_samples["overlap"], evil_run)[2]):
+        assert EVIL not in html and "<img src=x" not in html
+        assert html.count("<script") == html.count("</script>") == 3
+        assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in html  # the header, autoescaped
+        assert "\\u003c/script\\u003e\\u003cimg" in html  # the page data, through tojson
+    data = page_data(run_report(evil_run))
+    assert data["run"]["workload"] == EVIL  # and it reads back as the same text
+
+
+def test_compare_report_holds_the_compare_page(prepared_samples: dict[str, PreparedRun]) -> None:
+    a, b = prepared_samples["naive"], prepared_samples["overlap"]
+    result, verdict, html = compare_report(a, b, 0.05)
+    data = page_data(html)
+    assert data["mode"] == "compare" and data["pairs"] and data["a"]["timeline"]["views"]
+    assert not verdict.failed and "OK: B is" in html and "faster" in verdict.text
+    assert "Fixed in B" in html and all(r in html for r in result.findings["fixed"])
+    _, slower, _ = compare_report(b, a, 0.05)
+    assert slower.failed and slower.text.startswith("FAIL")

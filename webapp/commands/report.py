@@ -1,0 +1,111 @@
+"""Write a self-contained HTML report of a run, or of two runs compared (one file, opens offline).
+
+RUN (and B) are Streamscope or torch.profiler traces. The report holds the run page: metrics, findings
+with their fixes and source lines, the what-if estimate, the step chart and tables, and an interactive
+timeline of the worst and a typical step (plus the whole run, coarser) within a size budget; it lists what
+it left out. With B it is the comparison page. --mlflow / --wandb also log the headline metrics and the
+report to those trackers (optional extras).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow", action="store_true", help="log headline metrics and the report to MLflow")
+    parser.add_argument(
+        "--wandb",
+        metavar="PROJECT",
+        nargs="?",
+        const="streamscope",
+        default=None,
+        help="log headline metrics and the report to Weights & Biases (project default: streamscope)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="trace file: .json or .json.gz (Streamscope or torch.profiler)")
+    parser.add_argument("b", metavar="B", nargs="?", default=None, help="a second trace: compare RUN (A) with it")
+    parser.add_argument("--out", "-o", metavar="FILE", default=None, help="HTML file to write (default: <RUN>.html)")
+    parser.add_argument(
+        "--budget-mb",
+        metavar="MB",
+        type=float,
+        default=None,
+        help="timeline data embedded in the file, compressed (default 2.5; the whole file stays near 5 MB)",
+    )
+    parser.add_argument("--step-at", metavar="SPEC", default=None, help="where steps start, as for `analyze`")
+    add_export_arguments(parser)
+
+
+def check_folder(path: Path) -> None:
+    """A report path whose folder does not exist is a CliError (checked before the long work)."""
+    from webapp.cli import CliError
+
+    if not path.parent.is_dir():
+        raise CliError(f"{path.parent}: no such folder for the report")
+
+
+def write_html(path: Path, text: str) -> int:
+    """Write the report; returns its size in bytes. A missing folder or a write error is a CliError."""
+    from webapp.cli import CliError
+
+    check_folder(path)
+    data = text.encode("utf-8")
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    return len(data)
+
+
+def budget(args: argparse.Namespace) -> int:
+    from webapp.cli import CliError
+    from webapp.report import DEFAULT_BUDGET_BYTES
+
+    if args.budget_mb is None:
+        return DEFAULT_BUDGET_BYTES
+    if not 0.05 <= args.budget_mb <= 500:
+        raise CliError(f"--budget-mb {args.budget_mb}: expected a size between 0.05 and 500 (MB)")
+    return int(args.budget_mb * 1e6)
+
+
+def budget_default() -> int:
+    from webapp.report import DEFAULT_BUDGET_BYTES
+
+    return DEFAULT_BUDGET_BYTES
+
+
+def run(args: argparse.Namespace) -> int:
+    from webapp.commands.analyze import prepared
+    from webapp.progress import Progress
+    from webapp.report import compare_report, run_report
+    from webapp.report.export import export, headline_metrics
+    from webapp.report.names import stem
+
+    progress = Progress("report")
+    size_budget = budget(args)
+    out = Path(args.out or (f"{stem(args.run)}-vs-{stem(args.b)}.html" if args.b else f"{stem(args.run)}.html"))
+    check_folder(out)
+    a = prepared(args.run, args.step_at, progress)
+    if args.b is None:
+        with progress.stage("writing the report"):
+            size = write_html(out, run_report(a, size_budget))
+        metrics = headline_metrics(a.analysis.metrics)
+        name = a.name
+    else:
+        b = prepared(args.b, args.step_at, progress)
+        with progress.stage("writing the comparison report"):
+            result, _, text = compare_report(a, b, None, size_budget)
+            size = write_html(out, text)
+        metrics = headline_metrics(b.analysis.metrics, {"step_time_change_frac": result.step_time_change})
+        name = f"{b.name} vs {a.name}"
+    with progress.stage("exporting"):
+        sent = export(metrics, out, name, mlflow=args.mlflow, wandb=args.wandb)
+    progress.done(f"wrote {out} ({size / 1e6:.1f} MB)")
+    print(f"wrote {out} ({size / 1e6:.1f} MB)")
+    for line in sent:
+        print(f"logged to {line}")
+    return 0

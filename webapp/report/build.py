@@ -1,0 +1,246 @@
+"""Report pages as plain data: a run (or two) in, the template's context out. No I/O, no Flask.
+
+:func:`prepare_run` analyses and indexes a loaded trace once; :func:`run_context` and
+:func:`compare_context` turn prepared runs into what webapp/templates/report/*.html render, with every
+table and list cut to a bounded size (what was cut is listed with the timeline's ``left_out``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from collector.model import Trace
+from webapp.analysis import catalog
+from webapp.analysis.compare import Comparison, compare_analyses
+from webapp.analysis.lod import RunIndex
+from webapp.analysis.records import RunAnalysis, frame_records
+from webapp.figures import compare_rows, compare_steps_figure, format_value, metric_cards, step_time_figure
+from webapp.report.embed import (
+    DEFAULT_BUDGET_BYTES,
+    EmbeddedTimeline,
+    Focus,
+    embed_timeline,
+    finding_window,
+    focus_steps,
+)
+from webapp.runfile import lane_dict
+
+MAX_STEP_ROWS = 1000
+"""Per-step table rows and step windows embedded (the first ones); the step chart keeps MAX_CHART_STEPS."""
+MAX_CHART_STEPS = 5000
+MAX_TABLE_ROWS = 500
+"""Rows of the kernel, sync-source and op tables (they come costliest first)."""
+MAX_EVIDENCE = 20
+"""Evidence windows kept per finding, and interval ids per window."""
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """One run ready for a report: its name, trace, analysis (object and ``to_dict()``) and LOD index."""
+
+    name: str
+    trace: Trace
+    analysis: RunAnalysis
+    analysis_dict: dict[str, Any]
+    index: RunIndex
+
+
+def prepare_run(trace: Trace, name: str, analysis: RunAnalysis | None = None) -> PreparedRun:
+    """Analyse (unless ``analysis`` is given) and index ``trace``."""
+    from webapp.analysis import analyze
+
+    result = analysis if analysis is not None else analyze(trace)
+    return PreparedRun(name, trace, result, result.to_dict(), RunIndex(trace))
+
+
+def run_summary(run: PreparedRun) -> dict[str, Any]:
+    """The run header: name, source, device, workload, intervals, lanes, ranks, start_ns/end_ns (run clock)."""
+    meta = run.trace.meta
+    return {
+        "name": run.name,
+        "source": meta.source,
+        "device": meta.device_name,
+        "workload": meta.workload,
+        "created": meta.created,
+        "intervals": len(run.trace.intervals),
+        "lanes": len(run.trace.lanes),
+        "ranks": len(run.trace.ranks),
+        "start_ns": run.index.origin_ns,
+        "end_ns": run.index.end_ns,
+    }
+
+
+def _lanes(run: PreparedRun) -> list[dict[str, Any]]:
+    return [{"index": i, **lane_dict(ln)} for i, ln in enumerate(run.index.lanes)]
+
+
+def _windows(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [
+        {"rank": r.get("rank", 0), key: r[key], "start_ns": r["start_ns"], "end_ns": r["end_ns"]}
+        for r in rows
+        if key in r and "start_ns" in r
+    ]
+
+
+def _trim_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for f in findings:
+        ev = [{**e, "interval_ids": e["interval_ids"][:MAX_EVIDENCE]} for e in f["evidence"][:MAX_EVIDENCE]]
+        out.append({**f, "evidence": ev})
+    return out
+
+
+def _embed(run: PreparedRun, findings: list[dict[str, Any]], budget: int, focus: tuple[Focus, ...]) -> EmbeddedTimeline:
+    ids = [i for f in findings for e in f["evidence"][:3] for i in e["interval_ids"]]
+    first = [f["evidence"][0] for f in findings if f["evidence"]]
+    windows = [finding_window(e["start_ns"], e["end_ns"]) for e in first]
+    return embed_timeline(run.index, focus, ids, budget, windows)
+
+
+def _cut(name: str, rows: list[Any], limit: int, notes: list[str]) -> list[Any]:
+    if len(rows) > limit:
+        notes.append(f"{name}: the first {limit:,} of {len(rows):,} rows")
+    return rows[:limit]
+
+
+def _step_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-step rows with only the columns the table shows (rank, step and the catalogue's step columns)."""
+    keep = ("rank", "step", *(m.key for m in catalog.CATALOG if m.step_column))
+    return [{k: r[k] for k in keep if k in r} for r in rows]
+
+
+def _savings(what_if: dict[str, Any]) -> list[tuple[str, float]]:
+    return [
+        (k.removeprefix("saving_").removesuffix("_ns").replace("_", " "), v)
+        for k, v in what_if.items()
+        if k.startswith("saving_") and k != "saving_applied_ns" and v
+    ]
+
+
+def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> dict[str, Any]:
+    """The run report's template context (``page`` is what its script reads as window.STREAMSCOPE)."""
+    d = run.analysis_dict
+    findings = _trim_findings(d["findings"])
+    timeline = _embed(run, findings, budget_bytes, focus_steps(run.analysis.per_step))
+    cut: list[str] = []
+    per_step = d["per_step"]
+    chart_rows = per_step[:: max(1, math.ceil(len(per_step) / MAX_CHART_STEPS))]
+    if len(chart_rows) < len(per_step):
+        cut.append(f"step chart: every {math.ceil(len(per_step) / MAX_CHART_STEPS)}th of {len(per_step):,} steps")
+    page: dict[str, Any] = {
+        "mode": "run",
+        "run": run_summary(run),
+        "lanes": _lanes(run),
+        "analysis": {
+            "findings": findings,
+            "steps": _cut("step windows", _windows(per_step, "step"), MAX_STEP_ROWS, []),
+            "phases": _windows(d["phases"], "phase"),
+        },
+        "tables": {
+            "per_step": _cut("per-step table", _step_columns(per_step), MAX_STEP_ROWS, cut),
+            "kernels": _cut("kernels table", d["kernels"], MAX_TABLE_ROWS, cut),
+            "sync_sources": _cut("sync sources table", d["sync_sources"], MAX_TABLE_ROWS, cut),
+        },
+        "metrics_catalog": catalog.to_json(),
+        "step_figure": step_time_figure(chart_rows),
+        "timeline": timeline.to_dict(),
+    }
+    metrics = d["metrics"]
+    return {
+        "run": page["run"],
+        "page": page,
+        "notes": d["notes"],
+        "cards": metric_cards(metrics),
+        "metrics": [
+            {"key": k, "label": catalog.label(k), "value": format_value(k, metrics[k])}
+            for k in catalog.ordered(metrics)
+        ],
+        "findings": findings,
+        "minor_findings": d["minor_findings"],
+        "what_if": d["what_if"],
+        "savings": _savings(d["what_if"]),
+        "focus": timeline.focus,
+        "left_out": [*timeline.left_out, *cut],
+        "data_size": timeline.size_bytes,
+        "data_budget": timeline.budget_bytes,
+    }
+
+
+def _rank0_steps(per_step: pd.DataFrame) -> list[dict[str, int]]:
+    if not {"step", "start_ns", "end_ns"} <= set(per_step.columns):
+        return []
+    steps = per_step[per_step["rank"] == 0] if "rank" in per_step.columns else per_step
+    return [{k: int(r[k]) for k in ("step", "start_ns", "end_ns")} for r in frame_records(steps[:MAX_STEP_ROWS])]
+
+
+def _side(run: PreparedRun, timeline: EmbeddedTimeline) -> dict[str, Any]:
+    """One run of the compare report's page data: header, lanes, rank 0's steps, embedded timeline."""
+    steps = _rank0_steps(run.analysis.per_step)
+    return {"run": run_summary(run), "lanes": _lanes(run), "steps": steps, "timeline": timeline.to_dict()}
+
+
+def focus_pairs(fa: tuple[Focus, ...], fb: tuple[Focus, ...]) -> list[dict[str, Any]]:
+    """Windows to align the two timelines on: the typical steps, then the worst steps (each run's own);
+    a whole-run pair when a run has no steps."""
+    by_a, by_b = {f.label: f for f in fa}, {f.label: f for f in fb}
+    out, seen = [], set()
+    for label in ("typical step", "worst step"):
+        a, b = by_a.get(label) or by_a.get("typical step"), by_b.get(label) or by_b.get("typical step")
+        if a and b and (a.step, b.step) not in seen:
+            seen.add((a.step, b.step))
+            out.append({"label": f"{label}: A step {a.step}, B step {b.step}", "a": a.to_dict(), "b": b.to_dict()})
+    return out or [{"label": "whole runs, starts aligned", "a": None, "b": None}]
+
+
+def compare_context(
+    a: PreparedRun,
+    b: PreparedRun,
+    verdict: dict[str, str],
+    budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    result: Comparison | None = None,
+) -> tuple[Comparison, dict[str, Any]]:
+    """The comparison (``result`` when already computed) and the compare report's template context; each
+    run gets half the data budget."""
+    if result is None:
+        result = compare_analyses(a.analysis, b.analysis, a.trace, b.trace)
+    out = result.to_dict()
+    fa, fb = focus_steps(a.analysis.per_step), focus_steps(b.analysis.per_step)
+    ta = _embed(a, [], budget_bytes // 2, fa)
+    tb = _embed(b, [], budget_bytes // 2, fb)
+    rows = {r["metric"]: r for r in compare_rows(out["metrics"])}
+    keys = catalog.ordered(rows)
+    headline = {m.key for m in catalog.headline()}
+    cut: list[str] = []
+    side_a, side_b = _side(a, ta), _side(b, tb)
+    page: dict[str, Any] = {
+        "mode": "compare",
+        "a": side_a,
+        "b": side_b,
+        "pairs": focus_pairs(fa, fb),
+        "ops": _cut("ops table", out["ops"], MAX_TABLE_ROWS, cut),
+        "metrics_catalog": catalog.to_json(),
+        "step_figure": compare_steps_figure(
+            frame_records(a.analysis.per_step[:MAX_CHART_STEPS]),
+            frame_records(b.analysis.per_step[:MAX_CHART_STEPS]),
+            f"A: {a.name}",
+            f"B: {b.name}",
+        ),
+    }
+    left = [f"A: {n}" for n in ta.left_out] + [f"B: {n}" for n in tb.left_out] + cut
+    return result, {
+        "a": side_a["run"],
+        "b": side_b["run"],
+        "page": page,
+        "verdict": verdict,
+        "headline": [rows[k] for k in keys if k in headline],
+        "all_rows": [rows[k] for k in keys if k not in headline],
+        "fdiff": out["findings"],
+        "findings_b": b.analysis_dict["findings"],
+        "left_out": left,
+        "data_size": ta.size_bytes + tb.size_bytes,
+        "data_budget": budget_bytes,
+    }

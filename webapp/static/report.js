@@ -1,0 +1,139 @@
+// An offline report (`streamscope report`): the run page or the compare page drawn from data embedded in
+// the file. window.STREAMSCOPE.mode is "run" or "compare"; Plotly is unpacked from #ss-plotly.
+import { SS } from "./common.js";
+import { EmbeddedRun, EmbeddedTimeline, loadPlotly } from "./report_data.js";
+import { fillTable, metricsCatalog } from "./tables.js";
+import { tlLegend } from "./timeline.js";
+
+const P = window.STREAMSCOPE;
+
+function stepChart(fig) {
+  if (!fig) return;
+  const packed = document.getElementById("ss-plotly");
+  loadPlotly(packed ? packed.textContent.trim() : "")
+    .then((Plotly) => Plotly.newPlot("step-chart", fig.data, fig.layout, { displaylogo: false, responsive: true }))
+    .catch((e) => { document.getElementById("step-chart").textContent = "step chart unavailable: " + e.message; });
+}
+
+// "where this view comes from" under a timeline: the embedded view it draws, coarse or fine
+function showSource(tl, embedded, el, focus) {
+  tl.root.addEventListener("tl-drawn", () => {
+    const v = embedded.lastPicked || embedded.views[0];
+    const px = (v.end_ns - v.start_ns) / v.width_px;
+    const where = v.focus === -1 ? "whole-run overview" : v.focus === -2 ? "finding's window"
+      : focus[v.focus].label + " (step " + focus[v.focus].step + ")";
+    el.textContent = "drawn from the " + where + " at " + SS.ns(px) + " per pixel" +
+      (v.focus === -1 && tl.view[1] - tl.view[0] < (v.end_ns - v.start_ns) / 20 ? ": this part of the run is embedded coarse only" : "");
+  });
+}
+
+function bindZoom(tl) {
+  document.getElementById("tl-in").onclick = () => tl.zoom(0.5);
+  document.getElementById("tl-out").onclick = () => tl.zoom(2);
+}
+
+function runPage() {
+  const run = P.run, analysis = P.analysis || {};
+  const span = Math.max(1, run.end_ns - run.start_ns);
+  const root = document.getElementById("timeline");
+  const rel = (s) => ({ rank: s.rank, step: s.step, s: s.start_ns - run.start_ns, e: s.end_ns - run.start_ns });
+  const stepMarks = (analysis.steps || []).map(rel);
+  const phases = (analysis.phases || []).map((p) => ({ rank: p.rank, phase: p.phase, s: p.start_ns - run.start_ns, e: p.end_ns - run.start_ns }));
+  const embedded = new EmbeddedRun(P.timeline);
+  const tl = new EmbeddedTimeline(root, { api: "embedded", embedded: embedded, lanes: P.lanes, span: span,
+    steps: stepMarks.length ? stepMarks : null, phases: phases });
+  window.ssTimeline = tl;  // test hook
+  tlLegend(document.getElementById("tl-legend"));
+  const focus = P.timeline.focus || [];
+  showSource(tl, embedded, document.getElementById("tl-source"), focus);
+  const goWindow = (a, b) => { const pad = (b - a) * 0.03; tl.clearHighlight(); tl.setView(a - run.start_ns - pad, b - run.start_ns + pad); };
+  document.querySelectorAll("[data-focus]").forEach((btn) => btn.addEventListener("click", () => {
+    const i = Number(btn.dataset.focus);
+    if (i < 0) { tl.clearHighlight(); tl.reset(); } else goWindow(focus[i].start_ns, focus[i].end_ns);
+  }));
+  bindZoom(tl);
+  if (focus.length) goWindow(focus[0].start_ns, focus[0].end_ns);
+  else tl.load().catch((e) => tl.showError(e.message));
+
+  // findings (rendered in the page): a click zooms to the next piece of evidence and outlines it
+  const findings = analysis.findings || [];
+  const list = document.getElementById("findings");
+  list.querySelectorAll("li[data-finding]").forEach((li) => {
+    const f = findings[Number(li.dataset.finding)] || {};
+    let turn = 0;
+    li.addEventListener("click", () => {
+      list.querySelectorAll("li").forEach((x) => x.classList.remove("active"));
+      li.classList.add("active");
+      const ev = (f.evidence || [])[turn % Math.max(1, (f.evidence || []).length)];
+      turn += 1;
+      if (ev) tl.focus(ev.start_ns - run.start_ns, ev.end_ns - run.start_ns, ev.interval_ids, f.title);
+      root.scrollIntoView({ block: "nearest" });
+    });
+  });
+
+  const stepBy = {};
+  for (const s of (analysis.steps || [])) if (!(s.step in stepBy)) stepBy[s.step] = s;
+  const tables = P.tables || {};
+  const stepColumns = ["rank", "step", ...metricsCatalog().filter((m) => m.step_column).map((m) => m.key)];
+  const build = {
+    "tab-steps": () => fillTable(document.getElementById("steps-table"), tables.per_step, stepColumns,
+      (rec) => { const s = stepBy[rec.step]; if (s) goWindow(s.start_ns, s.end_ns); }),
+    "tab-kernels": () => fillTable(document.getElementById("kernels-table"), tables.kernels,
+      ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
+    "tab-syncs": () => fillTable(document.getElementById("syncs-table"), tables.sync_sources,
+      ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
+  };
+  for (const fn of Object.values(build)) fn();
+  document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
+    document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
+    document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
+  }));
+  stepChart(P.step_figure);
+}
+
+function comparePage() {
+  const sides = { a: P.a, b: P.b };
+  for (const side of Object.values(sides)) side.embedded = new EmbeddedRun(side.timeline);
+  const sel = document.getElementById("cmp-focus");
+  const pairs = P.pairs || [];
+  pairs.forEach((p, i) => sel.appendChild(SS.el("option", { value: i }, p.label)));
+  let tlA = null, tlB = null;
+  const runSpan = (r) => Math.max(1, r.run.end_ns - r.run.start_ns);
+  function build() {
+    const pair = pairs[Number(sel.value)] || { a: null, b: null };
+    const fa = pair.a, fb = pair.b;
+    const offA = fa ? fa.start_ns - P.a.run.start_ns : 0, offB = fb ? fb.start_ns - P.b.run.start_ns : 0;
+    const span = fa && fb ? Math.max(fa.end_ns - fa.start_ns, fb.end_ns - fb.start_ns) : Math.max(runSpan(P.a), runSpan(P.b));
+    document.getElementById("lbl-a").textContent = fa ? "step " + fa.step + ": " + SS.ns(fa.end_ns - fa.start_ns) : "";
+    document.getElementById("lbl-b").textContent = fb ? "step " + fb.step + ": " + SS.ns(fb.end_ns - fb.start_ns) : "";
+    if (tlA) tlA.destroy();
+    if (tlB) tlB.destroy();
+    tlA = tlB = null;
+    const marks = (side) => side.steps.map((st) => ({ rank: 0, step: st.step, s: st.start_ns - side.run.start_ns, e: st.end_ns - side.run.start_ns }));
+    const opts = (side, off) => ({ api: "embedded", embedded: side.embedded, lanes: side.lanes, span: span, offset: off,
+      overview: false, steps: side.steps.length ? marks(side) : null,
+      onView: (x, y) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(x, y, true); } });
+    tlA = new EmbeddedTimeline(document.getElementById("timeline-a"), opts(P.a, offA));
+    tlB = new EmbeddedTimeline(document.getElementById("timeline-b"), opts(P.b, offB));
+    window.ssCompare = { a: tlA, b: tlB };  // test hook
+    tlA.refetch(0); tlB.refetch(0);
+  }
+  sel.addEventListener("change", build);
+  build();
+  tlLegend(document.getElementById("tl-legend"));
+  document.getElementById("tl-reset").onclick = () => tlA.reset();
+  bindZoom({ zoom: (f) => tlA.zoom(f) });
+  fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_step_ns", "b_step_ns", "delta_step_ns"]);
+  document.querySelectorAll("#ops-table td").forEach((td) => {
+    if (["added", "removed", "faster", "slower"].includes(td.textContent)) td.className = "status-" + td.textContent;
+  });
+  stepChart(P.step_figure);
+}
+
+try {
+  if (P.mode === "compare") comparePage(); else runPage();
+} catch (e) {
+  const box = document.getElementById("report-error");
+  box.hidden = false; box.textContent = "This report could not draw: " + e.message;
+  throw e;
+}
