@@ -108,17 +108,24 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
     pid = os.getpid() if pid is None else pid
     evs = events if isinstance(events, list) else list(events)
     n = len(evs)
+    kind = type(evs[0]) if n and all(type(e) is type(evs[0]) for e in evs[:1000]) else None
 
-    def column(method: str, dtype: Any = np.int64) -> np.ndarray:
-        return np.fromiter(map(methodcaller(method), evs), dtype=dtype, count=n)
+    def values(method: str) -> Any:
+        """``e.method()`` for every event (the unbound method of their one type when they share it)."""
+        fn = getattr(kind, method, None) if kind is not None else None
+        return map(fn if fn is not None else methodcaller(method), evs)
 
-    names = pd.Categorical(list(map(methodcaller("name"), evs)))
-    device_types = list(map(methodcaller("device_type"), evs))
+    def column(method: str) -> np.ndarray:
+        return np.fromiter(values(method), dtype=np.int64, count=n)
+
+    names = pd.Categorical(list(values("name")))
+    device_types = list(values("device_type"))
     on_gpu = {t: str(t).endswith("CUDA") for t in set(device_types)}  # a few distinct enum values
     is_gpu = np.fromiter(map(on_gpu.__getitem__, device_types), bool, n)
     dev = column("device_index")
     if n and hasattr(evs[0], "activity_type"):
-        cats = np.asarray(pd.Categorical(list(map(methodcaller("activity_type"), evs))), dtype=object)
+        typed = pd.Categorical(list(values("activity_type")))
+        cats = np.asarray(typed.categories, dtype=object)[typed.codes]
     else:
         key = pd.DataFrame({"name": names, "gpu": is_gpu, "neg": dev < 0})
         groups = key.groupby(["name", "gpu", "neg"], observed=True, sort=False).ngroup().to_numpy()
@@ -138,30 +145,33 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
     nbytes[copy_rows] = [_bytes(evs[i]) for i in copy_rows]  # copies and memsets only
     rows = np.flatnonzero(keep)
     g = gpu[rows]
+    m = len(rows)
+    kept_names = pd.Categorical.from_codes(names.codes[rows], categories=names.categories)
+    is_op = cats[rows] == "cpu_op"
+    tid = resource[rows].copy()
+    correlation = np.where(is_op, -1, corr[rows])
+    setup = np.isin(np.asarray(names.categories, dtype=object)[names.codes[rows]], list(SETUP_NAMES))
+    if setup.any():  # set-up records carry no thread: the thread of the launch they delayed
+        api = np.flatnonzero(cats[rows] == "cuda_runtime")
+        tid_of = pd.Series(tid[api], index=correlation[api])
+        tid_of = tid_of[~tid_of.index.duplicated()]
+        found = tid_of.reindex(correlation[setup]).to_numpy()
+        tid[setup] = np.where(pd.notna(found), found, tid[setup]).astype(np.int64)
+        correlation[setup] = -1
     cols: dict[str, Any] = {
-        "ph": np.full(len(rows), "X", dtype=object),
-        "cat": cats[rows],
-        "name": np.asarray(names)[rows],
+        "ph": pd.Categorical.from_codes(np.zeros(m, dtype=np.int8), categories=pd.Index(["X"])),
+        "cat": pd.Categorical(cats[rows]),
+        "name": kept_names.remove_unused_categories(),
         "pid": np.where(g, dev[rows], pid),
-        "tid": resource[rows],
+        "tid": tid,
         "ts_ns": start[rows],
         "dur_ns": np.maximum(end[rows] - start[rows], 0),
         "arg_stream": np.where(g, resource[rows], -1),
         "arg_device": np.where(g, dev[rows], -1),
-        "arg_correlation": np.where(cats[rows] == "cpu_op", -1, corr[rows]),
+        "arg_correlation": correlation,
         "arg_bytes": nbytes[rows],
     }
-    frame = pd.DataFrame({k: cols.get(k, _default(k, len(rows))) for k in EVENT_COLUMNS})
-    setup = frame["name"].isin(SETUP_NAMES).to_numpy()
-    if setup.any():  # set-up records carry no thread: the thread of the launch they delayed
-        api = (frame["cat"] == "cuda_runtime").to_numpy()
-        tid_of = pd.Series(frame["tid"][api].to_numpy(), index=frame["arg_correlation"][api].to_numpy())
-        tid_of = tid_of[~tid_of.index.duplicated()]
-        found = tid_of.reindex(frame["arg_correlation"][setup].to_numpy())
-        frame.loc[setup, "tid"] = np.where(found.notna(), found.to_numpy(), frame["tid"][setup].to_numpy())
-        frame.loc[setup, "arg_correlation"] = -1
-    for k, dtype in EVENT_COLUMNS.items():
-        frame[k] = frame[k].astype(dtype)
+    frame = pd.DataFrame({k: cols[k] if k in cols else _default(k, m) for k in EVENT_COLUMNS})
     return EventTable({}, frame)
 
 
@@ -197,7 +207,10 @@ _META_BYTES = re.compile(r'"bytes"\s*:\s*(\d+)')
 
 
 def _default(column: str, n: int) -> Any:
+    """A column of missing values with the event table's dtype (-1, False or the empty string)."""
     dtype = EVENT_COLUMNS[column]
     if dtype == "bool":
         return np.zeros(n, dtype=bool)
-    return np.full(n, -1, dtype=np.int64) if dtype == "int64" else np.full(n, "", dtype=object)
+    if dtype == "int64":
+        return np.full(n, -1, dtype=np.int64)
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([""]))
