@@ -2,6 +2,7 @@
 
 GET    /api/runs                          the catalog, newest first
 POST   /api/runs?name=FILE.json.gz        upload one trace (raw body, or multipart field ``file``)
+POST   /api/runs/merge                    upload one file per rank (multipart fields ``file``): one run
 GET    /api/runs/<id>                     one run: catalog row, metadata, lanes
 PATCH  /api/runs/<id>   {"name": ...}     rename
 DELETE /api/runs/<id>                     delete
@@ -19,7 +20,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from webapp.figures import step_time_figure
-from webapp.ingest import IngestError, TooLarge, base_name, ingest_stream
+from webapp.ingest import IngestError, TooLarge, base_name, ingest_ranks, ingest_stream
 from webapp.pipeline import overview_json
 from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound, get_store
@@ -64,6 +65,23 @@ def upload() -> tuple[Response, int]:
         abort(413, str(exc))
     except IngestError as exc:
         abort(400, f"{_basename(filename)}: {exc}")
+    return jsonify({"run": info.to_dict(), "url": f"/runs/{info.id}"}), 201
+
+
+@bp.post("/runs/merge")
+def upload_ranks() -> tuple[Response, int]:
+    """Store the per-rank files of one job (multipart, one ``file`` field per rank) as one multi-rank run,
+    clocks aligned. 201 with the run; 400/413 with {"error"} and nothing stored."""
+    uploads = request.files.getlist("file") if request.mimetype == "multipart/form-data" else []
+    if len(uploads) < 2:
+        abort(400, "a multi-rank run needs the files of at least two ranks (multipart fields 'file')")
+    limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
+    try:
+        info = ingest_ranks(get_store(), [(f.stream, f.filename or "") for f in uploads], limit)
+    except TooLarge as exc:
+        abort(413, str(exc))
+    except IngestError as exc:
+        abort(400, str(exc))
     return jsonify({"run": info.to_dict(), "url": f"/runs/{info.id}"}), 201
 
 

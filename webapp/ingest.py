@@ -116,6 +116,45 @@ def add_trace(
     return store.add(run.trace, name, analysis=run.analysis, index=run.index, overview=run.overview, origin=origin)
 
 
+def ingest_ranks(store: Store, files: list[tuple[IO[bytes], str]], limit_bytes: int) -> RunInfo:
+    """Store the per-rank files of one job as one multi-rank run (collector.merge: clocks aligned on the
+    collectives). Each file is streamed to the uploads folder first (``limit_bytes`` each) and removed after;
+    raises IngestError (one line naming the file) and stores nothing when any file fails."""
+    from collector.load import load_trace
+    from collector.merge import merge_traces
+
+    if len(files) < 2:
+        raise IngestError("a multi-rank run needs the files of at least two ranks")
+    parts: list[Path] = []
+    try:
+        traces = []
+        for stream, filename in files:
+            part = store.uploads_dir / f"{secrets.token_hex(8)}{suffix_of(filename)}"
+            parts.append(part)
+            written = 0
+            with open(part, "wb") as fh:
+                while chunk := stream.read(CHUNK_BYTES):
+                    written += len(chunk)
+                    if written > limit_bytes:
+                        raise TooLarge(f"{base_name(filename)}: larger than the upload limit of {limit_bytes:,} bytes")
+                    fh.write(chunk)
+            try:
+                traces.append(load_trace(str(part)))
+            except (ValueError, OSError, EOFError) as exc:
+                text = (str(exc).splitlines() or [type(exc).__name__])[0].replace(f"{part}: ", "")
+                raise IngestError(f"{base_name(filename)}: {text}") from None
+        names = [base_name(f) for _, f in files]
+        try:
+            trace = merge_traces(traces, names)
+        except ValueError as exc:
+            raise IngestError(str(exc)) from None
+        name = display_name(names[0]).split(".rank")[0] or "ranks"
+        return add_trace(store, trace, f"{name} ({len(traces)} ranks)")
+    finally:
+        for part in parts:
+            part.unlink(missing_ok=True)
+
+
 def sample_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
