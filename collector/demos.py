@@ -332,6 +332,23 @@ DEMOS: dict[str, Demo] = {
 }
 
 
+def _ddp(ctx: DemoContext) -> Generator[None, None, None]:
+    """DistributedDataParallel without a planted straggler (collector.ddp_demo has the options)."""
+    from collector.ddp_demo import Plant, ddp_loop
+
+    return ddp_loop(Plant())
+
+
+DEMOS["ddp"] = Demo(
+    "ddp",
+    "DistributedDataParallel on an MLP, every rank (--nproc N; --slow-rank R --delay-ms D --slow-cause C)",
+    "ranks meet in all-reduces during backward: a slow rank makes every other rank wait in the collective; "
+    "the straggler finding names it, its cause and what it costs per step",
+    _ddp,
+    steps=40,
+)
+
+
 def describe() -> list[str]:
     """One line per demo: ``name  summary``."""
     width = max(len(n) for n in DEMOS)
@@ -352,17 +369,23 @@ def run_demo(
     warmup: int = 3,
     quiet: bool = False,
     times: list[float] | None = None,
+    plant: Any = None,
 ) -> float:
     """Run demo ``name``: ``warmup`` unrecorded steps, then ``steps`` steps (recorded when ``recorder`` is a
     not-yet-started Recorder, which is started and stopped here). Returns ms per step (wall time, GPU
     finished), printed as steps/s unless ``quiet``. ``times`` receives ``time.perf_counter()`` at the start,
-    after each step and once the GPU has finished (``steps + 2`` values)."""
+    after each step and once the GPU has finished (``steps + 2`` values). ``plant``: the ddp demo's straggler
+    (collector.ddp_demo.Plant)."""
     import torch
 
     demo = get(name)
     n = int(steps or demo.steps)
     if n < 1:
         raise ValueError(f"steps must be at least 1, got {n}")
+    if name == "ddp":
+        from collector.ddp_demo import Plant, run_ddp
+
+        return run_ddp(recorder, n, warmup, plant or Plant(), quiet, times)
     batch, width, depth = sizes(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
     names: list[tuple[Any, str]] = []
     ctx = DemoContext(batch, width, depth, lambda stream, label: names.append((stream, label)), warmup + n // 2)

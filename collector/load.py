@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from collector.importers.collectives import mark_host_collectives
 from collector.importers.kineto import trace_from_kineto
 from collector.model import Trace
 from collector.steps import find_steps
@@ -32,7 +33,7 @@ def load_trace(
     name = os.fspath(path)
     table = read_events(path, max_inflated_bytes=max_inflated_bytes)
     try:
-        trace = from_table(table, name) if is_streamscope(table) else trace_from_kineto(table)
+        trace = from_table(table, name) if is_streamscope(table) else mark_host_collectives(trace_from_kineto(table))
     except TraceFileError as exc:
         text = str(exc)
         raise TraceFileError(text if text.startswith(name) else f"{name}: {text}") from None

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.errors import StreamscopeError
-from collector.recording.api import TIMINGS, record
-from collector.recording.recorder import NoCudaError, Recorder, require_cuda
+from collector.launch import add_launch_arguments, launch, rank_path, torchrun_flags
+from collector.recording.api import TIMINGS, record, use_cpu_recorder
+from collector.recording.recorder import NoCudaError, require_cuda
 
 
 class RecordUsageError(StreamscopeError, ValueError):
@@ -39,6 +40,21 @@ class RecordRequest:
     steps: int | None = None
     probe: bool = True
     timing: str = "cupti"
+    nproc: int = 0
+    launcher_flags: tuple[str, ...] = ()
+    slow_rank: int = -1
+    delay_ms: float = 0.0
+    slow_cause: str = "data"
+
+    def rank_argv(self) -> list[str]:
+        """The command line of one rank (``python -m collector record ...``) for the launcher."""
+        argv = ["--out", self.out, "--every", str(self.every), "--timing", self.timing]
+        argv += [] if self.steps is None else ["--steps", str(self.steps)]
+        argv += [] if self.probe else ["--no-probe"]
+        if self.slow_rank >= 0:
+            argv += ["--slow-rank", str(self.slow_rank), "--delay-ms", str(self.delay_ms)]
+            argv += ["--slow-cause", self.slow_cause]
+        return [*argv, self.target, *self.args]
 
 
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +66,12 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
+    add_launch_arguments(parser)
+    parser.add_argument("--slow-rank", type=int, default=-1, metavar="R", help="demo:ddp: plant a straggler on rank R")
+    parser.add_argument("--delay-ms", type=float, default=20.0, metavar="D", help="demo:ddp: its extra ms per step")
+    parser.add_argument(
+        "--slow-cause", default="data", help="demo:ddp: what the straggler spends it on: data, compute or sync"
+    )
     parser.add_argument(
         "--out", "-o", metavar="FILE", help="trace to write (.json or .json.gz); default: <demo or script name>.json.gz"
     )
@@ -66,8 +88,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--timing",
         choices=TIMINGS,
         default="cupti",
-        help="GPU timing source: cupti (exact device times, default; falls back to events when CUPTI is taken) "
-        "or events (CUDA events around every op)",
+        help="timing source: cupti (exact device times, default; falls back to events when CUPTI is taken), "
+        "events (CUDA events around every op) or cpu (host ops and collectives; picked without CUDA in a "
+        "distributed job)",
     )
 
 
@@ -81,15 +104,11 @@ def _demo_options(ns: argparse.Namespace) -> argparse.Namespace:
         raise RecordUsageError(str(exc)) from None
     if unknown:
         raise RecordUsageError(f"demos take no arguments, got {' '.join(unknown)!r}")
-    return argparse.Namespace(
-        target=ns.target,
-        args=[],
-        out=ns.out or extra.out,
-        every=ns.every if ns.every != 1 else extra.every,
-        steps=ns.steps if ns.steps is not None else extra.steps,
-        no_probe=ns.no_probe or extra.no_probe,
-        timing=ns.timing if ns.timing != "cupti" else extra.timing,
-    )
+    merged = argparse.Namespace(target=ns.target, args=[])
+    for key, default in vars(parser.parse_args([])).items():  # given before TARGET wins, else after it
+        before = getattr(ns, key, default)
+        setattr(merged, key, before if before != default else getattr(extra, key))
+    return merged
 
 
 def request_from_args(ns: argparse.Namespace) -> RecordRequest:
@@ -113,11 +132,58 @@ def request_from_args(ns: argparse.Namespace) -> RecordRequest:
         raise RecordUsageError(f"--every must be a positive number of steps, got {ns.every}")
     if ns.steps is not None and ns.steps < 1:
         raise RecordUsageError(f"--steps must be a positive number, got {ns.steps}")
-    return RecordRequest(target, tuple(args), out, ns.every, ns.steps, not ns.no_probe, ns.timing)
+    nproc = int(getattr(ns, "nproc", 0) or 0)
+    if nproc < 0:
+        raise RecordUsageError(f"--nproc must be a positive number of ranks, got {nproc}")
+    slow_rank = int(getattr(ns, "slow_rank", -1))
+    if slow_rank >= 0 and target != "demo:ddp":
+        raise RecordUsageError("--slow-rank, --delay-ms and --slow-cause are options of demo:ddp")
+    from collector.ddp_demo import Plant
+
+    plant = Plant(slow_rank, float(getattr(ns, "delay_ms", 20.0)), str(getattr(ns, "slow_cause", "data")))
+    try:
+        plant.check(cuda=True)
+    except ValueError as exc:
+        raise RecordUsageError(str(exc)) from None
+    return RecordRequest(
+        target,
+        tuple(args),
+        out,
+        ns.every,
+        ns.steps,
+        not ns.no_probe,
+        ns.timing,
+        nproc,
+        torchrun_flags(ns),
+        plant.rank,
+        plant.delay_ms,
+        plant.cause,
+    )
+
+
+def _rank_out(out: str) -> str:
+    """This rank's file: ``OUT.rankR.json.gz`` inside a job of several ranks, else ``out``."""
+    size = os.environ.get("WORLD_SIZE", "")
+    if size.isdigit() and int(size) > 1:
+        return rank_path(out, int(os.environ.get("RANK", "0") or 0))
+    return out
+
+
+def _require_device(timing: str, cpu_ok: bool) -> None:
+    """CUDA is needed unless this rank records its host only (no CUDA in a distributed job, or --timing cpu)."""
+    if cpu_ok and (timing == "cpu" or use_cpu_recorder()):
+        return
+    require_cuda()
 
 
 def run_record(req: RecordRequest) -> int:
-    """Check CUDA, then record ``req.target``; returns the exit status. Raises NoCudaError/RecordUsageError."""
+    """Check CUDA, then record ``req.target``; returns the exit status. Raises NoCudaError/RecordUsageError.
+    With ``req.nproc``, launch that many ranks instead (collector.launch), each recording itself."""
+    if req.nproc:
+        if not req.target.startswith("demo:") and not os.path.isfile(req.target):
+            raise RecordUsageError(f"no such script: {req.target}")
+        return launch(req.nproc, req.launcher_flags, req.rank_argv(), req.out)
+    out = _rank_out(req.out)
     if req.target.startswith("demo:"):
         from collector import demos
 
@@ -128,23 +194,30 @@ def run_record(req: RecordRequest) -> int:
             raise RecordUsageError(str(exc)) from None
         if req.args:
             raise RecordUsageError(f"demos take no arguments, got {' '.join(req.args)!r}")
-        require_cuda()
+        _require_device(req.timing, cpu_ok=name == "ddp")
+        from collector.ddp_demo import Plant
+
+        plant = Plant(req.slow_rank, req.delay_ms, req.slow_cause)
+        try:
+            plant.check(cuda=req.timing != "cpu" and not use_cpu_recorder())
+        except ValueError as exc:
+            raise RecordUsageError(str(exc)) from None
         rec = record(
             req.target,
-            req.out,
+            out,
             timing=req.timing,
             every=req.every,
             probe=req.probe,
             source="demo",
             command=f"streamscope record {req.target}",
         )
-        demos.run_demo(name, rec, steps=req.steps)
+        demos.run_demo(name, rec, steps=req.steps, plant=plant)
         _report(rec)
         return 0
     if not os.path.isfile(req.target):
         raise RecordUsageError(f"no such script: {req.target}")
-    require_cuda()
-    return run_script(req.target, req.args, req.out, every=req.every, probe=req.probe, timing=req.timing)
+    _require_device(req.timing, cpu_ok=True)
+    return run_script(req.target, req.args, out, every=req.every, probe=req.probe, timing=req.timing)
 
 
 def run_script(
@@ -211,7 +284,7 @@ def _print_script_traceback(path: str) -> None:
     print("".join(te.format()), end="", file=sys.stderr)
 
 
-def _report(rec: Recorder) -> None:
+def _report(rec: Any) -> None:
     trace = rec.trace
     if trace is not None and rec.out:
         steps = len(trace.steps())

@@ -16,7 +16,7 @@ from types import ModuleType
 from collector import __version__
 from collector.errors import StreamscopeError
 
-SUBCOMMANDS = ("demos", "record", "convert", "analyze", "compare", "report", "serve")
+SUBCOMMANDS = ("demos", "record", "convert", "merge", "analyze", "compare", "report", "serve")
 """Subcommand names, each the module webapp.commands.<name>."""
 
 

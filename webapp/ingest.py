@@ -6,10 +6,11 @@ index, overview) -> store (Store.add only writes files and the catalog row).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -183,6 +184,75 @@ def add_trace(
     """Analyse, index and store ``trace``; ``analysis`` (RunAnalysis.to_dict()) is computed when None."""
     run = prepare(trace, analysis)
     return store.add(run.trace, name, analysis=run.analysis, index=run.index, overview=run.overview, origin=origin)
+
+
+def ingest_ranks(
+    store: Store, files: list[tuple[IO[bytes], str]], limit_bytes: int, budget: MemoryBudget | None = None
+) -> RunInfo:
+    """Store the per-rank files of one job as one multi-rank run (collector.merge: clocks aligned on the
+    collectives). Each file is written to the uploads folder (``limit_bytes`` each; gzips inflated to disk)
+    and removed after; all of them are loaded within ``budget`` together. Raises IngestError (one line naming
+    the file) and stores nothing when any file fails."""
+    from collector.merge import merge_traces
+
+    if len(files) < 2:
+        raise IngestError("a multi-rank run needs the files of at least two ranks")
+    made: list[Path] = []
+    try:
+        plains: list[tuple[Path, str]] = []
+        need = 0
+        for stream, filename in files:
+            part = spool_stream(store, stream, filename, limit_bytes)
+            made.append(part)
+            plain, size, events = _plain_copy(store, part, budget)
+            made.append(plain)
+            plains.append((plain, filename))
+            need += estimate_load_bytes(size, events)
+        if budget is not None and need > budget.budget_bytes:
+            raise BudgetExceeded(
+                f"loading these {len(files)} traces needs about {need / 1e9:.2f} GB, more than this server's "
+                f"memory budget of {budget.budget_bytes / 1e9:.2f} GB (see --max-memory)"
+            )
+        with budget.hold(need) if budget is not None else _no_hold():
+            traces = []
+            for plain, filename in plains:
+                try:
+                    traces.append(_load(plain))
+                except IngestError as exc:
+                    text = str(exc).replace(f"{plain}: ", "")
+                    raise IngestError(f"{base_name(filename)}: {text}") from None
+            names = [base_name(f) for _, f in files]
+            try:
+                trace = merge_traces(traces, names)
+            except ValueError as exc:
+                raise IngestError(str(exc)) from None
+            name = display_name(names[0]).split(".rank")[0] or "ranks"
+            return add_trace(store, trace, f"{name} ({len(traces)} ranks)")
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)
+
+
+def _plain_copy(store: Store, part: Path, budget: MemoryBudget | None) -> tuple[Path, int, int]:
+    """``part`` itself, or for a gzip its inflated copy beside it; with the plain size and event count."""
+    if not spool.is_gzip(part):
+        return part, part.stat().st_size, spool.count_events(part)
+    plain = store.uploads_dir / f"{secrets.token_hex(8)}.json"
+    most = largest_file_bytes(budget.budget_bytes) if budget is not None else 1 << 62
+    try:
+        size, events = spool.inflate_to_disk(part, plain, most)
+    except spool.InflateLimit:
+        plain.unlink(missing_ok=True)
+        raise BudgetExceeded("a gzip inflates past what this server's memory budget can load") from None
+    except ValueError as exc:
+        plain.unlink(missing_ok=True)
+        raise IngestError(str(exc)) from None
+    return plain, size, events
+
+
+@contextlib.contextmanager
+def _no_hold() -> Iterator[None]:
+    yield
 
 
 def sample_files(folder: Path) -> list[Path]:

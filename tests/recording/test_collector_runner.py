@@ -153,6 +153,7 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
         "convnet",
         "transformer-small",
         "transformer-large",
+        "ddp",
     ]
 
 

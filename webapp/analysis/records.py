@@ -136,6 +136,9 @@ class RunAnalysis:
     notes: tuple[str, ...] = field(default=())
     phases: pd.DataFrame = field(default_factory=pd.DataFrame)
     minor_findings: tuple[Finding, ...] = field(default=())
+    ranks: dict[str, Any] = field(default_factory=dict)
+    """Multi-rank runs only: collectives, per-rank breakdown, straggler, what-if and clock alignment
+    (webapp.analysis.ranks.analyze_ranks); empty for one rank."""
 
     def summary(self) -> dict[str, Any]:
         """Small dict for the run catalog."""
@@ -162,6 +165,7 @@ class RunAnalysis:
             "notes": list(self.notes),
             "phases": frame_records(self.phases),
             "minor_findings": [f.to_dict() for f in self.minor_findings],
+            "ranks": _plain(dict(self.ranks)),
         }
 
     @classmethod
@@ -183,4 +187,5 @@ class RunAnalysis:
             notes=tuple(str(n) for n in d.get("notes") or ()),
             phases=pd.DataFrame(d.get("phases") or []),
             minor_findings=tuple(Finding.from_dict(f) for f in d.get("minor_findings") or ()),
+            ranks=dict(d.get("ranks") or {}),
         )

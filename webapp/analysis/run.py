@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from collector.model import Trace
+from collector.model import IntervalKind, Trace
 from webapp.analysis import gaps as gp
-from webapp.analysis.context import RunData, prepare
+from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import RULES, find_all
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.phases import phase_frame, phase_notes
+from webapp.analysis.ranks import analyze_ranks
 from webapp.analysis.records import RunAnalysis
 from webapp.analysis.whatif import fixed_per_step, what_if
 
@@ -39,6 +40,9 @@ _METHOD_NOTES = {
     "of host ops.",
     "repeat:gpu": "No step markers: steps are the iterations of the loop, found as the repeating sequence of GPU work.",
 }
+
+
+CPU_ONLY_NOTE = "No GPU work in this run (CPU ranks): only the multi-rank analysis applies, not the GPU findings."
 
 
 def step_notes(method: str, basis: str) -> tuple[str, ...]:
@@ -112,6 +116,16 @@ def analyze(trace: Trace) -> RunAnalysis:
         per_step[f"cost_{rule.replace('-', '_')}_ns"] = ordered[rule]
     listed = {rule: ordered[rule] for rule in dict.fromkeys(f.rule for f in findings)}  # what-if: listed only
     per_step["step_time_fixed_ns"] = fixed_per_step(per_step, listed, pinned).round().astype(np.int64)
+    ranks: dict[str, object] = {}
+    rank_notes: tuple[str, ...] = ()
+    if not (rd.gpu_mask & ~kind_mask(rd.kind, IntervalKind.COLLECTIVE)).any() and len(rd.kind):
+        findings, minor = (), ()  # CPU ranks: the GPU rules do not apply
+        rank_notes = (CPU_ONLY_NOTE,)
+    if len(trace.ranks) > 1:
+        straggler, ranks, more_notes = analyze_ranks(rd)
+        rank_notes = (*rank_notes, *more_notes)
+        if straggler is not None:
+            findings = tuple(sorted([*findings, straggler], key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns)))
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),
@@ -120,7 +134,13 @@ def analyze(trace: Trace) -> RunAnalysis:
         sync_sources=sync_table(rd, gaps),
         findings=findings,
         what_if=what_if(per_step, listed, pinned),
-        notes=(*step_notes(trace.meta.step_method, rd.step_basis), *phase_notes(phases), *timing_note(trace)),
+        notes=(
+            *step_notes(trace.meta.step_method, rd.step_basis),
+            *phase_notes(phases),
+            *timing_note(trace),
+            *rank_notes,
+        ),
         phases=phases,
         minor_findings=minor,
+        ranks=ranks,
     )

@@ -60,7 +60,29 @@ function uploadOne(file) {
     xhr.send(file);
   });
 }
-async function uploadAll(files) { for (const f of files) await uploadOne(f); }
+function uploadRanks(files) {
+  // one request, one "file" field per rank: the server merges them into one run
+  const li = SS.el("li", { "class": "upload-item" });
+  const msg = SS.el("span", { "class": "msg" }, "uploading and merging " + files.length + " ranks…");
+  li.append(SS.el("span", { "class": "fname" }, files.map((f) => f.name).join(", ")), msg); list.appendChild(li);
+  const form = new FormData();
+  files.forEach((f) => form.append("file", f, f.name));
+  return fetch(cfg.merge_url, { method: "POST", body: form, headers: { Accept: "application/json" } })
+    .then((r) => r.json().then((body) => ({ ok: r.status === 201, body }), () => ({ ok: false, body: null })))
+    .then(({ ok, body }) => {
+      if (ok) {
+        msg.className = "msg ok"; msg.textContent = "";
+        msg.appendChild(SS.el("a", { href: body.url }, "stored as \u201c" + body.run.name + "\u201d — open the timeline"));
+        li.classList.add("done");
+      } else {
+        msg.className = "msg error"; msg.textContent = (body && body.error) || "upload failed"; li.classList.add("failed");
+      }
+    }, () => { msg.className = "msg error"; msg.textContent = "upload failed: the server did not answer"; li.classList.add("failed"); });
+}
+async function uploadAll(files) {
+  if (document.getElementById("merge-ranks").checked && files.length > 1) return uploadRanks(files);
+  for (const f of files) await uploadOne(f);
+}
 input.addEventListener("change", () => { uploadAll(Array.from(input.files)); input.value = ""; });
 ["dragenter", "dragover"].forEach((t) => zone.addEventListener(t, (e) => { e.preventDefault(); zone.classList.add("over"); }));
 ["dragleave", "drop"].forEach((t) => zone.addEventListener(t, (e) => { e.preventDefault(); zone.classList.remove("over"); }));

@@ -1,0 +1,114 @@
+"""``streamscope record --nproc N TARGET``: launch every rank with torch.distributed's own launcher.
+
+The ranks are started by ``python -m torch.distributed.run`` (torchrun) with its own flags, so a multi-node
+job is launched the same way on each node (``--nnodes``, ``--node-rank``, ``--rdzv-endpoint``, ...). Each rank
+runs ``python -m collector record TARGET`` with the launcher's environment (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``) and writes its own trace: ``run.json.gz`` becomes ``run.rank0.json.gz``, ``run.rank1.json.gz``,
+... When every rank ran on this node, the rank files are then merged (clocks aligned on the collectives,
+collector.merge) into the ``--out`` file itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+
+TORCHRUN_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("--nnodes", str, "number of nodes, or MIN:MAX (torchrun --nnodes)"),
+    ("--node-rank", int, "rank of this node (torchrun --node-rank)"),
+    ("--master-addr", str, "address of the rank-0 node (torchrun --master-addr)"),
+    ("--master-port", int, "port on the rank-0 node (torchrun --master-port)"),
+    ("--rdzv-backend", str, "rendezvous backend, e.g. c10d (torchrun --rdzv-backend)"),
+    ("--rdzv-endpoint", str, "rendezvous host:port (torchrun --rdzv-endpoint)"),
+    ("--rdzv-id", str, "job id shared by all nodes (torchrun --rdzv-id)"),
+    ("--max-restarts", int, "restarts of the worker group on failure (torchrun --max-restarts)"),
+)
+"""torchrun flags ``streamscope record`` passes through unchanged."""
+
+_RANK_FILE = re.compile(r"^(?P<stem>.*)\.rank(?P<rank>\d+)(?P<suffix>\.json(?:\.gz)?)$")
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--nproc",
+        "--nproc-per-node",
+        dest="nproc",
+        type=int,
+        default=0,
+        metavar="N",
+        help="launch N ranks on this node with torch.distributed.run (torchrun); each writes OUT.rankR.json.gz",
+    )
+    for flag, kind, text in TORCHRUN_OPTIONS:
+        parser.add_argument(flag, type=kind, default=None, help=text)
+
+
+def torchrun_flags(ns: argparse.Namespace) -> tuple[str, ...]:
+    """The torchrun flags given on the command line, as arguments for torch.distributed.run."""
+    out: list[str] = []
+    for flag, _, _ in TORCHRUN_OPTIONS:
+        value = getattr(ns, flag[2:].replace("-", "_"), None)
+        if value is not None:
+            out += [flag, str(value)]
+    return tuple(out)
+
+
+def rank_path(out: str, rank: int) -> str:
+    """``run.json.gz`` -> ``run.rank3.json.gz`` (``.json`` likewise)."""
+    for suffix in (".json.gz", ".json"):
+        if out.endswith(suffix):
+            return f"{out[: -len(suffix)]}.rank{rank}{suffix}"
+    return f"{out}.rank{rank}"
+
+
+def rank_of_path(path: str) -> int | None:
+    """The rank in a rank file's name (``run.rank3.json.gz`` -> 3), else None."""
+    m = _RANK_FILE.match(os.path.basename(path))
+    return int(m.group("rank")) if m else None
+
+
+def single_node(flags: Sequence[str]) -> bool:
+    """No multi-node flags: run torchrun ``--standalone`` (a free local port, no fixed one)."""
+    given = set(flags[::2])
+    if "--nnodes" in given and flags[list(flags).index("--nnodes") + 1] not in ("1", "1:1"):
+        return False
+    return not given & {"--master-addr", "--master-port", "--rdzv-endpoint", "--rdzv-backend", "--node-rank"}
+
+
+def launcher_argv(nproc: int, flags: Sequence[str], rank_argv: Sequence[str]) -> list[str]:
+    """``python -m torch.distributed.run ... -m collector record ...`` for ``nproc`` ranks on this node."""
+    head = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
+    if single_node(flags):
+        head.append("--standalone")
+    return [*head, *flags, "-m", "collector", "record", *rank_argv]
+
+
+def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str) -> int:
+    """Run the ranks; on one node, merge their files into ``out``. Returns the launcher's exit status."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    status = subprocess.run(launcher_argv(nproc, flags, rank_argv), env=env, check=False).returncode
+    if status != 0 or not single_node(flags):
+        return status
+    paths = [rank_path(out, r) for r in range(nproc)]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        print(f"streamscope: no trace from {', '.join(missing)}; not merged", file=sys.stderr)
+        return status
+    from collector.merge import merge_files
+    from collector.traceformat.write import write_trace
+
+    trace = merge_files(paths)
+    write_trace(trace, out)
+    print(f"streamscope: merged {nproc} ranks into {out} ({merge_summary(trace)})", file=sys.stderr, flush=True)
+    return status
+
+
+def merge_summary(trace: object) -> str:
+    """``clock residual per rank: 0: 0 us, 1: 12 us`` from a merged trace's alignment notes."""
+    notes = getattr(getattr(trace, "meta", None), "notes", {}) or {}
+    ranks = (notes.get("clock_alignment") or {}).get("ranks") or []
+    parts = [f"{r['rank']}: {r['residual_ns'] / 1e3:.0f} us" for r in ranks]
+    return "clock residual per rank " + ", ".join(parts) if parts else "clocks not aligned: no shared collectives"

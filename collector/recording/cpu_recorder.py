@@ -1,0 +1,256 @@
+"""Recording without CUDA: host lanes and collectives of a CPU rank (gloo), from torch.profiler's CPU activity.
+
+A rank of a torch.distributed job on CPUs has no streams to time. What matters there is the host: the
+``aten::`` ops of every thread, ``record_function`` ranges (a DataLoader's ``enumerate(DataLoader)#...``,
+``Optimizer.step``), the collectives' enqueue ops (``c10d::allreduce_``) and the collectives themselves,
+which gloo runs on worker threads (``gloo:all_reduce``; collector.importers.collectives turns them into
+``collective`` intervals on comm lanes). Times are Kineto's: integer ns on the host's wall clock
+(``time.time_ns``), the clock step marks are taken on too.
+
+:func:`collector.recording.record` picks :class:`CpuRecorder` when torch sees no CUDA device and a
+distributed job is running (``WORLD_SIZE`` set, or a process group initialised), or on ``timing="cpu"``.
+Known limits: collectives carry no byte counts (the CPU activity does not record their sizes).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from operator import methodcaller
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collector.model import NO_STEP, MarkerKind, RunMeta, Trace, conform_intervals, conform_markers
+from collector.traceformat.events import EVENT_COLUMNS, EventTable
+
+CPU_NOTE = "host ops, ranges and collectives from torch.profiler's CPU activity; no CUDA device"
+KEPT = ("cpu_op", "user_annotation")
+
+
+def distributed_env() -> tuple[int, int]:
+    """(rank, world size) from a launcher's environment (``RANK``, ``WORLD_SIZE``), else (0, 1)."""
+
+    def number(name: str, default: int) -> int:
+        value = os.environ.get(name, "")
+        return int(value) if value.isdigit() else default
+
+    return number("RANK", 0), max(number("WORLD_SIZE", 1), 1)
+
+
+def in_distributed_job() -> bool:
+    """A launcher set ``WORLD_SIZE``, or this process already joined a process group."""
+    if os.environ.get("WORLD_SIZE"):
+        return True
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return bool(dist.is_available() and dist.is_initialized())
+
+
+def cpu_event_table(events: list[Any], top: dict[str, Any]) -> EventTable:
+    """torch.profiler CPU events (``_KinetoEvent``) -> an EventTable of ``X`` events (cpu_op and
+    user_annotation only) on ``pid`` = this process, ``tid`` = the OS thread. Each field is read for all
+    events by one ``map``."""
+    n = len(events)
+
+    def column(method: str) -> np.ndarray:
+        return np.fromiter(map(methodcaller(method), events), dtype=np.int64, count=n)
+
+    cats = np.asarray(pd.Categorical(list(map(methodcaller("activity_type"), events))), dtype=object)
+    rows = np.flatnonzero(np.isin(cats, KEPT))
+    names = np.asarray(pd.Categorical(list(map(methodcaller("name"), events))), dtype=object)
+    start, end = column("start_ns"), column("end_ns")
+    cols: dict[str, Any] = {
+        "ph": np.full(len(rows), "X", dtype=object),
+        "cat": cats[rows],
+        "name": names[rows],
+        "pid": np.full(len(rows), os.getpid(), dtype=np.int64),
+        "tid": column("device_resource_id")[rows],
+        "ts_ns": start[rows],
+        "dur_ns": np.maximum(end[rows] - start[rows], 0),
+    }
+    frame = pd.DataFrame({k: cols[k] if k in cols else _default(k, len(rows)) for k in EVENT_COLUMNS})
+    for k, dtype in EVENT_COLUMNS.items():
+        frame[k] = frame[k].astype(dtype)
+    return EventTable(top, frame)
+
+
+def _default(column: str, n: int) -> Any:
+    dtype = EVENT_COLUMNS[column]
+    if dtype == "bool":
+        return np.zeros(n, dtype=bool)
+    return np.full(n, -1, dtype=np.int64) if dtype == "int64" else np.full(n, "", dtype=object)
+
+
+def distributed_info(rank: int, world_size: int) -> dict[str, Any]:
+    """``distributedInfo`` as torch.profiler writes it: rank, world size, backend and process groups."""
+    info: dict[str, Any] = {"rank": rank, "world_size": world_size}
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            info["backend"] = str(dist.get_backend())
+            info["rank"], info["world_size"] = dist.get_rank(), dist.get_world_size()
+    except (ImportError, RuntimeError, ValueError):
+        pass
+    return info
+
+
+class CpuRecorder:
+    """A recording session for a CPU rank; use :func:`collector.recording.record`. Same surface as the GPU
+    recorders: ``start()``, ``step()``, ``mark()``, ``name_stream()`` (no effect), ``stop()``, ``trace``."""
+
+    timing = "cpu"
+
+    def __init__(
+        self,
+        workload: str = "",
+        out: str | None = None,
+        *,
+        every: int = 1,
+        rank: int | None = None,
+        source: str = "recorded",
+        command: str | None = None,
+        auto_steps: bool = False,
+        **_gpu_options: Any,
+    ) -> None:
+        if int(every) < 1:
+            raise ValueError(f"every must be a positive number of steps, got {every!r}")
+        env_rank, self.world_size = distributed_env()
+        self.workload, self.out, self.every = workload, out, int(every)
+        self.rank = int(rank if rank is not None else env_rank)
+        self.source = source
+        self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
+        self.auto_steps = auto_steps
+        self.trace: Trace | None = None
+        self.error = ""
+        self._prof: Any = None
+        self._on = False
+        self._step = 0
+        self._step_start = 0
+        self._markers: list[tuple[str, str, int, int, int]] = []
+        self._undo: list[Any] = []
+
+    def __enter__(self) -> CpuRecorder:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        error = ""
+        if exc_type is not None and not (issubclass(exc_type, SystemExit) and exc.code in (0, None)):
+            error = f"{exc_type.__name__}: {exc}"
+        self.stop(error=error)
+
+    def start(self) -> CpuRecorder:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        if self._prof is not None or self.trace is not None:
+            raise RuntimeError("this recorder was already started; make a new one with record()")
+        self._torch_version = torch.__version__
+        self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=False, with_stack=False)
+        self._prof.start()
+        if self.auto_steps:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._undo.append(register_optimizer_step_post_hook(lambda *_: self.step()).remove)
+        self._step_start = time.time_ns()
+        self._on = True
+        return self
+
+    def step(self) -> None:
+        """Mark a step boundary: the step in progress ends now and the next one begins."""
+        now = time.time_ns()
+        if self._on:
+            self._markers.append((MarkerKind.STEP.value, f"step {self._step}", self._step_start, now, self._step))
+        self._step += 1
+        self._step_start = now
+        on = self._prof is not None and self._step % self.every == 0
+        if self.every > 1 and on != self._on and self._prof is not None:
+            from torch.profiler import ProfilerActivity
+
+            self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
+        self._on = on
+
+    def mark(self, name: str) -> None:
+        now = time.time_ns()
+        self._markers.append((MarkerKind.MARK.value, str(name), now, now, self._step if self._on else NO_STEP))
+
+    def name_stream(self, stream: Any, label: str) -> None:
+        """No streams on a CPU rank: nothing to name."""
+
+    def stop(self, error: str = "") -> Trace:
+        """Stop the profiler, build the Trace (one rank) and write it to ``out``."""
+        if self.trace is not None:
+            return self.trace
+        if self._prof is None:
+            raise RuntimeError("recorder was never started")
+        self.error = error
+        prof, self._prof = self._prof, None
+        while self._undo:
+            self._undo.pop()()
+        prof.stop()
+        events = list(prof.profiler.kineto_results.events())
+        info = distributed_info(self.rank, self.world_size)
+        self.rank = int(info["rank"])
+        self.trace = self._build(cpu_event_table(events, {"distributedInfo": info}), info, error)
+        if self.out:
+            from collector.traceformat.write import write_trace
+
+            write_trace(self.trace, self.out)
+        return self.trace
+
+    def _build(self, table: EventTable, info: dict[str, Any], error: str) -> Trace:
+        from dataclasses import replace
+
+        from collector.importers.collectives import mark_host_collectives
+        from collector.importers.kineto import trace_from_kineto
+
+        raw = mark_host_collectives(trace_from_kineto(table, source_name=self.workload))
+        main = threading.main_thread().native_id
+        lanes = tuple(replace(ln, label="main thread") if ln.ident == main else ln for ln in raw.lanes)
+        frame = raw.intervals.copy()
+        frame["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[frame["lane"].to_numpy()]
+        markers = conform_markers(
+            pd.DataFrame(
+                [
+                    {"rank": self.rank, "kind": k, "name": nm, "start_ns": a, "end_ns": b, "step": s}
+                    for k, nm, a, b, s in self._markers
+                ],
+                columns=["rank", "kind", "name", "start_ns", "end_ns", "step"],
+            )
+        )
+        frame["step"] = _step_of(markers, frame["start_ns"].to_numpy(np.int64))
+        meta = RunMeta.new(
+            workload=self.workload,
+            source=self.source,
+            command=self.command,
+            error=error,
+            clock="unix_ns",
+            host=socket.gethostname(),
+            device_name="cpu",
+            torch_version=self._torch_version,
+            world_size=int(info.get("world_size", 1)),
+            notes={"timing": "cpu", "timing_note": CPU_NOTE, "every": self.every, "rank": self.rank, **_dist(info)},
+        )
+        return Trace(meta, lanes, conform_intervals(frame), markers)
+
+
+def _dist(info: dict[str, Any]) -> dict[str, Any]:
+    return {"backend": info["backend"]} if "backend" in info else {}
+
+
+def _step_of(markers: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """Step whose marker [start, end) holds each time, else NO_STEP."""
+    steps = markers[markers["kind"] == MarkerKind.STEP.value].sort_values("start_ns")
+    if steps.empty:
+        return np.full(len(t), NO_STEP, dtype=np.int32)
+    starts, ends = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
+    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)

@@ -1,0 +1,77 @@
+"""Synthetic data-parallel jobs: one Trace per rank, each on its own clock, with a planted straggler.
+
+Every step, each rank loads data (a DataLoader range), computes (``aten::mm``), then enters an
+all_reduce; all ranks leave it together, ``latency`` after the last one entered (plus a little jitter
+on each rank's end), then run the optimizer. A barrier comes first. Rank ``r``'s times are the true
+times plus ``offsets[r]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from collector.model import Interval, IntervalKind, Lane, LaneKind, Marker, MarkerKind, RunMeta, Trace
+
+MS = 1_000_000
+DATA = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def job(
+    world: int = 2,
+    steps: int = 12,
+    *,
+    slow_rank: int = -1,
+    delay_ns: int = 0,
+    cause: str = "data",
+    offsets: Sequence[int] = (),
+    hosts: Sequence[str] = (),
+    data_ns: int = 1 * MS,
+    compute_ns: int = 6 * MS,
+    latency_ns: int = 500_000,
+    end_jitter_ns: int = 20_000,
+    seed: int = 0,
+) -> list[Trace]:
+    rng = np.random.default_rng(seed)
+    offsets = list(offsets) or [0] * world
+    hosts = list(hosts) or ["host-a"] * world
+    rows: list[list[Interval]] = [[] for _ in range(world)]
+    marks: list[list[Marker]] = [[] for _ in range(world)]
+    t = 1_000 * MS
+    enter = t + rng.integers(0, 200_000, world)
+    leave = int(enter.max()) + latency_ns
+    for r in range(world):
+        end = leave + int(rng.integers(0, end_jitter_ns))
+        rows[r].append(Interval(1, IntervalKind.COLLECTIVE, "gloo:barrier", int(enter[r]), end))
+    t = leave + MS
+    for k in range(steps):
+        starts = t + rng.integers(0, 100_000, world)
+        enter = np.zeros(world, dtype=np.int64)
+        for r in range(world):
+            slow = r == slow_rank
+            d = data_ns + (delay_ns if slow and cause == "data" else 0) + int(rng.integers(0, 100_000))
+            c = compute_ns + (delay_ns if slow and cause == "compute" else 0) + int(rng.integers(0, 100_000))
+            s = int(starts[r])
+            rows[r].append(Interval(0, IntervalKind.ANNOTATION, DATA, s, s + d, step=k))
+            rows[r].append(Interval(0, IntervalKind.CPU_OP, "aten::mm", s + d, s + d + c, step=k))
+            enter[r] = s + d + c
+        leave = int(enter.max()) + latency_ns
+        for r in range(world):
+            end = leave + int(rng.integers(0, end_jitter_ns))
+            rows[r].append(Interval(1, IntervalKind.COLLECTIVE, "gloo:all_reduce", int(enter[r]), end, step=k))
+            rows[r].append(Interval(0, IntervalKind.CPU_OP, "aten::add_", end, end + MS, step=k))
+            marks[r].append(Marker(r, MarkerKind.STEP, f"step {k}", int(starts[r]), end + MS, k))
+        t = leave + MS + 50_000
+    traces = []
+    for r in range(world):
+        lanes = [Lane(r, LaneKind.CPU_THREAD, 100 + r, "main thread"), Lane(r, LaneKind.COMM_STREAM, 200 + r, "gloo")]
+        shifted = [_shift(i, offsets[r]) for i in rows[r]]
+        mk = [Marker(m.rank, m.kind, m.name, m.start_ns + offsets[r], m.end_ns + offsets[r], m.step) for m in marks[r]]
+        meta = RunMeta.new(host=hosts[r], world_size=world, device_name="cpu", source="synthetic")
+        traces.append(Trace.build(meta, lanes, shifted, mk))
+    return traces
+
+
+def _shift(i: Interval, by: int) -> Interval:
+    return Interval(i.lane, i.kind, i.name, i.start_ns + by, i.end_ns + by, step=i.step)

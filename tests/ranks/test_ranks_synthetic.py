@@ -1,0 +1,88 @@
+"""Merge, clock alignment and the straggler finding on synthetic jobs with planted offsets and stragglers."""
+
+from __future__ import annotations
+
+import pytest
+from ranks_traces import MS, job
+
+from collector.align import matched_collectives
+from collector.merge import MergeError, alignment_rows, merge_traces
+from webapp.analysis.run import analyze
+
+
+def _aligned(world: int, offsets: list[int], hosts: list[str]) -> dict[int, dict]:
+    merged = merge_traces(job(world, offsets=offsets, hosts=hosts))
+    return {row["rank"]: row for row in alignment_rows(merged)}
+
+
+def test_planted_offsets_on_other_hosts_are_recovered_within_the_residual() -> None:
+    offsets = [0, 3_700 * 1000, -950 * 1000, 12 * MS]
+    rows = _aligned(4, offsets, ["a", "b", "c", "d"])
+    for r, planted in enumerate(offsets):
+        found = -rows[r]["offset_ns"]  # the offset is what is added to undo the planted shift
+        assert abs(found - planted) <= max(rows[r]["residual_ns"], 1) + 20_000, (r, found, planted)
+        assert rows[r]["anchors"] == 13  # the barrier and 12 all_reduces
+        assert rows[r]["residual_ns"] < 20_000  # ends jitter by at most 20 us in these traces
+
+
+def test_ranks_on_one_host_share_its_clock() -> None:
+    rows = _aligned(4, [0, 0, 5 * MS, 5 * MS], ["a", "a", "b", "b"])
+    assert rows[0]["offset_ns"] == rows[1]["offset_ns"] == 0
+    assert rows[2]["offset_ns"] == rows[3]["offset_ns"]
+    assert abs(rows[2]["offset_ns"] + 5 * MS) < 20_000
+
+
+def test_merged_trace_lines_collective_ends_up() -> None:
+    merged = merge_traces(job(2, offsets=[0, 40 * MS], hosts=["a", "b"]))
+    m = matched_collectives(merged.intervals)
+    skew = m.groupby("seq")["end_ns"].agg(lambda e: e.max() - e.min())
+    assert skew.max() < 40_000
+    assert merged.meta.world_size == 2 and merged.ranks == [0, 1]
+    assert len(merged.lanes) == 4 and merged.intervals["id"].is_unique
+
+
+def test_merge_refuses_one_file_and_a_repeated_rank() -> None:
+    one = job(2)
+    with pytest.raises(MergeError, match="at least two ranks"):
+        merge_traces(one[:1])
+    with pytest.raises(MergeError, match="rank 0 is in more than one file"):
+        merge_traces([one[0], one[0]], ["a.json", "b.json"])
+
+
+@pytest.mark.parametrize("cause,label", [("data", "data loading"), ("compute", "extra compute")])
+def test_planted_straggler_is_named_with_its_cause_and_cost(cause: str, label: str) -> None:
+    traces = job(4, slow_rank=2, delay_ns=8 * MS, cause=cause, offsets=[0, 2 * MS, -1 * MS, 7 * MS], hosts="abcd")
+    analysis = analyze(merge_traces(traces))
+    straggler = [f for f in analysis.findings if f.rule == "straggler"]
+    assert len(straggler) == 1
+    found = analysis.ranks["straggler"]
+    assert found["rank"] == 2 and found["cause"] == label and found["last_frac"] > 0.9
+    assert 7 * MS < straggler[0].cost_per_step_ns < 9 * MS
+    assert "Rank 2" in straggler[0].title and label in straggler[0].detail
+
+
+def test_what_if_lands_near_the_job_without_the_straggler() -> None:
+    clean = analyze(merge_traces(job(4, seed=1)))
+    slow = analyze(merge_traces(job(4, slow_rank=1, delay_ns=10 * MS, seed=1)))
+    clean_step = clean.metrics["step_time_median_ns"]
+    estimate = slow.ranks["what_if"]["step_time_without_straggler_ns"]
+    assert slow.ranks["what_if"]["step_time_now_ns"] > clean_step + 8 * MS
+    assert abs(estimate - clean_step) < 0.1 * clean_step
+
+
+def test_no_straggler_finding_without_a_plant() -> None:
+    analysis = analyze(merge_traces(job(4, offsets=[0, 3 * MS, 0, -2 * MS], hosts="abcd", seed=3)))
+    assert not [f for f in analysis.findings if f.rule == "straggler"]
+    assert "straggler" not in analysis.ranks
+    assert analysis.ranks["collective_count"] == 13
+    assert any("aligned on the ends of their collectives" in n for n in analysis.notes)
+
+
+def test_collective_table_has_latency_waits_and_skews() -> None:
+    analysis = analyze(merge_traces(job(2, slow_rank=1, delay_ns=5 * MS)))
+    rows = analysis.ranks["collectives"][1:]  # after the barrier
+    assert all(r["last_rank"] == 1 for r in rows)
+    assert all(400_000 <= r["comm_latency_ns"] <= 600_000 for r in rows)
+    assert all(r["start_skew_ns"] > 4 * MS and r["end_skew_ns"] < 20_000 for r in rows)
+    per_rank = {r["rank"]: r for r in analysis.ranks["per_rank"]}
+    assert per_rank[0]["wait_ns"] > 4 * MS > per_rank[1]["wait_ns"]

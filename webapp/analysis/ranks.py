@@ -1,0 +1,238 @@
+"""Across ranks: collectives lined up, who arrives last, what the others wait, why, and the step time without it.
+
+A collective is synchronous: ranks enter at different times and leave together, so every rank but the
+last waits inside it. Per matched collective (collector.align.matched_collectives) and rank:
+``wait_ns = latest start - start`` (the rank waited that long for the others); ``comm_latency_ns`` = the
+shortest duration over ranks (the transfer itself: the last rank to arrive did not wait); start and end skew.
+
+The **straggler** is the rank that arrives last most often. It is reported (rule ``straggler``) when it
+is last in at least STRAGGLER_LAST_FRAC of the collectives and the other ranks wait for it at least
+STRAGGLER_MIN_FRAC of the median step (median over their steps of ``max(0, start on R - start on r)``
+summed over the step's collectives). Its cause is the category of the step breakdown (data loading,
+host syncs, copies, compute, other host time) where it spends the most time above the typical (median)
+other rank. The what-if step time is the median over the other ranks' steps of ``step time - wait for R``:
+the step if R ran like the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collector.align import matched_collectives
+from collector.model import IntervalKind
+from webapp.analysis import intervals as iv
+from webapp.analysis.context import RunData, kind_mask
+from webapp.analysis.findings import severity
+from webapp.analysis.records import Evidence, Finding, frame_records
+
+STRAGGLER_LAST_FRAC = 0.5
+"""A straggler arrives last in at least half the collectives."""
+STRAGGLER_MIN_FRAC = 0.20
+"""...and costs the others at least a fifth of the median step in waiting (median over their steps). Ranks
+sharing two CPU cores were measured 10-15% apart without any plant; below this a slow rank shows in the
+per-rank table, not as a finding."""
+EVIDENCE_LIMIT = 20
+
+BREAKDOWN: dict[str, str] = {
+    "data_ns": "time in DataLoader ranges (enumerate(DataLoader)#..., or a range named 'data'), ns",
+    "sync_ns": "host waiting in syncs (sync_wait), ns",
+    "copy_ns": "host-device copies (union), ns",
+    "compute_ns": "kernels (GPU ranks) or host ops outside data loading (CPU ranks), union, ns",
+    "comm_ns": "collectives (union over comm lanes), ns",
+    "wait_ns": "waiting inside collectives for later ranks (sum of latest start - own start), ns",
+}
+"""Per (rank, step) columns of :func:`rank_steps`, besides rank, step and step_time_ns."""
+
+CAUSES: dict[str, tuple[str, str]] = {
+    "data_ns": (
+        "data loading",
+        "Load data off the step path on rank {r}: DataLoader(num_workers>0, pin_memory=True, "
+        "persistent_workers=True, prefetch_factor=2), and look for a slow disk, decode or transform on its host.",
+    ),
+    "sync_ns": (
+        "host syncs",
+        "Remove the syncs on rank {r} (.item(), .cpu(), torch.cuda.synchronize(), printing tensors) from the "
+        "step, or do them every N steps: its host waits for its GPU before it can issue the collective.",
+    ),
+    "copy_ns": (
+        "host-device copies",
+        "Pin the host memory on rank {r} and copy with non_blocking=True, overlapped with compute.",
+    ),
+    "compute_ns": (
+        "extra compute",
+        "Rank {r} computes more per step than the others: balance the work (equal batch and sequence sizes, "
+        "the same model branches on every rank), and check its device (clocks, thermal throttling, a shared GPU).",
+    ),
+    "other_ns": (
+        "other host work",
+        "Rank {r}'s host does other work in each step (Python, logging, checkpointing): move it off the step "
+        "path or give every rank the same share.",
+    ),
+}
+
+
+def _is_data(names: list[str]) -> np.ndarray:
+    return np.array([("dataloader" in n.lower()) or n.lower() == "data" for n in names] + [False], dtype=bool)
+
+
+def collective_frame(rd: RunData) -> pd.DataFrame:
+    """One row per (matched collective, rank): the MATCHED_COLUMNS of collector.align plus ``wait_ns``
+    (latest start over ranks - start, ns), ``last`` (this rank arrived last; one per collective) and
+    ``win`` (the rank's step window holding the start, -1 outside)."""
+    m = matched_collectives(rd.trace.intervals)
+    latest = m.groupby("seq")["start_ns"].transform("max").to_numpy(np.int64)
+    m["wait_ns"] = latest - m["start_ns"].to_numpy(np.int64)
+    last_row = m.groupby("seq")["start_ns"].idxmax()
+    m["last"] = False
+    m.loc[last_row.to_numpy(), "last"] = True
+    m["win"] = rd.win_row[m["row"].to_numpy(np.int64)] if len(m) else np.zeros(0, dtype=np.int64)
+    return m
+
+
+def collective_summary(cf: pd.DataFrame) -> pd.DataFrame:
+    """One row per collective: ``seq``, ``name``, ``ranks``, ``comm_latency_ns`` (min duration over ranks),
+    ``start_skew_ns``/``end_skew_ns`` (max - min over ranks), ``max_wait_ns``, ``last_rank``."""
+    g = cf.groupby("seq", sort=True)
+    out = g.agg(
+        name=("name", "first"),
+        ranks=("rank", "size"),
+        comm_latency_ns=("dur_ns", "min"),
+        start_min=("start_ns", "min"),
+        start_max=("start_ns", "max"),
+        end_min=("end_ns", "min"),
+        end_max=("end_ns", "max"),
+        max_wait_ns=("wait_ns", "max"),
+    )
+    out["start_skew_ns"] = out.pop("start_max") - out.pop("start_min")
+    out["end_skew_ns"] = out.pop("end_max") - out.pop("end_min")
+    out["last_rank"] = cf[cf["last"]].set_index("seq")["rank"].reindex(out.index)
+    cols = ["name", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"]
+    return out.reset_index()[["seq", *cols]]
+
+
+def rank_steps(rd: RunData, cf: pd.DataFrame, straggler: int = -1) -> pd.DataFrame:
+    """One row per step window: ``rank``, ``step``, ``step_time_ns``, the BREAKDOWN columns, ``other_ns``
+    (step time not in any of data, sync, copy, compute, comm), and ``wait_for_straggler_ns`` (time this
+    rank's collectives in the step waited for rank ``straggler`` to arrive, ns)."""
+    w = rd.win
+    names = [str(c) for c in rd.trace.intervals["name"].astype("category").cat.categories]
+    codes = rd.trace.intervals["name"].astype("category").cat.codes.to_numpy()
+    data_rows = _is_data(names)[codes] & kind_mask(rd.kind, IntervalKind.ANNOTATION)
+    gpu_trace = bool(len(rd.compute))
+    op_rows = kind_mask(rd.kind, IntervalKind.CPU_OP)
+    coll_rows = kind_mask(rd.kind, IntervalKind.COLLECTIVE)
+    data = iv.union(rd.s[data_rows], rd.e[data_rows])
+    comm = iv.union(rd.s[coll_rows], rd.e[coll_rows])
+    compute_set = rd.compute if gpu_trace else iv.union(rd.s[op_rows | data_rows], rd.e[op_rows | data_rows])
+    a, b = w.starts, w.ends
+    out = pd.DataFrame({"rank": rd.win_rank, "step": rd.win_step, "step_time_ns": b - a})
+    out["data_ns"] = data.measure_in(a, b)
+    out["sync_ns"] = rd.sync.measure_in(a, b)
+    out["copy_ns"] = rd.copy.measure_in(a, b)
+    out["compute_ns"] = compute_set.measure_in(a, b) - (0 if gpu_trace else out["data_ns"].to_numpy())
+    out["comm_ns"] = comm.measure_in(a, b)
+    rows = np.concatenate([rd.s[data_rows | rd.sync_mask | rd.copy_mask], rd.s[coll_rows]])
+    ends = np.concatenate([rd.e[data_rows | rd.sync_mask | rd.copy_mask], rd.e[coll_rows]])
+    busy = iv.union(np.concatenate([rows, compute_set.starts]), np.concatenate([ends, compute_set.ends]))
+    out["other_ns"] = np.maximum(out["step_time_ns"].to_numpy() - busy.measure_in(a, b), 0)
+    inside = cf[cf["win"] >= 0]
+    out["wait_ns"] = inside.groupby("win")["wait_ns"].sum().reindex(np.arange(len(out)), fill_value=0).to_numpy()
+    waited = np.zeros(len(out), dtype=np.int64)
+    if straggler >= 0 and len(inside):
+        start_r = cf[cf["rank"] == straggler].set_index("seq")["start_ns"]
+        late = np.maximum(start_r.reindex(inside["seq"]).to_numpy(np.float64) - inside["start_ns"].to_numpy(), 0)
+        late = np.where(inside["rank"].to_numpy() == straggler, 0, np.nan_to_num(late))
+        per_win = pd.Series(late).groupby(inside["win"].to_numpy()).sum()
+        waited = per_win.reindex(np.arange(len(out)), fill_value=0).to_numpy().round().astype(np.int64)
+    out["wait_for_straggler_ns"] = waited
+    return out
+
+
+def analyze_ranks(rd: RunData) -> tuple[Finding | None, dict[str, Any], tuple[str, ...]]:
+    """The straggler finding (None without one), the ``ranks`` section of the analysis (collectives,
+    per-rank breakdown, straggler, what-if, clock alignment) and notes for the page."""
+    cf = collective_frame(rd)
+    summary = collective_summary(cf)
+    n = int(summary["seq"].nunique()) if len(summary) else 0
+    last = cf[cf["last"]].groupby("rank").size() if n else pd.Series(dtype=np.int64)
+    straggler = int(np.asarray(last.index)[int(np.argmax(last.to_numpy()))]) if len(last) else -1
+    share = float(last.max() / n) if n else 0.0
+    steps = rank_steps(rd, cf, straggler)
+    median_step = float(steps["step_time_ns"].median()) if len(steps) else 0.0
+    others = steps[steps["rank"] != straggler]
+    wait = float(others["wait_for_straggler_ns"].median()) if len(others) else 0.0
+    cols = [*BREAKDOWN, "other_ns"]
+    per_rank = steps.groupby("rank")[["step_time_ns", *cols]].mean().reset_index()
+    section: dict[str, Any] = {
+        "collectives": frame_records(summary.head(2000)),
+        "collective_count": n,
+        "per_rank": frame_records(per_rank),
+        "last_counts": {str(k): int(v) for k, v in zip(last.index.tolist(), last.tolist(), strict=True)},
+        "alignment": _alignment(rd),
+    }
+    found = straggler >= 0 and share >= STRAGGLER_LAST_FRAC and median_step > 0
+    found = found and wait >= STRAGGLER_MIN_FRAC * median_step
+    notes = _notes(section["alignment"])
+    if not found:
+        return None, section, notes
+    typical = per_rank[per_rank["rank"] != straggler][cols].median()
+    excess = per_rank[per_rank["rank"] == straggler][cols].iloc[0] - typical
+    own = excess[list(CAUSES)]  # what the straggler does itself (not its time in collectives)
+    cause_col = str(own.idxmax()) if own.max() > 0 else "other_ns"
+    if own["sync_ns"] >= 0.5 * max(float(own.clip(lower=0).max()), 1.0):
+        cause_col = "sync_ns"  # a sync puts the device's work on the host's path: the sync is what to fix
+    fixed = float((others["step_time_ns"] - others["wait_for_straggler_ns"]).median())
+    section["straggler"] = {
+        "rank": straggler,
+        "last_frac": share,
+        "wait_per_step_ns": wait,
+        "cause": CAUSES[cause_col][0],
+        "excess_ns": {k: float(v) for k, v in excess.items()},
+    }
+    section["what_if"] = {"step_time_now_ns": median_step, "step_time_without_straggler_ns": fixed}
+    finding = _finding(straggler, share, wait, median_step, cause_col, float(excess[cause_col]), cf, steps)
+    return finding, section, notes
+
+
+def _finding(
+    r: int, share: float, wait: float, median_step: float, cause: str, extra: float, cf: pd.DataFrame, steps: Any
+) -> Finding:
+    label, fix = CAUSES[cause]
+    waits = cf[(cf["rank"] != r) & (cf["wait_ns"] > 0)].nlargest(EVIDENCE_LIMIT, "wait_ns")
+    evidence = tuple(
+        Evidence(int(rk), int(s), int(e))
+        for rk, s, e in zip(waits["rank"], waits["start_ns"], waits["end_ns"], strict=True)
+    )
+    total = int(steps.loc[steps["rank"] != r, "wait_for_straggler_ns"].sum())
+    return Finding(
+        rule="straggler",
+        title=f"Rank {r} is the straggler: the other ranks wait {wait / 1e6:.2f} ms per step for it",
+        severity=severity(wait / median_step),
+        cost_per_step_ns=int(round(wait)),
+        fix=fix.format(r=r),
+        detail=(
+            f"Rank {r} arrives last in {share:.0%} of the collectives; every other rank waits for it inside "
+            f"them. Cause on rank {r}: {label} ({extra / 1e6:.2f} ms more per step than the typical rank)."
+        ),
+        evidence=evidence,
+        cost_total_ns=total,
+    )
+
+
+def _alignment(rd: RunData) -> list[dict[str, Any]]:
+    info = (rd.trace.meta.notes or {}).get("clock_alignment") or {}
+    return [dict(r) for r in info.get("ranks") or [] if isinstance(r, dict)]
+
+
+def _notes(alignment: list[dict[str, Any]]) -> tuple[str, ...]:
+    if not alignment:
+        return ()
+    parts = ", ".join(
+        f"rank {a.get('rank')} {int(a.get('offset_ns') or 0) / 1e3:+.0f} us"
+        f" (residual {int(a.get('residual_ns') or 0) / 1e3:.0f} us)"
+        for a in alignment
+    )
+    return (f"Rank clocks aligned on the ends of their collectives: {parts}.",)
