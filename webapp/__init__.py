@@ -84,6 +84,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     errors.register(app)
     formatting.register(app)
+    upload.register(app)
     for module in (runs, upload, record, compare, api, explore, static_assets):
         app.register_blueprint(module.bp)
     return app
