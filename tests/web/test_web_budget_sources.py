@@ -23,7 +23,7 @@ class _Watched(MemoryBudget):
         super().__init__(budget_bytes)
         self.held: list[tuple[str, int]] = []
 
-    def hold(self, need_bytes, ticket="", gone=lambda: False, poll_s=0.5):  # type: ignore[no-untyped-def]
+    def hold(self, need_bytes, ticket="", gone=lambda: False, poll_s=0.5):
         self.held.append((ticket, need_bytes))
         return super().hold(need_bytes, ticket, gone, poll_s)
 
@@ -51,7 +51,7 @@ def test_samples_take_their_share_of_the_budget(tmp_path: Path) -> None:
     assert [r.name for r in app.extensions["streamscope.store"].list_runs()] == ["s"]
 
 
-def _recording_app(tmp_path: Path, budget_bytes: int):  # type: ignore[no-untyped-def]
+def _recording_app(tmp_path: Path, budget_bytes: int):
     src = tmp_path / "made.json.gz"
     write_trace(synthetic_trace(3000, steps=3), str(src))
     fake = tmp_path / "fake_collector.py"
@@ -62,7 +62,7 @@ def _recording_app(tmp_path: Path, budget_bytes: int):  # type: ignore[no-untype
     return create_app({**config, "RECORD_COMMAND": [sys.executable, str(fake)], "MAX_MEMORY": budget_bytes})
 
 
-def _wait(c, job: dict, until) -> dict:  # type: ignore[no-untyped-def]
+def _wait(c, job: dict, until) -> dict:
     deadline = time.monotonic() + 60
     while not until(job):
         assert time.monotonic() < deadline, job
