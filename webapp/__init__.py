@@ -30,7 +30,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     DATA_DIR            data folder (SQLite catalog + run files); default ./streamscope-data
     MAX_CONTENT_LENGTH  upload limit in bytes; default 2 GB
     MAX_MEMORY          memory budget of ingest in bytes (webapp.budget); default a quarter of the RAM.
-                        Uploads wait in line for it; one that could never fit is refused with 413
+                        Uploads, recordings and the first start's samples wait in line for it; an upload
+                        that could never fit is refused with 413 (a recording fails, a sample is skipped)
     TOKEN               when set, every request must carry it (``?token=``, ``Authorization: Bearer``
                         or the cookie set after the first ``?token=``)
     IMPORT_SAMPLES      import every trace in SAMPLES_DIR on first start (default True)
@@ -70,20 +71,21 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     store = Store(app.config["DATA_DIR"], cache_runs=int(app.config["CACHE_RUNS"]))
     app.extensions["streamscope.store"] = store
+    budget = app.extensions["streamscope.budget"] = MemoryBudget(int(app.config["MAX_MEMORY"]))
     if app.config["IMPORT_SAMPLES"]:
         from webapp.ingest import import_samples
 
-        import_samples(store, Path(app.config["SAMPLES_DIR"]))
+        import_samples(store, Path(app.config["SAMPLES_DIR"]), budget)
 
     for info in store.list_runs()[: int(app.config["WARM_RUNS"])]:
         store.warm(info.id)
-    app.extensions["streamscope.budget"] = MemoryBudget(int(app.config["MAX_MEMORY"]))
     app.config["MAX_TRACE_BYTES"] = largest_file_bytes(int(app.config["MAX_MEMORY"]))
     _install_gate(app)
     from webapp import api, compare, errors, explore, formatting, record, runs, static_assets, upload
 
     errors.register(app)
     formatting.register(app)
+    upload.register(app)
     for module in (runs, upload, record, compare, api, explore, static_assets):
         app.register_blueprint(module.bp)
     return app

@@ -23,12 +23,13 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from webapp.budget import get_budget
 from webapp.figures import step_time_figure
-from webapp.gate import SPOOLED_BODY
+from webapp.gate import SPOOLED_BODY, SPOOLED_FORM
 from webapp.ingest import IngestError, TooLarge, base_name, ingest_ranks, ingest_upload, spool_stream
 from webapp.pipeline import overview_json
 from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound, get_store
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
+from webapp.upload import part_path
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -56,22 +57,30 @@ def upload() -> tuple[Response, int]:
     """
     store = get_store()
     limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
-    spooled = request.environ.get(SPOOLED_BODY)  # the server wrote the body straight to this file
+    spooled = request.environ.get(SPOOLED_BODY)  # the server wrote the body (or its file part) to this file
+    form = request.environ.get(SPOOLED_FORM)  # a multipart body the server parsed while it arrived
     gone = request.environ.get("waitress.client_disconnected") or (lambda: False)
-    if request.mimetype == "multipart/form-data":
+    fields: Any = request.args
+    if form is not None:
+        if form["error"]:
+            abort(400, form["error"])
+        if not form["filename"]:
+            abort(400, "no file in the upload (multipart field 'file')")
+        stream, filename, fields = None, form["filename"], form["fields"]
+    elif request.mimetype == "multipart/form-data":
         upload_file = request.files.get("file")
         if upload_file is None:
             abort(400, "no file in the upload (multipart field 'file')")
-        stream, filename = upload_file.stream, upload_file.filename or ""
-        spooled = None
+        stream, filename, fields = upload_file.stream, upload_file.filename or "", request.form
+        spooled = part_path(upload_file.stream)  # written straight into uploads/ (webapp.upload)
     else:
         stream, filename = request.stream, request.args.get("name", "")
     if not filename:
         abort(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
-    step_at = (request.args.get("step_at") or request.form.get("step_at") or "").strip() or None
+    step_at = (request.args.get("step_at") or fields.get("step_at") or "").strip() or None
     ticket = request.args.get("ticket", "")[:64]
     try:
-        path = Path(spooled) if spooled else spool_stream(store, stream, filename, limit)
+        path = Path(spooled) if spooled else spool_stream(store, stream or request.stream, filename, limit)
         try:
             info = ingest_upload(store, get_budget(), path, filename, ticket=ticket, gone=gone, step_at=step_at)
         finally:

@@ -20,6 +20,9 @@ UPLOAD_PATH = "/api/runs"
 TRACE_SUFFIXES = (".json.gz", ".json")
 SPOOLED_BODY = "streamscope.spooled_body"
 """WSGI environ key: the path of the file the server wrote an upload's body to (webapp.server)."""
+SPOOLED_FORM = "streamscope.spooled_form"
+"""WSGI environ key, for a multipart upload the server parsed while it arrived: ``filename``, ``fields``
+(name -> text) and ``error`` ("" when the body was well formed); SPOOLED_BODY holds the file part alone."""
 
 
 @dataclass(frozen=True)

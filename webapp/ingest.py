@@ -10,14 +10,14 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from collector.errors import StreamscopeError
 from collector.model import Trace
 from webapp import spool
-from webapp.budget import Cancelled, MemoryBudget, estimate_load_bytes, largest_file_bytes
+from webapp.budget import Cancelled, MemoryBudget, default_budget_bytes, estimate_load_bytes, largest_file_bytes
 from webapp.gate import TRACE_SUFFIXES, upload_suffix
 from webapp.pipeline import prepare
 from webapp.store import RunAborted, RunInfo, Store
@@ -75,15 +75,35 @@ def ingest_upload(
     gone: Callable[[], bool] = lambda: False,
     step_at: str | None = None,
 ) -> RunInfo:
-    """Store the uploaded file at ``path`` (spooled by the server, or by :func:`spool_stream`) as a run.
-
-    A gzip is inflated to a file beside it, never past what ``budget`` could load; the load is refused
-    (BudgetExceeded) when its estimate passes the whole budget, else it waits its turn in the budget's queue
-    (``ticket`` names it there). ``gone()`` tells whether the client has gone away: then nothing is stored
-    (ClientGone). Files made here are removed; a gzip ``path`` is removed once inflated, a plain one is left
-    to the caller.
+    """Store the uploaded file at ``path`` (spooled by the server, or by :func:`spool_stream`) as a run
+    named after ``filename``, within ``budget`` (see :func:`ingest_within`). A gzip ``path`` is removed once
+    inflated, a plain one is left to the caller.
     """
     suffix_of(filename)
+    return ingest_within(
+        store, budget, path, display_name(filename), ticket=ticket, gone=gone, step_at=step_at, own_file=True
+    )
+
+
+def ingest_within(
+    store: Store,
+    budget: MemoryBudget,
+    path: Path,
+    name: str,
+    *,
+    origin: str = "",
+    ticket: str = "",
+    gone: Callable[[], bool] = lambda: False,
+    step_at: str | None = None,
+    own_file: bool = False,
+) -> RunInfo:
+    """Store the trace file at ``path`` as a run called ``name``, loading it within ``budget``.
+
+    A gzip is inflated to a file in the uploads folder, never past what ``budget`` could load; the load is
+    refused (BudgetExceeded) when its estimate passes the whole budget, else it waits its turn in the budget's
+    queue (``ticket`` names it there). ``gone()`` tells whether the client has gone away: then nothing is
+    stored (ClientGone). Files made here are removed; ``path`` itself only when ``own_file`` and a gzip.
+    """
     most = largest_file_bytes(budget.budget_bytes)
     plain = path
     try:
@@ -99,7 +119,8 @@ def ingest_upload(
             except ValueError as exc:
                 raise IngestError(str(exc)) from None
             _stop_if(gone)
-            path.unlink(missing_ok=True)  # the compressed copy is no longer needed: free its disk
+            if own_file:
+                path.unlink(missing_ok=True)  # the compressed copy is no longer needed: free its disk
         else:
             size, events = path.stat().st_size, spool.count_events(path)
         if size == 0:
@@ -114,7 +135,6 @@ def ingest_upload(
             with budget.hold(need, ticket, gone):
                 _stop_if(gone)
                 trace = _load(plain, step_at)
-                name = display_name(filename)
                 if trace.meta.workload and name == "run":
                     name = trace.meta.workload
                 run = prepare(trace)
@@ -126,6 +146,7 @@ def ingest_upload(
                     analysis=run.analysis,
                     index=run.index,
                     overview=run.overview,
+                    origin=origin,
                     keep=lambda: not gone(),
                 )
         except Cancelled:
@@ -261,20 +282,22 @@ def sample_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES))
 
 
-def import_samples(store: Store, folder: Path) -> list[RunInfo]:
-    """On the data folder's first start, import every trace in ``folder``; later starts do nothing."""
+def import_samples(store: Store, folder: Path, budget: MemoryBudget | None = None) -> list[RunInfo]:
+    """On the data folder's first start, import every trace in ``folder`` within ``budget`` (the server's
+    memory budget; by default one of default_budget_bytes()); later starts do nothing. A sample that cannot
+    be imported (unreadable, or too large for the budget) is skipped with a warning."""
     if store.setting("samples_imported"):
         return []
-    added = _import_all(store, sample_files(folder))
-    store.set_setting("samples_imported", "1")
-    return added
-
-
-def _import_all(store: Store, paths: Iterable[Path]) -> list[RunInfo]:
+    budget = budget or MemoryBudget(default_budget_bytes())
     added = []
-    for path in paths:
+    for path in sample_files(folder):
         try:
-            added.append(ingest_file(store, path, display_name(path.name), origin=f"sample:{path.name}"))
+            added.append(
+                ingest_within(
+                    store, budget, path, display_name(path.name), origin=f"sample:{path.name}", ticket=path.name
+                )
+            )
         except IngestError as exc:
             log.warning("sample %s not imported: %s", os.fspath(path), exc)
+    store.set_setting("samples_imported", "1")
     return added

@@ -1,7 +1,8 @@
 """Page and API: record a demo (or a script) on this server's GPU, watch progress, land on the new run.
 
 Recording runs ``python -m collector record TARGET --out FILE`` in a subprocess; when it exits 0 the file
-is stored as a run. Without a CUDA GPU (or without torch) the page says why and how to record elsewhere.
+is stored as a run, loaded within the server's memory budget like an upload (webapp.ingest.ingest_within).
+Without a CUDA GPU (or without torch) the page says why and how to record elsewhere.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request
 
-from webapp.ingest import IngestError, ingest_file
+from webapp.budget import MemoryBudget, get_budget
+from webapp.ingest import IngestError, ingest_within
 from webapp.store import Store, get_store
 
 bp = Blueprint("record", __name__)
@@ -119,7 +121,7 @@ def start() -> tuple[Response, int]:
     jobs, lock = _jobs()
     with lock:
         jobs[job.id] = job
-    threading.Thread(target=_follow, args=(job, proc, out, store), daemon=True).start()
+    threading.Thread(target=_follow, args=(job, proc, out, store, get_budget()), daemon=True).start()
     return jsonify(job.to_dict()), 202
 
 
@@ -138,7 +140,9 @@ def status(job_id: str) -> Response:
     return jsonify(job.to_dict())
 
 
-def _follow(job: Job, proc: subprocess.Popen[str], out: Path, store: Store) -> None:
+def _follow(job: Job, proc: subprocess.Popen[str], out: Path, store: Store, budget: MemoryBudget) -> None:
+    """Follow the recorder's output; once it exits 0, store its file within the server's memory budget
+    (waiting in line with the uploads, shown in GET /api/ingest as ``record:<job id>``)."""
     for line in proc.stdout or ():
         job.lines.append(line.rstrip()[:300])
     code = proc.wait()
@@ -147,7 +151,9 @@ def _follow(job: Job, proc: subprocess.Popen[str], out: Path, store: Store) -> N
             job.error = (job.lines[-1] if job.lines else "") or f"the recorder exited with code {code}"
             job.state = "failed"
             return
-        info = ingest_file(store, out, job.target.replace("demo:", "") or "recording")
+        info = ingest_within(
+            store, budget, out, job.target.replace("demo:", "") or "recording", ticket=f"record:{job.id}"
+        )
         job.run_id, job.state = info.id, "done"
     except IngestError as exc:
         job.error, job.state = str(exc), "failed"

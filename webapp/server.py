@@ -3,15 +3,18 @@
 waitress reads a whole body into its own spool before it calls the app. Here its request parser runs
 webapp.gate as soon as the headers are in: a request without the token, for another Host, too large, or an
 upload with a bad name is answered (JSON ``{"error", "status"}``) without storing a byte of its body, and
-the rest of that connection's input is dropped. An accepted raw upload (``POST /api/runs``) is spooled
-straight into the data folder's ``uploads/``, where ingest reads it in place (one copy on disk, not two);
-the file is removed when the request ends, or when its client disconnects half-way. Every request gets one
+the rest of that connection's input is dropped. An accepted upload (``POST /api/runs``) is spooled
+straight into the data folder's ``uploads/``, where ingest reads it in place (one copy on disk, not two): a
+raw body as it comes, a ``multipart/form-data`` body parsed while it arrives, so only its file part's bytes
+are written (webapp.spool.MultipartFile). The file is removed when the request ends, or when its client
+disconnects half-way. Every request gets one
 line in the ``streamscope.access`` log: client, method, path, status, milliseconds, bytes sent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import secrets
@@ -27,8 +30,10 @@ from waitress.receiver import ChunkedReceiver, FixedStreamReceiver
 from waitress.server import BaseWSGIServer, create_server
 from waitress.task import ErrorTask, WSGITask
 from waitress.utilities import Error
+from werkzeug.http import parse_options_header
 
-from webapp.gate import SPOOLED_BODY, UPLOAD_PATH, check_headers, is_multipart, upload_suffix
+from webapp.gate import SPOOLED_BODY, SPOOLED_FORM, UPLOAD_PATH, check_headers, is_multipart, upload_suffix
+from webapp.spool import MultipartFile
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -75,6 +80,22 @@ class _SpoolFile(FileBasedBuffer):
         self.path.unlink(missing_ok=True)
 
 
+class _MultipartSpool(_SpoolFile):
+    """A multipart upload body: only the bytes of its ``file`` part reach the file (see MultipartFile)."""
+
+    def __init__(self, path: Path, boundary: bytes) -> None:
+        super().__init__(path)
+        self.form = MultipartFile(boundary, super().append)
+
+    def append(self, s: bytes) -> None:
+        self.form.feed(s)
+
+    def finish(self) -> dict[str, Any]:
+        """The form once the body is in: ``filename``, ``fields`` and ``error`` (see MultipartFile)."""
+        self.form.feed(None)
+        return {"filename": self.form.filename, "fields": self.form.fields, "error": self.form.error}
+
+
 class _Logged:
     """Mixin for waitress tasks: one access-log line when the response is done."""
 
@@ -102,6 +123,9 @@ class _Task(_Logged, WSGITask):
         environ: dict[str, Any] = super().get_environment()
         spool = getattr(self.request, "spool", None)
         if spool is not None:
+            if isinstance(spool, _MultipartSpool):  # the form is parsed: the app reads no body
+                environ[SPOOLED_FORM] = spool.finish()
+                environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(), "0"
             spool.file.flush()
             environ[SPOOLED_BODY] = str(spool.path)
         return environ
@@ -144,13 +168,19 @@ def channel_class(app: Flask) -> type[HTTPChannel]:
                 if self.channel is not None:
                     self.channel.discard = True  # the body that follows is never read
                 return
-            raw_upload = self.command == "POST" and self.path == UPLOAD_PATH and not is_multipart(headers)
-            if raw_upload and self.body_rcv is not None:
-                self._spool_to_uploads()
+            if self.command == "POST" and self.path == UPLOAD_PATH and self.body_rcv is not None:
+                self._spool_to_uploads(headers)
 
-        def _spool_to_uploads(self) -> None:
-            suffix = upload_suffix(dict(_query(self.query)).get("name", "")) or ".json"
-            self.spool = _SpoolFile(uploads / f"{secrets.token_hex(8)}{suffix}")
+        def _spool_to_uploads(self, headers: dict[str, str]) -> None:
+            name = f"{secrets.token_hex(8)}"
+            if is_multipart(headers):
+                boundary = parse_options_header(headers.get("content-type", ""))[1].get("boundary", "")
+                if not boundary:
+                    return  # the app answers 400: no file in the upload
+                self.spool = _MultipartSpool(uploads / f"{name}.part", boundary.encode("latin-1"))
+            else:
+                suffix = upload_suffix(dict(_query(self.query)).get("name", "")) or ".json"
+                self.spool = _SpoolFile(uploads / f"{name}{suffix}")
             if isinstance(self.body_rcv, ChunkedReceiver):
                 self.body_rcv = ChunkedReceiver(self.spool)
             else:

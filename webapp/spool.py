@@ -95,3 +95,56 @@ def copy_limited(stream: IO[bytes], dest: Path, limit_bytes: int) -> int:
                 raise InflateLimit(limit_bytes)
             fh.write(chunk)
     return written
+
+
+MAX_FIELD_BYTES = 64 * 1024
+"""Bytes kept of the form fields beside the file in a multipart upload (all together)."""
+
+
+class MultipartFile:
+    """A ``multipart/form-data`` body parsed while it arrives: the data of the part named ``field`` (the
+    first one with a filename) goes to ``write``, never to memory; the other fields (at most MAX_FIELD_BYTES
+    in all) are kept in ``fields``. Parts of other files are dropped. ``error`` is a one-line message once
+    the body is malformed (later input is then ignored); ``filename`` is "" until the file part begins.
+    """
+
+    def __init__(self, boundary: bytes, write: Callable[[bytes], object], field: str = "file") -> None:
+        from werkzeug.sansio.multipart import MultipartDecoder
+
+        self._decoder = MultipartDecoder(boundary, max_form_memory_size=4 * CHUNK_BYTES)
+        self._write = write
+        self._field = field
+        self._target: str | None = None  # "file", a field name, or None (dropped)
+        self._kept = 0
+        self.filename = ""
+        self.fields: dict[str, str] = {}
+        self.error = ""
+
+    def feed(self, data: bytes | None) -> None:
+        """Parse the next bytes of the body (None: the body has ended)."""
+        if self.error:
+            return
+        from werkzeug.sansio.multipart import NEED_DATA, Data, Epilogue, Field, File
+
+        try:
+            self._decoder.receive_data(data)
+            while (event := self._decoder.next_event()) is not NEED_DATA and not isinstance(event, Epilogue):
+                if isinstance(event, File):
+                    first = event.name == self._field and not self.filename
+                    self._target = "file" if first else None
+                    if first:
+                        self.filename = event.filename or "upload"
+                elif isinstance(event, Field):
+                    self._target = event.name if event.name != self._field else None
+                    self.fields.setdefault(event.name, "")
+                elif isinstance(event, Data):
+                    self._take(event.data)
+        except Exception as exc:  # noqa: BLE001 - werkzeug raises ValueError and HTTPException subclasses
+            self.error = f"malformed multipart upload ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+
+    def _take(self, data: bytes) -> None:
+        if self._target == "file":
+            self._write(data)
+        elif self._target is not None and self._kept + len(data) <= MAX_FIELD_BYTES:
+            self._kept += len(data)
+            self.fields[self._target] += data.decode("utf-8", "replace")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collector.model import GPU_KINDS
+from collector.model import COPY_KINDS, GPU_KINDS
 from collector.synthetic import synthetic_trace
 from webapp.analysis import analyze
 from webapp.ingest import add_trace
@@ -136,6 +136,46 @@ def test_range_stats_equal_the_analysis_on_each_step(client, store) -> None:
             assert body[key] == row[key], (row["step"], key)
         assert body["gpu_busy_frac"] == pytest.approx(row["gpu_busy_frac"])
         assert body["top_ops"] and body["top_ops"][0]["total_ns"] >= body["top_ops"][-1]["total_ns"]
+
+
+def test_range_stats_from_prefix_sums_equal_brute_force(store) -> None:
+    """Random windows (and the whole run) on a 2-rank run: the prefix-sum path equals clipping the run's
+    intervals to the window; a part of a rank's lanes is clipped and unioned on the spot."""
+    from webapp.analysis import intervals as iv
+    from webapp.analysis.rangestats import range_stats
+
+    info = add_trace(store, synthetic_trace(4000, ranks=2, pattern="overlap", steps=5), "two ranks")
+    index = store.index(info.id)
+    df = _frame(store, info.id)
+    kinds = {"gpu": GPU, "compute": ["kernel", "memset"], "copy": [k.value for k in COPY_KINDS]}
+
+    def brute(a: int, b: int, lanes: list[int]) -> dict[str, int]:
+        part = df[df["lane"].isin(lanes) & (df["start_ns"] < b) & (df["end_ns"] > a)]
+        out = dict.fromkeys(("gpu", "compute", "copy", "overlap"), 0)
+        for _, rows in part.groupby(part["lane"].map(lambda ln: index.lanes[ln].rank)):
+            seg = {}
+            for name, ks in kinds.items():
+                sel = rows[rows["kind"].isin(ks)]
+                seg[name] = iv.union(np.maximum(sel["start_ns"], a), np.minimum(sel["end_ns"], b))
+                out[name] += seg[name].total
+            out["overlap"] += iv.intersect(seg["copy"], seg["compute"]).total
+        return out | {"intervals": len(part)}
+
+    rng = np.random.default_rng(1)
+    lo, hi = index.origin_ns, index.end_ns
+    windows = [(lo, hi)] + [tuple(sorted(rng.integers(lo, hi, 2))) for _ in range(20)]
+    rank1 = [i for i, ln in enumerate(index.lanes) if ln.rank == 1]
+    for lanes in (list(range(len(index.lanes))), rank1, rank1[1:]):
+        for a, b in windows:
+            got = range_stats(index, int(a), int(b) + 1, lanes)
+            want = brute(int(a), int(b) + 1, lanes)
+            assert (got.gpu_busy_ns, got.compute_busy_ns, got.transfer_busy_ns) == (
+                want["gpu"],
+                want["compute"],
+                want["copy"],
+            ), (lanes, a, b)
+            assert got.copy_compute_overlap_ns == want["overlap"] and got.intervals == want["intervals"]
+    assert range_stats(index, lo, hi).copy_compute_overlap_ns > 0
 
 
 def test_range_sync_wait_is_the_clipped_wait_time(client, store, naive) -> None:

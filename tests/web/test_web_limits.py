@@ -5,8 +5,10 @@ from /proc, a client that disconnects gets nothing stored, and every request lea
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 import zlib
@@ -187,3 +189,60 @@ def test_upload_is_stored_once_and_logged(served: Served, tmp_path: Path) -> Non
     assert logged.split()[-4:-2][1] == "ms" and logged.endswith(" B")
     served.runs()
     served.wait_for_log('"GET /api/runs" 200')
+
+
+def _open_files(pid: int) -> list[str]:
+    """Targets of the process's open file descriptors that are files (not sockets, pipes or devices)."""
+    out = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("/") and not target.startswith("/dev/"):
+            out.append(target)
+    return out
+
+
+def test_multipart_upload_is_written_once_into_the_data_folder(served: Served, tmp_path: Path) -> None:
+    """Half-way through a multipart body, the only file the server writes is in uploads/ and holds the file
+    part's bytes alone (no spool of the whole body, no temp file); the whole body then stores the run."""
+    path = tmp_path / "form.json"
+    write_trace(synthetic_trace(20_000, pattern="naive", steps=4), str(path))
+    data = path.read_bytes()
+    assert len(data) > 1 << 20  # past waitress's in-memory body buffer (512 KiB)
+    boundary = "----streamscope-test"
+    before = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="step_at"\r\n\r\n\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="form.json"\r\n'
+        "Content-Type: application/json\r\n\r\n"
+    ).encode()
+    body = before + data + f"\r\n--{boundary}--\r\n".encode()
+    head = (
+        f"POST /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode()
+    half = len(before) + len(data) // 2
+    url = urlsplit(served.base)
+    with socket.create_connection((url.hostname, url.port or 80), timeout=30) as sock:
+        sock.sendall(head + body[:half])
+        deadline = time.monotonic() + 30
+        while not served.uploads or served.uploads[0].stat().st_size < len(data) // 2 - 4096:
+            assert time.monotonic() < deadline, "the file part never reached uploads/"
+            time.sleep(0.02)  # polling the folder, not a fixed wait
+        [part] = served.uploads
+        written_so_far = part.read_bytes()  # the part's bytes alone, no multipart framing (a few held back
+        assert written_so_far == data[: len(written_so_far)]  # until the parser knows they are not a boundary)
+        files = _open_files(served.proc.pid)
+        ours = str(served.data.parent)  # the data folder and the server's log
+        elsewhere = [t for t in files if "(deleted)" in t or (t.startswith(tempfile.gettempdir()) and ours not in t)]
+        assert elsewhere == [] and str(part) in files
+        sock.sendall(body[half:])
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 201"), reply[:300]
+    stored = json.loads(reply.partition(b"\r\n\r\n")[2])["run"]
+    assert stored["name"] == "form" and stored["id"] in [r["id"] for r in served.runs()]
+    served.wait_until_no_uploads()

@@ -59,6 +59,23 @@ def test_upload_multipart_plain_json(client, tmp_path) -> None:
     assert resp.get_json()["run"]["name"] == "plain"
 
 
+def test_multipart_file_part_is_ingested_where_it_was_written(client, store, tmp_path, monkeypatch) -> None:
+    """The part is written straight into uploads/ and read there: the copying path is never taken."""
+    import webapp.api
+
+    def no_copy(*_args, **_kwargs):
+        raise AssertionError("the multipart part was copied")
+
+    monkeypatch.setattr(webapp.api, "spool_stream", no_copy)
+    for name in ("part.json", "part.json.gz"):
+        data = trace_bytes(tmp_path, gz=name.endswith(".gz"))
+        form = {"file": (io.BytesIO(data), name), "other": (io.BytesIO(b"x" * 1000), "x.json")}
+        resp = client.post("/api/runs", data=form, content_type="multipart/form-data")
+        assert resp.status_code == 201, resp.get_json()
+        assert resp.get_json()["run"]["name"] == "part"
+    assert list(store.uploads_dir.iterdir()) == []  # every part removed when its request ended
+
+
 def test_bad_uploads_store_nothing(client, store) -> None:
     cases = {
         "broken.json": b'{"traceEvents": [',

@@ -2,11 +2,15 @@
 
 Computed from the level-of-detail index's per-lane arrays (no full run read), with the same definitions
 as the per-step metrics (webapp.analysis.metrics), measured inside the range: every interval is clipped to
-[t0, t1) and unions are taken per rank, then summed over the ranks shown.
+[t0, t1) and unions are taken per rank, then summed over the ranks shown. Each rank's unions are built once
+over the whole run with prefix sums of their lengths, so a range of any width is measured by binary search;
+the interval count and the top ops read the rows that overlap the range (vectorized, no sort).
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,51 +61,134 @@ class RangeStats:
 
 
 def range_stats(index: RunIndex, t0: int, t1: int, lanes: list[int] | None = None) -> RangeStats:
-    """RangeStats of [t0, t1) over ``lanes`` (all by default). Raises ValueError for an empty range."""
+    """RangeStats of [t0, t1) over ``lanes`` (all by default). Raises ValueError for an empty range.
+
+    The busy times come from each rank's prefix sums (:func:`busy_sets`, built once per index), so any
+    range costs a few binary searches; only lanes that cover part of a rank are clipped and unioned here.
+    """
     if t1 <= t0:
         raise ValueError("the range is empty: end_ns must be greater than start_ns")
     chosen = list(range(len(index.lanes))) if lanes is None else lanes
-    per_rank: dict[int, dict[str, list[np.ndarray]]] = {}
-    rows_all = []
+    by_rank: dict[int, list[int]] = {}
     for lane in chosen:
-        lo, hi = index.lane_bounds[lane]
-        i0, i1 = window_slice(index.start[lo:hi], index.cummax[lo:hi], t0, t1)
-        rows = np.arange(lo + i0, lo + i1)
-        rows = rows[index.end[rows] > t0] if len(rows) else rows
-        rows_all.append(rows)
-        parts = per_rank.setdefault(index.lanes[lane].rank, {k: [] for k in ("gpu", "compute", "copy", "sync")})
-        k = index.kind[rows]
-        for name, mask in (
-            ("gpu", np.isin(k, _GPU)),
-            ("compute", np.isin(k, _COMPUTE)),
-            ("copy", np.isin(k, _COPY)),
-            ("sync", k == _SYNC),
-        ):
-            parts[name].append(rows[mask])
-    totals = dict.fromkeys(("gpu", "compute", "copy", "overlap", "sync"), 0)
-    for parts in per_rank.values():
-        seg = {name: _clipped_union(index, np.concatenate(rows), t0, t1) for name, rows in parts.items()}
-        for name in ("gpu", "compute", "copy", "sync"):
-            totals[name] += seg[name].total
-        totals["overlap"] += iv.intersect(seg["copy"], seg["compute"]).total
-    rows = np.concatenate(rows_all) if rows_all else np.zeros(0, np.int64)
+        by_rank.setdefault(index.lanes[lane].rank, []).append(lane)
+    whole = busy_sets(index)
+    totals = dict.fromkeys(BUSY_SETS, 0)
+    rows_all = []
+    for rank, rank_lanes in by_rank.items():
+        rows = [_rows_in(index, lane, t0, t1) for lane in rank_lanes]
+        rows_all += rows
+        if set(rank_lanes) == set(whole.lanes.get(rank, ())):
+            sets = whole.by_rank[rank]
+            for name in BUSY_SETS:
+                totals[name] += int(sets[name].measure_in(np.asarray([t0]), np.asarray([t1]))[0])
+        else:
+            clipped = _rank_sets(index, np.concatenate(rows), t0, t1)
+            for name in BUSY_SETS:
+                totals[name] += clipped[name].total
+    rows_cat = np.concatenate(rows_all) if rows_all else np.zeros(0, np.int64)
     return RangeStats(
         start_ns=t0,
         end_ns=t1,
-        ranks=len(per_rank),
+        ranks=len(by_rank),
         gpu_busy_ns=totals["gpu"],
         compute_busy_ns=totals["compute"],
         transfer_busy_ns=totals["copy"],
         copy_compute_overlap_ns=totals["overlap"],
         exposed_copy_ns=totals["copy"] - totals["overlap"],
         sync_wait_ns=totals["sync"],
-        intervals=len(rows),
-        top_ops=_top_ops(index, rows, t0, t1),
+        intervals=len(rows_cat),
+        top_ops=_top_ops(index, rows_cat, t0, t1),
     )
 
 
-def _clipped_union(index: RunIndex, rows: np.ndarray, t0: int, t1: int) -> iv.Segments:
-    return iv.union(np.maximum(index.start[rows], t0), np.minimum(index.end[rows], t1))
+BUSY_SETS = ("gpu", "compute", "copy", "overlap", "sync")
+"""The sets of time a range measures per rank; ``overlap`` is copy and compute at once."""
+
+
+@dataclass(frozen=True)
+class BusySets:
+    """Per rank, the whole run's BUSY_SETS as Segments (sorted, disjoint, with prefix sums of their
+    lengths, ns); ``lanes[rank]`` are the lanes they were built from."""
+
+    by_rank: dict[int, dict[str, iv.Segments]]
+    lanes: dict[int, tuple[int, ...]]
+
+
+_busy: weakref.WeakKeyDictionary[RunIndex, BusySets] = weakref.WeakKeyDictionary()
+_busy_lock = threading.Lock()
+
+
+def busy_sets(index: RunIndex) -> BusySets:
+    """The run's BusySets, built on first use (one pass over the index's arrays) and kept as long as the
+    index is alive."""
+    with _busy_lock:
+        found = _busy.get(index)
+        if found is None:
+            found = _busy[index] = _build_busy_sets(index)
+        return found
+
+
+def _build_busy_sets(index: RunIndex) -> BusySets:
+    """Each lane's sets first (its rows are sorted by start: no sort), then the union of a rank's lanes."""
+    parts: dict[int, dict[str, list[iv.Segments]]] = {}
+    lanes: dict[int, list[int]] = {}
+    for lane, (lo, hi) in enumerate(index.lane_bounds):
+        rank = index.lanes[lane].rank
+        lanes.setdefault(rank, []).append(lane)
+        per = parts.setdefault(rank, {name: [] for name in ("gpu", "compute", "copy", "sync")})
+        s, e, k = index.start[lo:hi], index.end[lo:hi], index.kind[lo:hi]
+        for name, table in _TABLES.items():
+            mask = table[k]
+            if mask.any():
+                per[name].append(iv.union(s[mask], e[mask]))
+    by_rank = {}
+    for rank, per in parts.items():
+        sets = {name: _merge(segs) for name, segs in per.items()}
+        sets["overlap"] = iv.intersect(sets["copy"], sets["compute"])
+        by_rank[rank] = sets
+    return BusySets(by_rank, {r: tuple(ls) for r, ls in lanes.items()})
+
+
+def _merge(segs: list[iv.Segments]) -> iv.Segments:
+    if not segs:
+        return iv.empty()
+    if len(segs) == 1:
+        return segs[0]
+    return iv.union(np.concatenate([s.starts for s in segs]), np.concatenate([s.ends for s in segs]))
+
+
+def _kind_table(codes: np.ndarray) -> np.ndarray:
+    table = np.zeros(len(KIND_NAMES), dtype=bool)
+    table[codes] = True
+    return table
+
+
+_TABLES = {
+    "gpu": _kind_table(_GPU),
+    "compute": _kind_table(_COMPUTE),
+    "copy": _kind_table(_COPY),
+    "sync": _kind_table(np.asarray([_SYNC])),
+}
+
+
+def _rows_in(index: RunIndex, lane: int, t0: int, t1: int) -> np.ndarray:
+    """Rows of ``lane`` that overlap [t0, t1)."""
+    lo, hi = index.lane_bounds[lane]
+    i0, i1 = window_slice(index.start[lo:hi], index.cummax[lo:hi], t0, t1)
+    if i1 <= i0:
+        return np.zeros(0, np.int64)
+    ends = index.end[lo + i0 : lo + i1]
+    return lo + i0 + np.flatnonzero(ends > t0)
+
+
+def _rank_sets(index: RunIndex, rows: np.ndarray, t0: int, t1: int) -> dict[str, iv.Segments]:
+    """BUSY_SETS of ``rows`` clipped to [t0, t1) (for a part of a rank's lanes)."""
+    k = index.kind[rows]
+    s, e = np.maximum(index.start[rows], t0), np.minimum(index.end[rows], t1)
+    out = {name: iv.union(s[table[k]], e[table[k]]) for name, table in _TABLES.items()}
+    out["overlap"] = iv.intersect(out["copy"], out["compute"])
+    return out
 
 
 def _top_ops(index: RunIndex, rows: np.ndarray, t0: int, t1: int) -> list[dict[str, Any]]:
@@ -110,21 +197,23 @@ def _top_ops(index: RunIndex, rows: np.ndarray, t0: int, t1: int) -> list[dict[s
     if not len(rows):
         return []
     dur = np.minimum(index.end[rows], t1) - np.maximum(index.start[rows], t0)
-    key = index.columns.name[rows].astype(np.int64) * len(KIND_NAMES) + index.kind[rows]
-    uniq, inv = np.unique(key, return_inverse=True)
-    total = np.bincount(inv, weights=dur.astype(np.float64), minlength=len(uniq)).astype(np.int64)
-    count = np.bincount(inv, minlength=len(uniq))
-    best = np.argsort(-total, kind="stable")[:TOP_OPS]
+    nk = len(KIND_NAMES)
+    key = (index.columns.name[rows].astype(np.int64) + 1) * nk + index.kind[rows]  # name -1 (none) -> 0
+    size = (len(index.columns.name_cats) + 1) * nk
+    total = np.bincount(key, weights=dur.astype(np.float64), minlength=size).astype(np.int64)
+    count = np.bincount(key, minlength=size)
+    present = np.flatnonzero(count)
+    best = present[np.argsort(-total[present], kind="stable")[:TOP_OPS]]
     cats = index.columns.name_cats
     out = []
-    for i in best:
-        code = int(uniq[i] // len(KIND_NAMES))
+    for key_i in best:
+        code = int(key_i // nk) - 1
         out.append(
             {
-                "kind": KIND_NAMES[int(uniq[i] % len(KIND_NAMES))],
+                "kind": KIND_NAMES[int(key_i % nk)],
                 "name": str(cats[code]) if code >= 0 else "",
-                "count": int(count[i]),
-                "total_ns": int(total[i]),
+                "count": int(count[key_i]),
+                "total_ns": int(total[key_i]),
             }
         )
     return out

@@ -35,6 +35,22 @@ attachSearch(tl, document.getElementById("tl-search"));
 attachShare(tl, (state) => { if (state.q) tl.setSearch(state.q, state.rx); });
 tl.load().catch((e) => tl.showError(e.message));
 
+// rank picker (runs of several ranks): the lanes of one rank or of all; kept in the URL with the view
+const ranks = [...new Set(P.lanes.map((l) => l.rank))].sort((a, b) => a - b);
+if (ranks.length > 1) {
+  const pick = document.getElementById("tl-rank");
+  pick.append(SS.el("option", { value: "" }, "all " + ranks.length + " ranks"));
+  for (const r of ranks) pick.append(SS.el("option", { value: String(r) }, "rank " + r));
+  pick.value = rank === undefined ? "" : String(rank);
+  document.getElementById("tl-rank-pick").hidden = false;
+  pick.addEventListener("change", () => {
+    const r = pick.value === "" ? undefined : Number(pick.value);
+    tl.setLanes(r === undefined ? P.lanes : P.lanes.filter((l) => l.rank === r), r);
+    if (tl.search && tl.search.q) tl.setSearch(tl.search.q, tl.search.regex);  // count the matches of these lanes
+    tl.writeViewHash();
+  });
+}
+
 const laneInput = document.getElementById("tl-lane-h");
 laneInput.value = String(laneH);
 laneInput.addEventListener("input", () => {

@@ -97,6 +97,18 @@ export class Timeline {
     this.resize();
   }
 
+  // Show other lanes: one rank's (``rank``) or every rank's (``rank`` undefined); the run page's rank picker.
+  setLanes(lanes, rank) {
+    this.opts.lanes = lanes; this.opts.rank = rank;
+    this.hovered = null; this.highlight = null; this.data = null;
+    if (this.range) this.setRange(null);  // its stats were for the other lanes
+    if (this.selected && !lanes.some((l) => l.index === this.selected.lane)) this.select(null);
+    this.lanes = this.layoutLanes(lanes);
+    this.cssW = 0;
+    this.resize();
+    this.refetch(0);
+  }
+
   resize() {
     const w = Math.max(300, this.root.clientWidth);
     if (w === this.cssW) return false;

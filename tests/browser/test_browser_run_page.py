@@ -1,0 +1,96 @@
+"""The run page in real Chromium: a 200-character run name keeps the Compare button on screen, and a run of
+several ranks gets a rank picker (the lanes of one rank or of all) kept in the URL."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
+
+
+def _api(base: str, path: str, method: str = "GET", body: bytes | None = None, json_body: Any = None) -> Any:
+    data = json.dumps(json_body).encode() if json_body is not None else body
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if json_body is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture(scope="module")
+def two_ranks(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A 2-rank run uploaded to the server; returns its catalog row."""
+    from collector.synthetic import synthetic_trace
+    from collector.traceformat.write import write_trace
+
+    path = Path(tmp_path_factory.mktemp("ranks")) / "two-ranks.json.gz"
+    write_trace(synthetic_trace(4000, ranks=2, pattern="overlap", steps=4), str(path))
+    run: dict[str, Any] = _api(server, "/api/runs?name=two-ranks.json.gz", "POST", path.read_bytes())["run"]
+    assert run["ranks"] == 2
+    return run
+
+
+@pytest.mark.parametrize("width", [1440, 1024, 700])
+def test_a_200_character_name_keeps_compare_on_screen(page, server, two_ranks, width, shot) -> None:
+    runs = _api(server, "/api/runs")["runs"]
+    long_names = ["x" * 200, ("a long run name " * 13)[:200]]  # one with no place to break, one with spaces
+    for run, name in zip(runs, long_names, strict=False):
+        _api(server, f"/api/runs/{run['id']}", "PATCH", json_body={"name": name})
+    page.set_viewport_size({"width": width, "height": 900})
+    for run in runs:
+        page.goto(f"{server}/runs/{run['id']}")
+        button = page.get_by_role("button", name="Compare")
+        button.wait_for()
+        box = button.bounding_box()
+        assert box is not None and box["width"] > 0
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, box)
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 900, (width, box)
+        head = page.evaluate(
+            "[...document.querySelectorAll('.run-head, .run-head *')].map(e => e.getBoundingClientRect().right)"
+        )
+        assert max(head) <= width  # the name wraps: nothing in the run's header is pushed off to the side
+        assert page.evaluate("document.documentElement.scrollWidth") <= width  # nor anything below it
+    shot(page, f"30-long-name-{width}")
+
+
+def _lane_ranks(page) -> list[int]:
+    return sorted(set(page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => r.rank)")))
+
+
+def test_rank_picker_shows_one_rank_or_all_and_is_kept_in_the_url(page, server, two_ranks) -> None:
+    url = f"{server}/runs/{two_ranks['id']}"
+    page.goto(url)
+    page.wait_for_function(FIRST_PAINT)
+    picker = page.locator("#tl-rank")
+    assert picker.is_visible() and _lane_ranks(page) == [0, 1]
+    assert picker.locator("option").all_inner_texts() == ["all 2 ranks", "rank 0", "rank 1"]
+
+    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
+    picker.select_option("1")
+    page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
+    assert _lane_ranks(page) == [1]
+    drawn = page.evaluate("ssTimeline.data.lanes.filter(l => l.s.length + l.bs.length).map(l => l.rank)")
+    assert drawn and set(drawn) == {1}  # the server was asked for rank 1's lanes only
+    page.wait_for_function("location.hash.includes('rank=1')")
+
+    page.reload()  # the link opens rank 1 again, picker included
+    page.wait_for_function(FIRST_PAINT)
+    assert picker.input_value() == "1" and _lane_ranks(page) == [1]
+
+    picker.select_option("")
+    page.wait_for_function("!location.hash.includes('rank=')")
+    assert _lane_ranks(page) == [0, 1]
+
+
+def test_one_rank_runs_have_no_rank_picker(page, server, two_ranks) -> None:
+    one = next(r for r in _api(server, "/api/runs")["runs"] if r["ranks"] == 1)
+    page.goto(f"{server}/runs/{one['id']}")
+    page.wait_for_function(FIRST_PAINT)
+    assert not page.locator("#tl-rank").is_visible()
