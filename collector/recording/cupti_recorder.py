@@ -65,7 +65,7 @@ class CuptiRecorder(Recorder):
             super()._start_timing()
             return
         self._capture = capture
-        self._tag = self._torch.zeros(1, device=f"cuda:{self._device}")
+        self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
         self._clock0 = clock_pair()
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
@@ -76,13 +76,13 @@ class CuptiRecorder(Recorder):
     # ------------------------------------------------------------------ hooks
     def name_stream(self, stream: Any, label: str) -> None:
         """Label a CUDA stream's lane. CUPTI numbers streams its own way, so the stream is tagged with a
-        one-element memset, found in the capture by its launch time."""
+        4-byte device-to-device copy (a copy keeps a transfer stream's role), found by its launch time."""
         super().name_stream(stream, label)
         if self._capture is None or self._tag is None:
             return
         t0 = time.monotonic_ns()
         with self._torch.cuda.stream(stream):
-            self._tag.zero_()
+            self._tag[1].copy_(self._tag[0])
         self._tags.append((t0, time.monotonic_ns(), str(label)))
 
     def step(self) -> None:

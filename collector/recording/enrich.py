@@ -51,7 +51,7 @@ class HostFacts:
     ``""`` for a copy; bytes of the tensor it moved, 0 if none); ``annotations``: (tid, name, start_ns,
     end_ns); ``markers``: (kind, name, start_ns, end_ns, step); ``threads``: OS thread id -> label;
     ``stream_names``: (device, stream id) -> label; ``stream_tags``: (start_ns, end_ns, label) of each
-    one-element memset the recorder launched on a named stream (CUPTI numbers streams its own way).
+    4-byte device-to-device copy the recorder launched on a named stream (CUPTI numbers streams its own way).
     """
 
     spans: Sequence[tuple[int, str, int, int, str, int]] = ()
@@ -202,9 +202,8 @@ def _op_names(
     if len(ops) == 0 or len(work) == 0:
         return names, "kernel names (no op names were recorded)"
     lpos = launch[work]
-    inner = latest_start(key[ops], start[ops], key[lpos], start[lpos])
+    inner = innermost_enclosing(key[ops], start[ops], end[ops], key[lpos], start[lpos])
     ok = inner >= 0
-    ok[ok] = end[ops[inner[ok]]] >= start[lpos[ok]]
     op_of = np.full(len(work), None, dtype=object)
     op_of[ok] = names[ops[inner[ok]]]
     kernel = names[work]
@@ -218,6 +217,42 @@ def _op_names(
     names[work[have]] = op_of[have]
     exact = int(ok.sum())
     return names, f"aten ops: {exact} exact (recorded), {int(have.sum()) - exact} by their kernel, rest kernel names"
+
+
+def innermost_enclosing(
+    iv_key: np.ndarray, iv_start: np.ndarray, iv_end: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray
+) -> np.ndarray:
+    """For each point (key, t): position of the innermost interval with that key containing t, or -1.
+
+    Intervals on one key nest like a call stack (``aten::mm`` holds the ``aten::empty`` that made its output,
+    then the launch). The latest interval starting before t may have ended already; then its enclosing one
+    is tried, and so on outward. Parents come from one stack pass over the intervals (host ops of the
+    named steps only); the walk outward is vectorized over the points.
+    """
+    out = np.full(len(pt_t), -1, dtype=np.int64)
+    if len(iv_start) == 0 or len(pt_t) == 0:
+        return out
+    order = np.lexsort((-iv_end, iv_start, iv_key))
+    k, s, e = iv_key[order], iv_start[order], iv_end[order]
+    parent = np.full(len(order), -1, dtype=np.int64)
+    stack: list[int] = []
+    for i in range(len(order)):
+        if stack and k[stack[-1]] != k[i]:
+            stack = []
+        while stack and e[stack[-1]] < s[i]:
+            stack.pop()
+        parent[i] = stack[-1] if stack else -1
+        stack.append(i)
+    cur = latest_start(k, s, pt_key, pt_t)
+    while True:
+        open_ = np.flatnonzero(cur >= 0)
+        ended = open_[e[cur[open_]] < pt_t[open_]]
+        if len(ended) == 0:
+            break
+        cur[ended] = parent[cur[ended]]
+    hit = cur >= 0
+    out[hit] = order[cur[hit]]
+    return out
 
 
 def _markers(trace: Trace, rows: Sequence[tuple[str, str, int, int, int]]) -> pd.DataFrame:
@@ -321,10 +356,10 @@ def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _tagged_streams(frame: pd.DataFrame, tags: Sequence[tuple[int, int, str]]) -> dict[int, str]:
-    """Stream id -> label: the stream of the memset launched inside each tag's time."""
+    """Stream id -> label: the stream of the device-to-device copy launched inside each tag's time."""
     if not tags:
         return {}
-    memset = frame[frame["kind"].astype(str) == "memset"]
+    memset = frame[frame["kind"].astype(str) == "memcpy_d2d"]
     launch_start = frame.set_index("id")["start_ns"]
     starts = launch_start.reindex(memset["launch_id"]).to_numpy()
     out: dict[int, str] = {}

@@ -9,7 +9,7 @@ carry). The recorder then gives every runtime wait inside a span the span's caus
 (collector.recording.enrich).
 
 Wrapped: the Tensor methods of collector.syncrules.METHOD_CAUSES, the explicit synchronize calls,
-host<->device copies (``Tensor.to`` / ``cuda`` / ``copy_``, cause ``""``: their line only), boolean-mask
+copies to, from or on the GPU (``Tensor.to`` / ``cuda`` / ``copy_``, cause ``""``: their line and bytes), boolean-mask
 indexing and the ops whose output size needs the GPU (``nonzero``, ``masked_select``, ``unique``). Only the
 calls that can wait pay more than a flag test; ordinary indexing pays one type check.
 """
@@ -63,7 +63,7 @@ def _spanning(orig: Callable[..., Any], cause: str, on_span: OnSpan, sized: bool
 
 
 def _copying(orig: Callable[..., Any], on_span: OnSpan, is_copy_: bool) -> Callable[..., Any]:
-    """A copy method reporting a span (cause ``""``) when it moved data between host and device."""
+    """A copy method reporting a span (cause ``""``) when it made a copy on or to or from the GPU."""
     clock = time.monotonic_ns
 
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -76,7 +76,7 @@ def _copying(orig: Callable[..., Any], on_span: OnSpan, is_copy_: bool) -> Calla
         finally:
             _tls.busy = False
         other = (args[0] if args else kwargs.get("src")) if is_copy_ else out
-        if other is not self and getattr(other, "is_cuda", self.is_cuda) != self.is_cuda:
+        if other is not self and (self.is_cuda or getattr(other, "is_cuda", False)):
             on_span("", t0, clock(), sys._getframe(1), _nbytes(other))
         return out
 

@@ -68,6 +68,7 @@ class FakeEvent:
 def _events() -> list[FakeEvent]:
     return [
         FakeEvent("cpu_op", "aten::mul_", 95, 118),  # op names were collected here (first step)
+        FakeEvent("cpu_op", "aten::empty", 96, 99),  # a child that ended before the launch
         FakeEvent("cuda_runtime", "cudaLaunchKernel", 100, 110, corr=1),
         FakeEvent("kernel", KERNEL, 120, 150, corr=1, stream=7),
         FakeEvent("cuda_runtime", "cudaMemcpyAsync", 200, 400, corr=2),
@@ -76,8 +77,8 @@ def _events() -> list[FakeEvent]:
         FakeEvent("user_annotation", "dropped: the recorder has its own", 90, 95),
         FakeEvent("cuda_runtime", "cudaLaunchKernel", 1000, 1010, corr=4),  # a later step: no op names
         FakeEvent("kernel", KERNEL, 1020, 1030, corr=4, stream=7),
-        FakeEvent("cuda_runtime", "cudaMemsetAsync", 1500, 1505, corr=5),  # the recorder's stream tag
-        FakeEvent("gpu_memset", "Memset (Device)", 1510, 1512, corr=5, stream=9),
+        FakeEvent("cuda_runtime", "cudaMemcpyAsync", 1500, 1505, corr=5),  # the recorder's stream tag
+        FakeEvent("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 1510, 1512, corr=5, stream=9, nbytes_=4),
     ]
 
 
@@ -234,3 +235,14 @@ def test_an_empty_last_step_is_dropped_and_its_host_rows_join_the_tail() -> None
     sync = trace.intervals[trace.intervals["name"] == "cudaDeviceSynchronize"].iloc[0]
     assert sync["step"] == -1
     assert drop_empty_last_step(trace, 1) is trace  # step 1 launched GPU work: kept
+
+
+def test_innermost_enclosing_walks_out_past_ended_children() -> None:
+    from collector.recording.enrich import innermost_enclosing
+
+    key = np.array([1, 1, 1, 1, 2])
+    start = np.array([0, 10, 12, 30, 0])
+    end = np.array([100, 50, 20, 40, 100])  # [0 [10 [12 20] 50] [30 40] 100] on key 1; [0 100] on key 2
+    pts_key = np.array([1, 1, 1, 1, 2, 3])
+    pts_t = np.array([15, 25, 45, 60, 5, 5])
+    assert innermost_enclosing(key, start, end, pts_key, pts_t).tolist() == [2, 1, 1, 0, 4, -1]
