@@ -18,8 +18,9 @@ The method that placed the steps goes into ``RunMeta.step_method``:
 ================== ===================================================================================
 
 Work before the first step (model to GPU, warm-up) and after the last is left outside every step (step -1):
-it is the run's set-up and tail. Step markers whose step 0 lasts more than :data:`LONG_FIRST_STEP` times the
-median of the next few (set-up recorded inside the first step) get step 0 trimmed to that median.
+it is the run's set-up and tail. A step 0 (marked or found) lasting more than :data:`LONG_FIRST_STEP` times
+the median of the next few (set-up inside the first step: lazy kernel loading, library initialisation) is
+trimmed to that median.
 Vectorized: the only Python loops run over ranks and a few candidate periods, never over intervals.
 """
 
@@ -83,11 +84,11 @@ def find_steps(trace: Trace, step_at: str | None = None) -> Trace:
     if opt.any():
         starts, ends = _optimizer_steps(df[opt], _rank_spans(df))
         if len(starts):
-            return _with_steps(trace, starts, ends, "optimizer")
+            return _trim_first_step(_with_steps(trace, starts, ends, "optimizer"))
     found = _repeats(trace)
     if found is not None:
         starts, ends, what = found
-        return _with_steps(trace, starts, ends, f"repeat:{what}")
+        return _trim_first_step(_with_steps(trace, starts, ends, f"repeat:{what}"))
     return trace.with_meta(step_method="none")
 
 

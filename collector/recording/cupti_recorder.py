@@ -125,6 +125,7 @@ class CuptiRecorder(Recorder):
         step_open, self._on = self._on, False
         while self._undo:
             self._undo.pop()()
+        step_open = step_open and self._step > 0  # never marked: the steps are found when the trace loads
         if step_open:
             self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
         with torch.cuda.device(self._device):

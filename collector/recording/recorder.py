@@ -249,7 +249,7 @@ class Recorder:
                 self._undo.pop()()
         now = time.monotonic_ns()
         has_work = any(r[8] == self._step for r in self._open)
-        if step_open and has_work:
+        if step_open and has_work and self._step > 0:  # never marked: steps are found when the trace loads
             self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
         self._seal()
         last: Any
