@@ -132,7 +132,9 @@ class CuptiRecorder(Recorder):
             torch.cuda.synchronize()
         capture, self._capture = self._capture, None
         timings = self.stop_timings
+        _progress("stopping the capture and reading its records")
         table = capture.stop(timings)
+        _progress(f"{len(table.events):,} records read; building the trace")
         t0 = time.perf_counter()
         table.top["distributedInfo"] = {"rank": self.rank, "world_size": _world_size()}
         clock1 = clock_pair()
@@ -166,9 +168,17 @@ class CuptiRecorder(Recorder):
         trace = enrich(raw, facts, meta)
         self.trace = drop_empty_last_step(trace, self._step) if step_open else trace
         t2 = time.perf_counter()
+        if self.out:
+            _progress(f"writing {len(self.trace.intervals):,} intervals to {self.out}")
         self._write()
         timings.update(importer=t1 - t0, join=t2 - t1, write=time.perf_counter() - t2)
         return self.trace
+
+
+def _progress(message: str) -> None:
+    """A progress line on stderr while stopping, only when stderr is a terminal (quiet in pipes and CI logs)."""
+    if sys.stderr.isatty():
+        print(f"streamscope: {message}", file=sys.stderr, flush=True)
 
 
 def _world_size() -> int:

@@ -135,10 +135,16 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
             for nm, g, neg in zip(firsts["name"], firsts["gpu"], firsts["neg"], strict=True)
         ]
         cats = np.array(per_group, dtype=object)[groups] if n else np.array([], dtype=object)
-    keep = np.isin(cats, list(KEPT_CATEGORIES))
     start, end = column("start_ns"), column("end_ns")
     resource = column("device_resource_id")
     corr = column("correlation_id")
+    if not (n and hasattr(evs[0], "activity_type")):
+        # GPU-side ranges of record_function annotations are CUDA events too: a "kernel" that no runtime
+        # call launched (no call shares its correlation id) is such a range
+        calls = corr[np.isin(cats, list(HOST_API_CATEGORIES))]
+        unlaunched = (cats == "kernel") & ~np.isin(corr, calls)
+        cats = np.where(unlaunched, "gpu_user_annotation", cats)
+    keep = np.isin(cats, list(KEPT_CATEGORIES))
     gpu = is_gpu & keep
     copy_rows = np.flatnonzero(gpu & np.isin(cats, ["gpu_memcpy", "gpu_memset"]))
     nbytes = np.zeros(n, dtype=np.int64)

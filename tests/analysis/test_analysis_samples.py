@@ -36,10 +36,20 @@ def test_naive_estimate_within_10_percent_of_overlap() -> None:
 
 
 @pytest.mark.parametrize(
-    "name, rule", [("pinned", "no-copy-overlap"), ("sync-trap", "sync-in-loop"), ("d2h", "pageable-copy")]
+    "name, rule, at_least",
+    [
+        ("pinned", "no-copy-overlap", "warning"),
+        ("sync-trap", "sync-in-loop", "warning"),
+        # the d2h demo's blocking copies are its first half only: a cost in half the steps is no loop-wide
+        # warning, but it is the costliest finding
+        ("d2h", "pageable-copy", "info"),
+    ],
 )
-def test_each_demo_gets_its_finding(name: str, rule: str) -> None:
-    assert rule in _rules(_load(name))
+def test_each_demo_gets_its_finding(name: str, rule: str, at_least: str) -> None:
+    result = _load(name)
+    assert rule in _rules(result, at_least)
+    if at_least == "info":
+        assert result.findings[0].rule == rule
 
 
 def test_sync_trap_names_its_lines() -> None:

@@ -47,13 +47,14 @@ class FakeEvent:
         return self.end
 
     def device_type(self) -> str:
-        return "DeviceType.CUDA" if self.cat in ("kernel", "gpu_memcpy", "gpu_memset") else "DeviceType.CPU"
+        gpu = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+        return "DeviceType.CUDA" if self.cat in gpu else "DeviceType.CPU"
 
     def device_index(self) -> int:
         return 0 if self.device_type().endswith("CUDA") else 1
 
     def device_resource_id(self) -> int:
-        return self.stream if self.cat in ("kernel", "gpu_memcpy", "gpu_memset") else self.tid
+        return self.stream if self.device_type().endswith("CUDA") else self.tid
 
     def correlation_id(self) -> int:
         return self.corr
@@ -130,6 +131,7 @@ def test_untyped_events_get_their_category_from_name_and_device() -> None:
     extra = [
         FakeEvent("cuda_driver", "Lazy Function Loading", 101, 109, corr=1),
         FakeEvent("overhead", "Activity Buffer Request", 10, 20),
+        FakeEvent("gpu_user_annotation", "Optimizer.step#SGD.step", 1000, 1040, corr=77, stream=7),
     ]
     untyped = [UntypedEvent(**vars(e)) for e in events + extra]
     for e in untyped:
@@ -137,6 +139,7 @@ def test_untyped_events_get_their_category_from_name_and_device() -> None:
     table = event_table(untyped, pid=1).events
     typed = event_table(events, pid=1).events
     assert list(table["cat"].astype(str))[: len(typed)] == list(typed["cat"].astype(str))
+    assert table[table["name"] == "Optimizer.step#SGD.step"].iloc[0]["cat"] == "gpu_user_annotation"
     lazy = table[table["name"] == "Lazy Function Loading"].iloc[0]
     assert (lazy["cat"], lazy["tid"], lazy["arg_correlation"]) == ("cuda_driver", TID, -1)
     assert "Activity Buffer Request" not in set(table["name"].astype(str))
@@ -246,3 +249,15 @@ def test_innermost_enclosing_walks_out_past_ended_children() -> None:
     pts_key = np.array([1, 1, 1, 1, 2, 3])
     pts_t = np.array([15, 25, 45, 60, 5, 5])
     assert innermost_enclosing(key, start, end, pts_key, pts_t).tolist() == [2, 1, 1, 0, 4, -1]
+
+
+def test_stop_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from collector.recording.cupti_recorder import _progress
+
+    _progress("quiet in a pipe")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    _progress("reading records")
+    assert "streamscope: reading records" in capsys.readouterr().err

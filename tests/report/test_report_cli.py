@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import re
 import subprocess
 import sys
 import threading
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from report_runs import EVIL
 
+from collector.load import load_trace
 from webapp import PACKAGE_ROOT
 from webapp.analysis.compare import compare_analyses
 from webapp.cli import main
@@ -65,7 +67,7 @@ def test_markdown_summary_escapes_names(prepared_samples: dict[str, PreparedRun]
     result = compare_analyses(a.analysis, b.analysis)
     text = markdown_summary(result, "base|line", EVIL, verdict_of(result, None))
     assert "<img" not in text and "&lt;/script&gt;&lt;img" in text and "base\\|line" in text
-    assert "ℹ️ **B is 59.0% faster than A (median step time)**" in text
+    assert re.search(r"ℹ️ \*\*B is \d+\.\d% faster than A \(median step time\)\*\*", text), text
     assert "**Findings fixed in B:** `pageable-copy`" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "Metric" not in line]
     assert len(rows) >= 8 and all(line.count(" | ") == 3 for line in rows)
@@ -148,7 +150,8 @@ def test_cli_progress_on_a_terminal_and_silence_in_a_pipe(tmp_path: Path) -> Non
     out = str(tmp_path / "r.html")
     rc, err = _run_cli(["report", NAIVE, "--out", out], stderr_tty=True)
     assert rc == 0
-    assert "streamscope report: reading naive.json.gz" in err and "analysing 9,000 intervals" in err
+    assert "streamscope report: reading naive.json.gz" in err
+    assert f"analysing {len(load_trace(NAIVE).intervals):,} intervals" in err
     last = err.replace("\r\n", "\n").rsplit(CLEAR, 1)[-1]
     assert last.startswith(f"streamscope report: wrote {out}") and " s\n" in last
     rc, err = _run_cli(["analyze", NAIVE], stderr_tty=False)
