@@ -88,7 +88,7 @@ def launcher_argv(nproc: int, flags: Sequence[str], rank_argv: Sequence[str]) ->
 
 def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str) -> int:
     """Run the ranks; on one node, merge their files into ``out``. Returns the launcher's exit status."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMSCOPE_RANK_CHILD": "1"}
     status = subprocess.run(launcher_argv(nproc, flags, rank_argv), env=env, check=False).returncode
     if status != 0 or not single_node(flags):
         return status

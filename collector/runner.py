@@ -217,7 +217,14 @@ def run_record(req: RecordRequest) -> int:
     if not os.path.isfile(req.target):
         raise RecordUsageError(f"no such script: {req.target}")
     _require_device(req.timing, cpu_ok=True)
-    return run_script(req.target, req.args, out, every=req.every, probe=req.probe, timing=req.timing)
+    status = run_script(req.target, req.args, out, every=req.every, probe=req.probe, timing=req.timing)
+    if os.environ.get("STREAMSCOPE_RANK_CHILD"):
+        # a rank launched by `record --nproc`: its trace is written; leave without tearing down the script's
+        # process group at interpreter exit, which can hang (gloo's worker threads wait for the GIL)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 def run_script(
@@ -241,8 +248,11 @@ def run_script(
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     status, error = 0, ""
     rec.start()
+    namespace: dict[str, Any] = {}
     try:
-        runpy.run_path(path, run_name="__main__")
+        # keep the script's objects alive: a process group freed here, with the GIL held, can deadlock with
+        # its own worker threads (seen with gloo and DDP); ranks leave with os._exit (run_record)
+        namespace = runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         status, error = _exit_status(exc)
     except KeyboardInterrupt:
@@ -256,7 +266,12 @@ def run_script(
         sys.stdout.flush()
         rec.stop(error=error)
     _report(rec)
+    _KEPT.append(namespace)
     return status
+
+
+_KEPT: list[dict[str, Any]] = []
+"""The namespaces of recorded scripts, never freed before the process ends (see run_script)."""
 
 
 def _exit_status(exc: SystemExit) -> tuple[int, str]:
