@@ -1,0 +1,29 @@
+"""The summary lanes API (GET /api/runs/<id>/ranks), /timeline of chosen ranks and the step grid."""
+
+from __future__ import annotations
+
+from ranks.ranks_traces import MS, job
+
+from collector.merge import merge_traces
+from webapp.ingest import add_trace
+
+
+def test_ranks_api_and_timeline_of_chosen_ranks(client, store) -> None:
+    info = add_trace(store, merge_traces(job(4, slow_rank=2, delay_ns=8 * MS)), "job (4 ranks)")
+    base = f"/api/runs/{info.id}"
+    res = client.get(base + "/ranks?width_px=300")
+    assert res.status_code == 200
+    body = res.get_json()
+    assert [r["rank"] for r in body["ranks"]] == [0, 1, 2, 3] and body["bins"] == 300
+    two = client.get(base + "/ranks?width_px=300&ranks=1,3").get_json()
+    assert [r["rank"] for r in two["ranks"]] == [1, 3]
+    assert two["ranks"][0]["comm"] == body["ranks"][1]["comm"]
+    lanes = client.get(base + "/timeline?width_px=300&ranks=1").get_json()["lanes"]
+    assert lanes and {ln["rank"] for ln in lanes} == {1}
+    assert client.get(base + "/timeline?width_px=300&ranks=none").get_json()["lanes"] == []
+    bad = client.get(base + "/ranks?ranks=one")
+    assert bad.status_code == 400 and "parameter ranks" in bad.get_json()["error"]
+    assert client.get(base + "/ranks?start_ns=10&end_ns=5").status_code == 400
+    assert client.get("/api/runs/nope/ranks").status_code == 404
+    grid = client.get(base + "/analysis").get_json()["ranks"]["grid"]
+    assert grid["ranks"] == [0, 1, 2, 3] and len(grid["wait_ns"][0]) == 12
