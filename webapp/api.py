@@ -23,7 +23,7 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from webapp.budget import get_budget
 from webapp.explore import ranks_arg
-from webapp.figures import step_time_figure
+from webapp.figures import rank_heatmap_figures, step_time_figure
 from webapp.gate import SPOOLED_BODY, SPOOLED_FORM
 from webapp.ingest import IngestError, TooLarge, base_name, ingest_ranks, ingest_upload, spool_stream
 from webapp.pipeline import overview_json
@@ -242,8 +242,10 @@ def _fast_json(payload: Any) -> Response:
 
 @bp.get("/runs/<run_id>/analysis")
 def run_analysis(run_id: str) -> Response:
-    """The stored analysis (RunAnalysis.to_dict()) plus ``step_figure``, a Plotly figure of step times."""
+    """The stored analysis (RunAnalysis.to_dict()) plus ``step_figure``, a Plotly figure of step times, and
+    ``rank_figures`` (runs of several ranks): rank x step heatmaps of step time and wait."""
     _info(run_id)
     analysis = get_store().analysis(run_id)
     analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [])
+    analysis["rank_figures"] = rank_heatmap_figures((analysis.get("ranks") or {}).get("grid") or {})
     return _fast_json(analysis)

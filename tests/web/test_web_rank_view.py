@@ -27,3 +27,14 @@ def test_ranks_api_and_timeline_of_chosen_ranks(client, store) -> None:
     assert client.get("/api/runs/nope/ranks").status_code == 404
     grid = client.get(base + "/analysis").get_json()["ranks"]["grid"]
     assert grid["ranks"] == [0, 1, 2, 3] and len(grid["wait_ns"][0]) == 12
+
+
+def test_analysis_has_rank_heatmaps_for_several_ranks_only(client, store, two_runs) -> None:
+    info = add_trace(store, merge_traces(job(4, slow_rank=2, delay_ns=8 * MS)), "job (4 ranks)")
+    figs = client.get(f"/api/runs/{info.id}/analysis").get_json()["rank_figures"]
+    assert set(figs) == {"step_time_ns", "wait_ns"}
+    heat = figs["wait_ns"]["data"][0]
+    assert heat["type"] == "heatmap" and heat["y"] == [0, 1, 2, 3] and heat["x"] == list(range(12))
+    assert max(heat["z"][2]) < 0.1 and min(heat["z"][0]) > 7  # ms: rank 2 is waited for, it hardly waits
+    one = client.get(f"/api/runs/{two_runs[0].id}/analysis").get_json()
+    assert one["rank_figures"] == {}
