@@ -136,3 +136,34 @@ def test_heatmap_cell_click_moves_the_timeline_to_that_ranks_step(page, server, 
     assert page.evaluate(title).startswith("Step time")
     page.locator("#rank-grid-metric").select_option("wait_ns")
     page.wait_for_function(f"{title}.startsWith('Wait in collectives')")
+
+
+def test_compare_of_two_multi_rank_runs_aligns_on_a_picked_rank(page, server, four_ranks, shot, tmp_path) -> None:
+    from ranks.ranks_traces import job
+
+    from collector.merge import merge_traces
+    from collector.traceformat.write import write_trace
+
+    path = tmp_path / "fixed.json.gz"
+    write_trace(merge_traces(job(4, seed=1)), str(path))
+    req = urllib.request.Request(server + "/api/runs?name=fixed.json.gz", data=path.read_bytes(), method="POST")
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        other: dict[str, Any] = json.loads(resp.read())["run"]
+    page.goto(f"{server}/compare?a={four_ranks['id']}&b={other['id']}")
+    page.wait_for_function("window.ssCompare && ssCompare.a.stats.firstPaintMs !== null")
+    assert page.locator("#cmp-ranks-card").is_visible()
+    rows = page.locator("#ranks-table tbody tr")
+    assert rows.count() == 4 and rows.nth(2).locator("td").first.inner_text() == "2"
+    assert "Straggler A: rank 2" in page.locator("#cmp-notes").inner_text()
+    picker = page.locator("#cmp-rank")
+    assert picker.is_visible() and picker.locator("option").all_inner_texts() == [f"rank {r}" for r in range(4)]
+
+    steps = page.evaluate("window.STREAMSCOPE.a.steps")
+    step = int(page.locator("#cmp-step").input_value())
+    run_start = four_ranks["start_ns"]
+    for rank in (0, 3):
+        picker.select_option(str(rank))
+        page.wait_for_function("ssCompare.a.stats.firstPaintMs !== null")
+        want = next(s for s in steps if s["rank"] == rank and s["step"] == step)["start_ns"] - run_start
+        assert page.evaluate("ssCompare.a.offset") == want
+    shot(page, "43-compare-ranks")

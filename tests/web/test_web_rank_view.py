@@ -38,3 +38,18 @@ def test_analysis_has_rank_heatmaps_for_several_ranks_only(client, store, two_ru
     assert max(heat["z"][2]) < 0.1 and min(heat["z"][0]) > 7  # ms: rank 2 is waited for, it hardly waits
     one = client.get(f"/api/runs/{two_runs[0].id}/analysis").get_json()
     assert one["rank_figures"] == {}
+
+
+def test_compare_of_multi_rank_runs_has_the_per_rank_table_and_notes(client, store) -> None:
+    a = add_trace(store, merge_traces(job(4, slow_rank=2, delay_ns=8 * MS)), "slow (4 ranks)")
+    b = add_trace(store, merge_traces(job(4, seed=1)), "fixed (4 ranks)")
+    body = client.get(f"/api/compare?a={a.id}&b={b.id}").get_json()
+    assert [r["rank"] for r in body["ranks"]] == [0, 1, 2, 3]
+    assert body["ranks"][0]["delta_wait_ns"] < -7 * MS
+    assert any(n.startswith("Straggler A: rank 2") for n in body["notes"])
+    page = client.get(f"/compare?a={a.id}&b={b.id}")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert 'id="cmp-ranks-card"' in html and "Straggler A: rank 2" in html and 'id="cmp-rank"' in html
+    data = html[html.index("window.STREAMSCOPE") :]
+    assert '"delta_wait_ns"' in data and '"rank":3' in data.replace(" ", "")
