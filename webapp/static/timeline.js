@@ -77,7 +77,7 @@ export class Timeline {
     for (const l of sorted) {
       if (multiRank && l.rank !== lastRank) {
         if (folded && folded.has(l.rank)) {
-          rows.push({ extra: "ranksum", rank: l.rank, label: "rank " + l.rank, y: y, h: 24 }); y += 26;
+          rows.push({ extra: "ranksum", rank: l.rank, label: "", y: y, h: 24 }); y += 26;
         } else { rows.push({ header: true, rank: l.rank, y: y }); y += 18; }
       }
       lastRank = l.rank;
