@@ -22,7 +22,8 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
 from webapp.budget import get_budget
-from webapp.figures import step_time_figure
+from webapp.explore import ranks_arg
+from webapp.figures import rank_heatmap_figures, step_time_figure
 from webapp.gate import SPOOLED_BODY, SPOOLED_FORM
 from webapp.ingest import IngestError, TooLarge, base_name, ingest_ranks, ingest_upload, spool_stream
 from webapp.pipeline import overview_json
@@ -166,7 +167,8 @@ def _int_arg(name: str, default: int | None = None, lo: int | None = None, hi: i
 
 @bp.get("/runs/<run_id>/timeline")
 def timeline(run_id: str) -> Response:
-    """Level-of-detail slice. start_ns/end_ns are relative to the run start (``origin_ns``)."""
+    """Level-of-detail slice. start_ns/end_ns are relative to the run start (``origin_ns``); ``ranks``
+    (comma-separated, ``none`` for no rank) keeps the lanes of those ranks only."""
     _info(run_id)
     t_open = time.perf_counter()
     index = get_store().index(run_id)  # a run not in memory: its saved index, memory-mapped
@@ -179,8 +181,9 @@ def timeline(run_id: str) -> Response:
     width = _int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
     rank = request.args.get("rank")
     rank_value = _int_arg("rank") if rank not in (None, "") else None
+    shown = ranks_arg()
     t0 = time.perf_counter()
-    payload = view_payload(index, index.origin_ns + start, index.origin_ns + end, width, rank=rank_value)
+    payload = view_payload(index, index.origin_ns + start, index.origin_ns + end, width, rank=rank_value, ranks=shown)
     response = _fast_json(payload)
     response.headers["Server-Timing"] = f"lod;dur={(time.perf_counter() - t0) * 1000:.1f}, open;dur={open_ms:.1f}"
     return response
@@ -239,8 +242,10 @@ def _fast_json(payload: Any) -> Response:
 
 @bp.get("/runs/<run_id>/analysis")
 def run_analysis(run_id: str) -> Response:
-    """The stored analysis (RunAnalysis.to_dict()) plus ``step_figure``, a Plotly figure of step times."""
+    """The stored analysis (RunAnalysis.to_dict()) plus ``step_figure``, a Plotly figure of step times, and
+    ``rank_figures`` (runs of several ranks): rank x step heatmaps of step time and wait."""
     _info(run_id)
     analysis = get_store().analysis(run_id)
     analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [])
+    analysis["rank_figures"] = rank_heatmap_figures((analysis.get("ranks") or {}).get("grid") or {})
     return _fast_json(analysis)

@@ -56,15 +56,15 @@ def api() -> Response:
 
 
 def _steps(analysis: RunAnalysis) -> list[dict[str, int]]:
-    """Rank 0's step windows (step, start_ns, end_ns)."""
+    """Every rank's step windows (rank, step, start_ns, end_ns); the page aligns on one rank's."""
     steps = analysis.per_step
     if not {"step", "start_ns", "end_ns"} <= set(steps.columns):
         return []
-    if "rank" in steps.columns:
-        steps = steps[steps["rank"] == 0]
+    if "rank" not in steps.columns:
+        steps = steps.assign(rank=0)
     return [
-        {"step": int(r["step"]), "start_ns": int(r["start_ns"]), "end_ns": int(r["end_ns"])}
-        for r in frame_records(steps[["step", "start_ns", "end_ns"]])
+        {"rank": int(r["rank"]), "step": int(r["step"]), "start_ns": int(r["start_ns"]), "end_ns": int(r["end_ns"])}
+        for r in frame_records(steps[["rank", "step", "start_ns", "end_ns"]])
     ]
 
 
@@ -95,6 +95,7 @@ def page() -> str:
             "api": url_for("api.get_run", run_id=info_b.id),
         },
         "ops": result["ops"][:300],
+        "ranks": result["ranks"],
         "metrics_catalog": catalog.to_json(),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
         "step_figure": compare_steps_figure(
@@ -108,5 +109,6 @@ def page() -> str:
         page=page_data,
         headline=[rows[k] for k in keys if k in headline],
         findings=result["findings"],
+        notes=result["notes"],
         all_rows=[rows[k] for k in keys if k not in headline],
     )

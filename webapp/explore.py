@@ -4,6 +4,7 @@ run start (``origin_ns``), as in /timeline.
 GET /api/runs/<id>/links?id=N                     launch <-> GPU work and sync wait -> awaited GPU work
 GET /api/runs/<id>/queue?start_ns&end_ns&width_px[&rank]   queue depth and host lead per GPU stream
 GET /api/runs/<id>/range?start_ns&end_ns[&rank]   what happened in a range (webapp.analysis.rangestats)
+GET /api/runs/<id>/ranks?start_ns&end_ns&width_px[&ranks]  summary lanes: busy, comm, idle per rank and bin
 GET /api/runs/<id>/search?q[&regex=1][&rank][&start_ns&end_ns][&after=S:ROW|&before=S:ROW][&limit]
                                                   intervals by name in time order, one page at a time
 """
@@ -21,6 +22,7 @@ from flask import Blueprint, Response, abort, request
 from webapp.analysis.handoff import Handoff
 from webapp.analysis.lod import KIND_NAMES, RunIndex
 from webapp.analysis.rangestats import range_stats
+from webapp.analysis.rankview import rank_summary
 from webapp.analysis.search import BadPattern, search
 from webapp.store import RunNotFound, Store, get_store
 from webapp.timeline import MAX_WIDTH_PX
@@ -76,6 +78,19 @@ def _window(index: RunIndex) -> tuple[int, int, list[int]]:
     rank = _int("rank") if request.args.get("rank", "") != "" else None
     lanes = [i for i, ln in enumerate(index.lanes) if rank is None or ln.rank == rank]
     return index.origin_ns + start, index.origin_ns + end, lanes
+
+
+def ranks_arg() -> frozenset[int] | None:
+    """The ``ranks`` parameter: comma-separated ranks, ``none`` for no rank; None when absent (all)."""
+    raw = request.args.get("ranks", "").strip()
+    if raw == "":
+        return None
+    if raw == "none":
+        return frozenset()
+    try:
+        return frozenset(int(x) for x in raw.split(",") if x.strip())
+    except ValueError:
+        abort(400, f"parameter ranks must be comma-separated rank numbers or 'none', not {raw[:40]!r}")
 
 
 def _json(payload: Any, t0: float) -> Response:
@@ -194,3 +209,14 @@ def search_names(run_id: str) -> Response:
     for m in matches:
         m["cursor"] = f"{m['s']}:{m['row']}"
     return _json({"total": page.total, "names": page.names, "matches": matches}, t0)
+
+
+@bp.get("/ranks")
+def rank_lanes(run_id: str) -> Response:
+    """One summary lane per rank of ``ranks`` (all by default): webapp.analysis.rankview.rank_summary."""
+    t0 = time.perf_counter()
+    index = _index(run_id)
+    a, b, _ = _window(index)
+    width = _int("width_px", 1200, 1, MAX_WIDTH_PX)
+    shown = ranks_arg()
+    return _json(rank_summary(index, a, b, width, None if shown is None else sorted(shown)), t0)

@@ -166,3 +166,35 @@ def _layout(title: str, xlabel: str, ylabel: str, legend: bool) -> dict[str, Any
         "font": {"family": "system-ui, sans-serif", "size": 11},
         "legend": {"orientation": "h", "y": 1.15, "x": 1, "xanchor": "right"},
     }
+
+
+RANK_HEATMAPS = {"step_time_ns": "Step time", "wait_ns": "Wait in collectives"}
+"""The grid matrices drawn as rank x step heatmaps, with their titles."""
+
+
+def rank_heatmap_figures(grid: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """One heatmap per RANK_HEATMAPS key of a rank x step grid (webapp.analysis.rankview.step_grid): x = step,
+    y = rank, colour = ms; empty cells are gaps. Empty dict without a grid."""
+    if not grid or not grid.get("ranks"):
+        return {}
+    out = {}
+    for key, title in RANK_HEATMAPS.items():
+        z = [[None if v is None else v / 1e6 for v in row] for row in grid[key]]
+        trace = {
+            "type": "heatmap",
+            "x": list(grid["steps"]),
+            "y": list(grid["ranks"]),
+            "z": z,
+            "colorscale": "YlOrRd",
+            "reversescale": True,
+            "colorbar": {"title": {"text": "ms"}, "thickness": 10},
+            "hovertemplate": "rank %{y} · step %{x}: %{z:.3f} ms<extra></extra>",
+            "xgap": 1,
+            "ygap": 1,
+        }
+        layout = _layout(f"{title} per rank and step (click a cell to see it)", "step", "rank", False)
+        layout["yaxis"] = {"title": {"text": "rank"}, "autorange": "reversed"}
+        if len(grid["ranks"]) <= 16:
+            layout["yaxis"]["dtick"] = 1
+        out[key] = {"data": [trace], "layout": layout}
+    return out

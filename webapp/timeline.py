@@ -36,11 +36,17 @@ def view_payload(
     width_px: int,
     *,
     rank: int | None = None,
+    ranks: frozenset[int] | None = None,
     max_per_lane: int = MAX_BOXES_PER_LANE,
     max_per_view: int = MAX_BOXES_PER_VIEW,
 ) -> dict[str, Any]:
-    """Everything the timeline draws for [t0, t1) (absolute ns) at ``width_px`` pixels."""
-    lanes = [i for i, ln in enumerate(index.lanes) if rank is None or ln.rank == rank]
+    """Everything the timeline draws for [t0, t1) (absolute ns) at ``width_px`` pixels: the lanes of ``rank``
+    (all by default) that belong to ``ranks`` (all by default; the ranks the page shows expanded)."""
+    lanes = [
+        i
+        for i, ln in enumerate(index.lanes)
+        if (rank is None or ln.rank == rank) and (ranks is None or ln.rank in ranks)
+    ]
     lods = index.view(t0, t1, width_px, lanes, max_per_lane, max_per_view)
     cols, origin = index.columns, index.origin_ns
     all_rows = np.concatenate([x.rows for x in lods]) if lods else np.zeros(0, np.int64)
@@ -92,7 +98,7 @@ def view_payload(
         "sources": sources,
         "lanes": out_lanes,
         "steps": _steps(index, t0, t1, rank),
-        "exposed": _exposed(index, t0, t1, width_px, rank),
+        "exposed": _exposed(index, t0, t1, width_px, rank, ranks),
     }
 
 
@@ -108,10 +114,12 @@ def _steps(index: RunIndex, t0: int, t1: int, rank: int | None) -> list[dict[str
     ]
 
 
-def _exposed(index: RunIndex, t0: int, t1: int, width_px: int, rank: int | None) -> list[dict[str, Any]]:
+def _exposed(
+    index: RunIndex, t0: int, t1: int, width_px: int, rank: int | None, ranks: frozenset[int] | None
+) -> list[dict[str, Any]]:
     out = []
     for r in index.exposed:
-        if rank is not None and r != rank:
+        if (rank is not None and r != rank) or (ranks is not None and r not in ranks):
             continue
         s, e = index.exposed_view(r, t0, t1, width_px)
         out.append({"rank": r, "s": (s - index.origin_ns).tolist(), "d": (e - s).tolist()})

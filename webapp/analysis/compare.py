@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -93,6 +93,56 @@ def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
     }
 
 
+RANK_COLUMNS = ("step_time_ns", "wait_ns", "comm_ns", "compute_ns", "data_ns")
+"""Per-rank means (ns per step, from the ranks section of each analysis) compared by :func:`ranks_table`."""
+
+
+def ranks_table(a: RunAnalysis, b: RunAnalysis) -> pd.DataFrame:
+    """Per rank of two runs of several ranks (empty when neither has any): ``rank``, then for each of
+    RANK_COLUMNS ``a_<col>``, ``b_<col>`` and ``delta_<col>`` (b - a; NaN where a run lacks the rank), and
+    ``a_last``/``b_last``: how many collectives the rank entered last. Ranks are matched by number."""
+    sides = []
+    for name, analysis in (("a", a), ("b", b)):
+        section = analysis.ranks or {}
+        per = pd.DataFrame(section.get("per_rank") or [], columns=["rank", *RANK_COLUMNS])
+        per = per[["rank", *RANK_COLUMNS]].rename(columns={c: f"{name}_{c}" for c in RANK_COLUMNS})
+        last = {int(k): int(v) for k, v in (section.get("last_counts") or {}).items()}
+        per[f"{name}_last"] = per["rank"].map(last).fillna(0).astype(np.int64)
+        sides.append(per)
+    if not len(sides[0]) and not len(sides[1]):
+        return pd.DataFrame()
+    out = sides[0].merge(sides[1], on="rank", how="outer").sort_values("rank").reset_index(drop=True)
+    out["rank"] = out["rank"].astype(np.int64)
+    for c in RANK_COLUMNS:
+        out[f"delta_{c}"] = out[f"b_{c}"] - out[f"a_{c}"]
+    cols = ["rank", *(f"{s}_{c}" for c in RANK_COLUMNS for s in ("a", "b", "delta")), "a_last", "b_last"]
+    return out[cols]
+
+
+def rank_notes(a: RunAnalysis, b: RunAnalysis) -> tuple[str, ...]:
+    """What a reader of a comparison of runs of several ranks should know: how steps are aligned, rank
+    counts that differ, and the straggler of each run."""
+    na, nb = int(a.metrics.get("ranks", 1) or 1), int(b.metrics.get("ranks", 1) or 1)
+    if na <= 1 and nb <= 1:
+        return ()
+    notes = [
+        "Several ranks: each run's ranks share its aligned clock; steps are lined up on one rank's step "
+        "(rank 0 unless picked), the other ranks follow on that clock."
+    ]
+    if na != nb:
+        notes.append(f"A has {na} rank{'s' if na != 1 else ''} and B {nb}: ranks are compared by number.")
+    sa, sb = (a.ranks or {}).get("straggler"), (b.ranks or {}).get("straggler")
+    if sa or sb:
+        say = [
+            f"{n}: rank {s['rank']} ({s['cause']}, {s['wait_per_step_ns'] / 1e6:.2f} ms per step)"
+            if s
+            else f"{n}: none"
+            for n, s in (("A", sa), ("B", sb))
+        ]
+        notes.append("Straggler " + ", ".join(say) + ".")
+    return tuple(notes)
+
+
 def _step_intervals(trace: Trace, per_step: pd.DataFrame, step: int, rank: int) -> pd.DataFrame:
     row = per_step[(per_step["rank"] == rank) & (per_step["step"] == step)]
     if row.empty:
@@ -110,8 +160,9 @@ def _step_intervals(trace: Trace, per_step: pd.DataFrame, step: int, rank: int) 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Run A against run B. ``metrics``, ``ops`` and ``findings`` as documented in their builders
-    (:func:`metrics_table`, :func:`ops_table`, :func:`findings_diff`)."""
+    """Run A against run B. ``metrics``, ``ops``, ``findings``, ``ranks`` and ``notes`` as documented in their
+    builders (:func:`metrics_table`, :func:`ops_table`, :func:`findings_diff`, :func:`ranks_table`,
+    :func:`rank_notes`)."""
 
     a: Trace | None  # None when built from stored analyses only (no step_aligned then)
     b: Trace | None
@@ -120,6 +171,8 @@ class Comparison:
     metrics: pd.DataFrame
     ops: pd.DataFrame
     findings: dict[str, list[str]]
+    ranks: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranks_table(); empty for one-rank runs
+    notes: tuple[str, ...] = ()  # rank_notes()
 
     @property
     def step_time_change(self) -> float:
@@ -146,6 +199,8 @@ class Comparison:
             "ops": frame_records(self.ops),
             "findings": {k: list(v) for k, v in self.findings.items()},
             "step_time_change": _plain(self.step_time_change),
+            "ranks": frame_records(self.ranks),
+            "notes": list(self.notes),
             "a": {
                 "summary": self.analysis_a.summary(),
                 "what_if": _plain(dict(self.analysis_a.what_if)),
@@ -178,4 +233,6 @@ def compare_analyses(ra: RunAnalysis, rb: RunAnalysis, a: Trace | None = None, b
         metrics_table(ra.metrics, rb.metrics),
         ops,
         findings_diff(ra, rb),
+        ranks_table(ra, rb),
+        rank_notes(ra, rb),
     )

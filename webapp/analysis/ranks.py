@@ -26,6 +26,7 @@ from collector.model import IntervalKind
 from webapp.analysis import intervals as iv
 from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.findings import severity
+from webapp.analysis.rankview import step_grid
 from webapp.analysis.records import Evidence, Finding, frame_records
 
 STRAGGLER_LAST_FRAC = 0.5
@@ -172,6 +173,7 @@ def analyze_ranks(rd: RunData) -> tuple[Finding | None, dict[str, Any], tuple[st
         "per_rank": frame_records(per_rank),
         "last_counts": {str(k): int(v) for k, v in zip(last.index.tolist(), last.tolist(), strict=True)},
         "alignment": _alignment(rd),
+        "grid": step_grid(steps, rd.win_start_ns, rd.win_end_ns),
     }
     found = straggler >= 0 and share >= STRAGGLER_LAST_FRAC and median_step > 0
     found = found and wait >= STRAGGLER_MIN_FRAC * median_step

@@ -1,9 +1,11 @@
 // Run page: the timeline, findings that zoom it, the what-if box, and the tables fetched after first paint.
 import { SS } from "./common.js";
+import { loadPlotly, rankGrid } from "./rank_grid.js";
 import { fillTable, metricsCatalog } from "./tables.js";
 import { Timeline, tlLegend } from "./timeline.js";
 import { attachHandoff } from "./tl_handoff.js";
 import { attachDetails, attachHelp, attachRangeStats } from "./tl_panels.js";
+import { attachRanks } from "./tl_ranks.js";
 import { attachSearch } from "./tl_search.js";
 import { SVG_MAX_BOXES, attachShare, boxesInView, readViewHash, savePng, saveSvg } from "./tl_share.js";
 
@@ -20,6 +22,10 @@ const laneH = Number(localStorage.getItem("streamscope.laneH")) || 34;
 const tl = new Timeline(root, { api: P.api, lanes: lanes, span: span, steps: stepMarks.length ? stepMarks : null,
   phases: phases, queue: true, laneH: laneH, rank: rank });
 window.ssTimeline = tl;  // test and benchmark hook
+// ranks fold to one summary lane each above COLLAPSE_ABOVE ranks; ?ranks=collapsed|expanded overrides
+const COLLAPSE_ABOVE = 8;
+const foldArg = new URLSearchParams(location.search).get("ranks");
+attachRanks(tl, foldArg === "collapsed" ? 0 : foldArg === "expanded" ? Infinity : COLLAPSE_ABOVE);
 tlLegend(document.getElementById("tl-legend"));
 for (const [color, text] of [["#4c78a8", "queued ops (queue track)"], ["#e45756", "host lead (queue track)"]]) {
   const item = SS.el("span"), sw = SS.el("i");
@@ -43,6 +49,12 @@ if (ranks.length > 1) {
   for (const r of ranks) pick.append(SS.el("option", { value: String(r) }, "rank " + r));
   pick.value = rank === undefined ? "" : String(rank);
   document.getElementById("tl-rank-pick").hidden = false;
+  const fold = document.getElementById("tl-fold");
+  const label = () => { fold.textContent = tl.collapsed.size ? "Expand ranks" : "Collapse ranks"; };
+  fold.hidden = false;
+  label();
+  fold.onclick = () => tl.setCollapsed(tl.collapsed.size ? [] : ranks);
+  root.addEventListener("tl-ranks", label);
   pick.addEventListener("change", () => {
     const r = pick.value === "" ? undefined : Number(pick.value);
     tl.setLanes(r === undefined ? P.lanes : P.lanes.filter((l) => l.rank === r), r);
@@ -84,6 +96,13 @@ const stepInput = document.getElementById("tl-step");
 if (steps.length) { stepInput.min = steps[0].step; stepInput.max = steps[steps.length - 1].step; stepInput.value = steps[0].step; }
 document.getElementById("tl-go").onclick = () => goStep(parseInt(stepInput.value, 10));
 stepInput.addEventListener("keydown", (e) => { if (e.key === "Enter") goStep(parseInt(stepInput.value, 10)); });
+
+// a rank's step (run-relative ns): the lanes of every rank if the picker shows another one, that rank expanded
+const showRankStep = (r, s, e) => {
+  const pick = document.getElementById("tl-rank");
+  if (tl.opts.rank !== undefined && tl.opts.rank !== r) { pick.value = ""; pick.dispatchEvent(new Event("change")); }
+  tl.goRankStep(r, s, e);
+};
 
 // findings: click zooms the timeline to the first evidence and outlines it
 const list = document.getElementById("findings");
@@ -148,5 +167,13 @@ document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("cli
 root.addEventListener("tl-firstpaint", async () => {
   try { full = await SS.json(P.analysis_url); } catch (e) { return; }
   build(active);
-  if (full.step_figure) SS.stepChart(P.plotly, full.step_figure);
+  const figs = full.rank_figures || {}, grid = (full.ranks || {}).grid;
+  if (!full.step_figure && !figs.step_time_ns) return;
+  const Plotly = await loadPlotly(P.plotly);
+  if (full.step_figure) Plotly.newPlot("step-chart", full.step_figure.data, full.step_figure.layout, { displaylogo: false, responsive: true });
+  if (figs.step_time_ns && grid) {
+    document.getElementById("rank-grid").hidden = false;
+    rankGrid(Plotly, document.getElementById("rank-heatmap"), document.getElementById("rank-grid-metric"), figs, grid,
+      (r, step, s, e) => showRankStep(r, s - run.start_ns, e - run.start_ns));
+  }
 }, { once: true });

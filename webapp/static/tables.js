@@ -16,8 +16,13 @@ const COL_LABELS = {
   rank: "Rank", step: "Step", kind: "Kind", name: "Name", count: "Count", total_ns: "Total", mean_ns: "Mean",
   max_ns: "Max", bytes: "Bytes", gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count",
   a_total_ns: "A total", b_total_ns: "B total", delta_ns: "B − A", a_step_ns: "A per step", b_step_ns: "B per step",
-  delta_step_ns: "B − A per step", cause: "Cause", source: "Source",
+  delta_step_ns: "B − A per step", cause: "Cause", source: "Source", a_last: "A last", b_last: "B last",
 };
+// the compare page's per-rank columns: a_<col>, b_<col>, delta_<col> -> "A step", "B step", "B − A step"
+for (const [col, label] of [["step_time_ns", "step"], ["wait_ns", "wait"], ["comm_ns", "comm"],
+  ["compute_ns", "compute"], ["data_ns", "data"]]) {
+  COL_LABELS["a_" + col] = "A " + label; COL_LABELS["b_" + col] = "B " + label; COL_LABELS["delta_" + col] = "B − A " + label;
+}
 // the page's metrics_catalog (window.STREAMSCOPE.metrics_catalog); [] when the page has none
 export function metricsCatalog() {
   const cat = (window.STREAMSCOPE || {}).metrics_catalog;

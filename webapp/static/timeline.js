@@ -70,12 +70,18 @@ export class Timeline {
     const sorted = lanes.slice().sort((a, b) => (a.rank - b.rank) ||
       (TL_ROLE_ORDER.indexOf(a.kind) - TL_ROLE_ORDER.indexOf(b.kind)) || (a.ident - b.ident));
     const multiRank = new Set(sorted.map((l) => l.rank)).size > 1;
+    const folded = multiRank ? this.collapsed : null;  // ranks shown as one summary lane (tl_ranks.js)
     let y = 40;
     const rows = [];
     let lastRank = null;
     for (const l of sorted) {
-      if (multiRank && l.rank !== lastRank) { rows.push({ header: true, rank: l.rank, y: y }); y += 18; }
+      if (multiRank && l.rank !== lastRank) {
+        if (folded && folded.has(l.rank)) {
+          rows.push({ extra: "ranksum", rank: l.rank, label: "", y: y, h: 24 }); y += 26;
+        } else { rows.push({ header: true, rank: l.rank, y: y }); y += 18; }
+      }
       lastRank = l.rank;
+      if (folded && folded.has(l.rank)) continue;
       rows.push(Object.assign({}, l, { y: y, h: this.opts.laneH }));
       y += this.opts.laneH + 2;
       if (this.opts.queue && l.kind !== "cpu_thread") {  // the stream's queue, right under it
@@ -139,7 +145,14 @@ export class Timeline {
     const a = Math.max(0, Math.floor(this.view[0] + this.offset));
     const b = Math.max(a + 1, Math.ceil(this.view[1] + this.offset));
     return this.opts.api + "/timeline?start_ns=" + a + "&end_ns=" + b + "&width_px=" + Math.round(this.plotW) +
-      (this.opts.rank !== undefined ? "&rank=" + this.opts.rank : "");
+      (this.opts.rank !== undefined ? "&rank=" + this.opts.rank : "") + this.ranksParam();
+  }
+
+  // "&ranks=..." naming the expanded ranks when some are collapsed to a summary lane, else ""
+  ranksParam() {
+    if (!this.collapsed || !this.collapsed.size || this.opts.rank !== undefined) return "";
+    const open = [...new Set(this.opts.lanes.map((l) => l.rank))].filter((r) => !this.collapsed.has(r));
+    return "&ranks=" + (open.length ? open.join(",") : "none");
   }
 
   accept(data, seq, t0) {
@@ -280,7 +293,7 @@ export class Timeline {
     const ctx = this.ctx;
     ctx.fillStyle = "rgba(228, 87, 86, 0.16)";
     for (const ex of this.data.exposed) {
-      const rows = this.lanes.filter((r) => !r.header && r.rank === ex.rank && r.kind !== "cpu_thread");
+      const rows = this.lanes.filter((r) => !r.header && r.extra !== "ranksum" && r.rank === ex.rank && r.kind !== "cpu_thread");
       if (!rows.length) continue;
       const y0 = Math.min(...rows.map((r) => r.y)), y1 = Math.max(...rows.map((r) => r.y + r.h));
       for (let i = 0; i < ex.s.length; i++) {
@@ -418,7 +431,14 @@ export class Timeline {
     ctx.fillStyle = "#fff"; ctx.fillRect(0, 22, G - 4, this.height);
     for (const row of this.lanes) {
       if (row.header) {
-        ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui"; ctx.fillText("rank " + row.rank, 8, row.y + 13);
+        ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui";
+        ctx.fillText((this.collapsed ? "▾ " : "") + "rank " + row.rank, 8, row.y + 13);
+        continue;
+      }
+      if (row.extra === "ranksum") {
+        ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui"; ctx.fillText("▸ rank " + row.rank, 8, row.y + 11);
+        ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
+        ctx.fillText(this.fit(row.label, G - 24), 18, row.y + 22);
         continue;
       }
       if (row.extra) {
