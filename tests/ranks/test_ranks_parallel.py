@@ -4,6 +4,7 @@ per-rank summaries find the planted straggler and clock offsets; rank files in a
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 
@@ -91,3 +92,9 @@ def test_bad_zips_and_options_exit_2(rank_files: list[str], tmp_path: Path, caps
     assert main(["analyze", *rank_files, "--workers", "0"]) == 2
     assert main(["analyze", rank_files[0], "--ray", "local"]) == 2
     assert "several rank files" in capsys.readouterr().err
+
+
+def test_ray_asked_for_without_ray_installed_exits_2(rank_files: list[str], monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert main(["analyze", *rank_files, "--ray", "auto"]) == 2
+    assert "pip install 'streamscope[ray]'" in capsys.readouterr().err
