@@ -13,6 +13,7 @@ installed; a local instance is given this checkout's path.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -121,14 +122,25 @@ def _on_ray(func: Callable[[str], T], paths: list[str], address: str) -> list[T]
         try:
             if address == "local":
                 env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))}
-                ray.init(include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+                ray.init(
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                    runtime_env={"env_vars": env},
+                )
             else:
-                ray.init(address=address, log_to_driver=False)
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RankWorkError(f"cannot reach Ray at {address!r}: {str(exc).splitlines()[0]}") from None
     try:
         task = ray.remote(func)
-        return list(ray.get([task.remote(p) for p in paths]))
+        try:
+            return list(ray.get([task.remote(p) for p in paths]))
+        except Exception as exc:  # a task's own error arrives wrapped in a RayTaskError
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, StreamscopeError):
+                raise cause from None
+            raise
     finally:
         if started:
             ray.shutdown()

@@ -98,3 +98,16 @@ def test_ray_asked_for_without_ray_installed_exits_2(rank_files: list[str], monk
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     assert main(["analyze", *rank_files, "--ray", "auto"]) == 2
     assert "pip install 'streamscope[ray]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", [["--workers", "2"], ["--ray", "local"]])
+def test_a_bad_rank_file_is_one_line_from_a_worker(rank_files: list[str], tmp_path: Path, capsys, where) -> None:
+    if "--ray" in where:
+        pytest.importorskip("ray")
+    bad = tmp_path / "run.rank9.json"
+    bad.write_text("{not json")
+    assert main(["analyze", *rank_files[:2], str(bad), *where]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("streamscope analyze: error: ") and "run.rank9.json" in last
+    assert "Traceback" not in err
