@@ -36,7 +36,7 @@ def test_joined_summaries_name_the_late_rank_and_undo_the_host_clocks(serial: di
     assert rows[2]["offset_ns"] == rows[3]["offset_ns"] != 0  # one clock per host
     assert all(r["residual_ns"] == 0 for r in rows.values())  # synthetic ends agree exactly
     assert rows[3]["wait_ns"] < rows[0]["wait_ns"]
-    assert rows[0]["wait_ns"] >= 8 * 4_000_000  # waited the planted delay in every step
+    assert rows[0]["wait_ns"] >= 8 * 3_500_000  # waited about the planted 4 ms in every step
     assert all(r["intervals"] > 1_000 for r in rows.values())
 
 
@@ -74,6 +74,7 @@ def test_merge_and_analyze_take_a_zip(rank_files: list[str], serial: dict, tmp_p
     assert main(["analyze", str(out), "--json"]) == 0
     merged = json.loads(capsys.readouterr().out)
     assert merged["ranks"]["last_counts"]["3"] == 8  # the merged run's analysis agrees on who is late
+    assert merged["ranks"]["straggler"]["rank"] == 3
     assert main(["analyze", str(archive), "--json", "--workers", "1"]) == 0
     assert json.loads(capsys.readouterr().out) == serial
 
