@@ -2,8 +2,8 @@
 
 Builds a data-parallel job (collector.synthetic.ranks: each rank a synthetic training loop of about
 ``--intervals`` intervals plus a NCCL comm lane with a barrier and one all_reduce per step; 8 ranks per
-host, each host's clock off by up to 0.5 ms; rank 37 late into every all_reduce by 15 ms) and writes
-one .json.gz per rank. Then
+host, each host's clock off by up to 0.5 ms; rank 37 late into every all_reduce by 30 ms, over a fifth
+of the ~107 ms step) and writes one .json.gz per rank. Then
 
 1. per-rank work (load, analyse, index: the web app's pipeline) for every rank in a process pool of
    ``--workers`` processes, and the cross-rank join of the per-rank summaries (webapp.rankwork);
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 VIEW_BUDGET_MS, VIEW_BUDGET_BYTES = 150.0, 1_000_000
-SLOW_RANK, DELAY_NS = 37, 15_000_000
+SLOW_RANK, DELAY_NS = 37, 30_000_000
 
 
 def _peak_mb(who: int) -> float:
