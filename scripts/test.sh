@@ -11,6 +11,9 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 python3 -c "import torch" 2>/dev/null || python3 -m pip install -q "torch==2.13.0"
 python3 -m pip install -q -e ".[test]"
+# Ray (the [ray] extra, ~70 MB from the index) only when asked: STREAMSCOPE_TEST_RAY=1 scripts/test.sh.
+# Without it the local-Ray test is skipped; the process-pool path is always tested.
+if [ "${STREAMSCOPE_TEST_RAY:-0}" = "1" ]; then python3 -m pip install -q -e ".[ray]"; fi
 ruff check .
 ruff format --check .
 mypy

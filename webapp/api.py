@@ -3,7 +3,7 @@
 GET    /api/runs                          the catalog, newest first
 POST   /api/runs?name=FILE.json.gz        upload one trace (raw body, or multipart field ``file``)
 GET    /api/ingest                        the memory budget and the uploads loading or queued
-POST   /api/runs/merge                    upload one file per rank (multipart fields ``file``): one run
+POST   /api/runs/merge                    upload one file per rank (multipart fields ``file``) or one .zip: one run
 GET    /api/runs/<id>                     one run: catalog row, metadata, lanes
 PATCH  /api/runs/<id>   {"name": ...}     rename
 DELETE /api/runs/<id>                     delete
@@ -25,7 +25,15 @@ from webapp.budget import get_budget
 from webapp.explore import ranks_arg
 from webapp.figures import rank_heatmap_figures, step_time_figure
 from webapp.gate import SPOOLED_BODY, SPOOLED_FORM
-from webapp.ingest import IngestError, TooLarge, base_name, ingest_ranks, ingest_upload, spool_stream
+from webapp.ingest import (
+    IngestError,
+    TooLarge,
+    base_name,
+    ingest_rank_zip,
+    ingest_ranks,
+    ingest_upload,
+    spool_stream,
+)
 from webapp.pipeline import overview_json
 from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound, get_store
@@ -104,14 +112,20 @@ def ingest_queue() -> Response:
 
 @bp.post("/runs/merge")
 def upload_ranks() -> tuple[Response, int]:
-    """Store the per-rank files of one job (multipart, one ``file`` field per rank) as one multi-rank run,
-    clocks aligned. 201 with the run; 400/413 with {"error"} and nothing stored."""
+    """Store the per-rank files of one job (multipart, one ``file`` field per rank, or one ``file`` that is a
+    .zip of them) as one multi-rank run, clocks aligned. 201 with the run; 400/413 with {"error"} and nothing
+    stored."""
     uploads = request.files.getlist("file") if request.mimetype == "multipart/form-data" else []
-    if len(uploads) < 2:
-        abort(400, "a multi-rank run needs the files of at least two ranks (multipart fields 'file')")
+    one_zip = len(uploads) == 1 and (uploads[0].filename or "").lower().endswith(".zip")
+    if len(uploads) < 2 and not one_zip:
+        abort(400, "a multi-rank run needs the files of at least two ranks or one .zip (multipart fields 'file')")
     limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
     try:
-        info = ingest_ranks(get_store(), [(f.stream, f.filename or "") for f in uploads], limit, get_budget())
+        if one_zip:
+            f = uploads[0]
+            info = ingest_rank_zip(get_store(), f.stream, f.filename or "", limit, get_budget())
+        else:
+            info = ingest_ranks(get_store(), [(f.stream, f.filename or "") for f in uploads], limit, get_budget())
     except TooLarge as exc:
         abort(413, str(exc))
     except IngestError as exc:

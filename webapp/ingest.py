@@ -254,6 +254,34 @@ def ingest_ranks(
             path.unlink(missing_ok=True)
 
 
+def ingest_rank_zip(
+    store: Store, stream: IO[bytes], filename: str, limit_bytes: int, budget: MemoryBudget | None = None
+) -> RunInfo:
+    """:func:`ingest_ranks` for one .zip upload whose .json/.json.gz members are the rank files (each member
+    held to ``limit_bytes`` inflated). Raises IngestError for a bad zip; stores nothing on failure."""
+    from collector.rankzip import RankZipError, open_zip, rank_members
+
+    part = store.uploads_dir / f"{secrets.token_hex(8)}.zip"
+    try:
+        try:
+            spool.copy_limited(stream, part, limit_bytes)
+        except spool.InflateLimit:
+            raise TooLarge(f"upload too large: the limit is {limit_bytes:,} bytes") from None
+        try:
+            with open_zip(part) as zf:
+                members = rank_members(zf, base_name(filename))
+                files = [(zf.open(m), m.filename) for m in members]
+                try:
+                    return ingest_ranks(store, files, limit_bytes, budget)
+                finally:
+                    for fh, _ in files:
+                        fh.close()
+        except RankZipError as exc:
+            raise IngestError(str(exc).replace(str(part.name), base_name(filename))) from None
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def _plain_copy(store: Store, part: Path, budget: MemoryBudget | None) -> tuple[Path, int, int]:
     """``part`` itself, or for a gzip its inflated copy beside it; with the plain size and event count."""
     if not spool.is_gzip(part):

@@ -1,11 +1,13 @@
 """Real torch.distributed jobs on CPUs: ranks launched by ``streamscope record --nproc 2`` (torchrun, gloo),
-recorded, merged and analysed. Kept small: 2 ranks, a few steps each."""
+recorded, merged and analysed. Kept small: 2 ranks (one job of 4), a few steps each."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from collector.load import load_trace
 from collector.merge import alignment_rows
 from webapp.analysis.run import analyze
+from webapp.cli import main
 
 pytest.importorskip("torch.distributed")
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,9 +24,9 @@ RESIDUAL_BOUND_NS = 10_000_000
 on a loaded 2-core machine (measured 1-3 ms), well under a step."""
 
 
-def _record(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _record(tmp_path: Path, *args: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    cmd = [sys.executable, "-m", "webapp.cli", "record", "--nproc", "2", *args]
+    cmd = [sys.executable, "-m", "webapp.cli", "record", "--nproc", str(nproc), *args]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240, check=False)
 
 
@@ -62,6 +65,25 @@ def test_ddp_demo_with_a_slow_rank_names_it_and_its_cause(tmp_path: Path, cause:
     assert fixed < ranks["what_if"]["step_time_now_ns"] - 25_000_000
     for row in alignment_rows(load_trace(str(tmp_path / "run.json.gz"))):
         assert row["offset_ns"] == 0 and row["residual_ns"] < RESIDUAL_BOUND_NS
+
+
+def test_four_ranks_zipped_are_analysed_per_rank_and_merged_alike(tmp_path: Path, capsys) -> None:
+    """4 gloo ranks, rank 3 late with data: its per-rank summaries (a process pool over the .zip) and the
+    merged run agree on who arrives last, and the merged run names the cause."""
+    args = ("demo:ddp", "--steps", "4", "--slow-rank", "3", "--delay-ms", "40", "--out", "run.json.gz")
+    done = _record(tmp_path, *args, nproc=4)
+    assert done.returncode == 0, done.stderr[-2000:]
+    archive = tmp_path / "ranks.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for rank in range(4):
+            zf.write(tmp_path / f"run.rank{rank}.json.gz", f"run.rank{rank}.json.gz")
+    assert main(["analyze", str(archive), "--json", "--workers", "2"]) == 0
+    joined = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in joined["ranks"]] == [0, 1, 2, 3]
+    assert joined["straggler"]["rank"] == 3 and joined["collective_count"] >= 5
+    found, ranks = _straggler(tmp_path / "run.json.gz")
+    assert ranks["straggler"]["rank"] == 3 and ranks["straggler"]["cause"] == "data loading"
+    assert len(found) == 1 and found[0].cost_per_step_ns > 25_000_000
 
 
 def test_ddp_demo_without_a_plant_has_no_data_straggler(tmp_path: Path) -> None:

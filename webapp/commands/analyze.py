@@ -2,6 +2,10 @@
 
 RUN is a Streamscope trace or a torch.profiler trace (.json or .json.gz). Prints a readable report, or
 with --json the whole analysis (metrics, per-rank and per-step tables, ops, syncs, findings, what-if).
+
+Several RUNs (or a .zip of them) are the ranks of one job: each rank is loaded, analysed and indexed in
+a process of its own (--workers N, or Ray tasks with --ray auto|ADDRESS|local), and only per-rank
+summaries are joined for the cross-rank part (clock alignment, who arrives last, waits).
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="trace file: .json or .json.gz (Streamscope or torch.profiler)")
+    from webapp.commands.rankfiles import add_parallel_arguments
+
+    parser.add_argument(
+        "run",
+        nargs="+",
+        metavar="RUN",
+        help="trace file: .json or .json.gz (Streamscope or torch.profiler); "
+        "several, or a .zip, for the ranks of one job",
+    )
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
     parser.add_argument(
         "--step-at",
@@ -27,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where steps start: FILE:LINE (host work from that source line) or a record_function/NVTX name; "
         "overrides the steps found in the trace",
     )
+    add_parallel_arguments(parser)
 
 
 def load(path: str, step_at: str | None = None, progress: Progress | None = None) -> Any:
@@ -71,8 +84,18 @@ def prepared(path: str, step_at: str | None, progress: Progress) -> PreparedRun:
 
 def run(args: argparse.Namespace) -> int:
     from webapp.analysis.report import analysis_text
+    from webapp.commands.rankfiles import check_workers
     from webapp.progress import Progress
 
+    check_workers(args)
+    runs = list(args.run)
+    if len(runs) > 1 or runs[0].lower().endswith(".zip"):
+        return _run_ranks(args, runs)
+    if args.ray:
+        from webapp.cli import CliError
+
+        raise CliError("--ray spreads the ranks of one job: give several rank files or a .zip")
+    args.run = runs[0]
     progress = Progress("analyze")
     trace = load(args.run, args.step_at, progress)
     result = analysed(trace, args.run, progress)
@@ -83,4 +106,35 @@ def run(args: argparse.Namespace) -> int:
     else:
         workload = trace.meta.workload or trace.meta.source
         print(analysis_text(result, title=f"{args.run} ({workload})" if workload else args.run))
+    return 0
+
+
+def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
+    import tempfile
+
+    from webapp.cli import CliError
+    from webapp.commands.rankfiles import rank_paths
+    from webapp.rankwork import join_summaries, run_per_rank, summarize_rank
+
+    if args.step_at:
+        raise CliError("--step-at takes one run; merge the ranks first to set where their steps start")
+    with tempfile.TemporaryDirectory(prefix="streamscope-ranks-") as scratch:
+        paths = rank_paths(runs, Path(scratch))
+        summaries = run_per_rank(summarize_rank, paths, workers=args.workers, ray=args.ray)
+    joined = join_summaries(summaries)
+    if args.json:
+        json.dump(joined, sys.stdout, allow_nan=False)
+        sys.stdout.write("\n")
+        return 0
+    n = joined["collective_count"]
+    print(f"{len(summaries)} ranks, {sum(s.intervals for s in summaries):,} intervals, {n} collectives matched")
+    for row in joined["ranks"]:
+        print(
+            f"  rank {row['rank']:>4} {row['host'] or '?':<12} step {row['step_time_median_ns'] / 1e6:8.2f} ms  "
+            f"clock {row['offset_ns'] / 1e3:+9.1f} us  last in {row['last_count']:>4}  "
+            f"waited {row['wait_ns'] / 1e6:9.2f} ms"
+        )
+    top = joined["straggler"]
+    if top:
+        print(f"rank {top['rank']} arrives last in {top['last_frac']:.0%} of the collectives")
     return 0

@@ -1,6 +1,10 @@
 """Merge the trace files of a job's ranks into one multi-rank run, clocks aligned on their collectives.
 
   streamscope merge run.rank0.json.gz run.rank1.json.gz --out run.json.gz
+  streamscope merge ranks.zip --out run.json.gz --workers 8
+
+Files may come in a .zip (its .json and .json.gz members are the ranks). Each rank's file is read in a
+process of its own (--workers, or Ray tasks with --ray), then the ranks are joined in this one.
 
 Each file holds one rank (Streamscope's own or torch.profiler's, whose distributedInfo names the rank).
 Ranks on different hosts are lined up on the ends of their collectives (docs/multi-rank.md); the offset
@@ -17,26 +21,33 @@ OUTPUT_SUFFIXES = (".json", ".json.gz")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("inputs", nargs="+", metavar="FILE", help="one trace per rank: .json or .json.gz")
+    from webapp.commands.rankfiles import add_parallel_arguments
+
+    parser.add_argument("inputs", nargs="+", metavar="FILE", help="one trace per rank (.json, .json.gz) or a .zip")
     parser.add_argument("--out", "-o", required=True, metavar="FILE", help="merged trace to write (.json or .json.gz)")
     parser.add_argument("--no-align", action="store_true", help="keep each rank's clock as recorded")
+    add_parallel_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from collector.merge import alignment_rows, merge_files
+    import tempfile
+
+    from collector.merge import alignment_rows, merge_traces
     from collector.traceformat.write import write_trace
     from webapp.cli import CliError
+    from webapp.commands.rankfiles import check_workers, rank_paths
+    from webapp.rankwork import load_rank, run_per_rank
 
-    paths = [Path(p) for p in args.inputs]
-    missing = [str(p) for p in paths if not p.is_file()]
-    if missing:
-        raise CliError(f"{missing[0]}: no such file")
+    check_workers(args)
     dst = Path(args.out)
     if not dst.name.endswith(OUTPUT_SUFFIXES):
         raise CliError(f"{dst}: output must end in .json or .json.gz")
-    if any(dst.exists() and dst.resolve() == p.resolve() for p in paths):
+    if any(dst.exists() and Path(p).is_file() and dst.resolve() == Path(p).resolve() for p in args.inputs):
         raise CliError(f"{dst}: output would overwrite an input")
-    trace = merge_files([str(p) for p in paths], align=not args.no_align)
+    with tempfile.TemporaryDirectory(prefix="streamscope-merge-") as scratch:
+        paths = rank_paths(list(args.inputs), Path(scratch))
+        traces = run_per_rank(load_rank, paths, workers=args.workers, ray=args.ray)
+        trace = merge_traces(traces, [Path(p).name for p in paths], align=not args.no_align)
     try:
         write_trace(trace, str(dst))
     except OSError as exc:

@@ -1,0 +1,187 @@
+"""Per-rank work in parallel, joined by small per-rank summaries: how a job of many ranks is analysed.
+
+A 1024-rank job's traces do not fit one process, so each rank's file is loaded, analysed and indexed on
+its own (:func:`summarize_rank`), in a process pool by default or as Ray tasks on a cluster the user
+already has (``ray="auto"``, an address, or ``"local"`` for a fresh local instance). Only a
+:class:`RankSummary` comes back: the rank's collectives (a few rows per step) and a few numbers.
+:func:`join_summaries` lines the ranks' clocks up on their collective ends (collector.align) and finds
+who arrives last and what the others wait, as webapp.analysis.ranks does on a merged run.
+
+With Ray, every node must reach the files at the same paths (shared storage) and have streamscope
+installed; a local instance is given this checkout's path.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+
+from collector.errors import StreamscopeError
+from collector.model import IntervalKind, Trace
+
+T = TypeVar("T")
+
+COLLECTIVE_COLUMNS = ("rank", "kind", "name", "start_ns", "end_ns")
+"""Columns of RankSummary.collectives: the rank's collective intervals on its own clock (ns)."""
+
+
+class RankWorkError(StreamscopeError):
+    """A rank file that cannot be summarised, or Ray asked for and missing (one line; exit 2, HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """What one rank's work sends back: ``collectives`` (COLLECTIVE_COLUMNS), ``intervals`` (count),
+    ``step_time_median_ns``, the rules of its single-rank ``findings``, ``index_bytes`` (its level-of-detail
+    index in memory) and ``seconds`` spent per stage (load, analyse, index; wall seconds)."""
+
+    name: str
+    rank: int
+    host: str
+    device: str
+    intervals: int
+    step_time_median_ns: int
+    findings: tuple[str, ...]
+    index_bytes: int
+    seconds: dict[str, float]
+    collectives: pd.DataFrame
+
+
+def load_rank(path: str) -> Trace:
+    """One rank's file (ours or torch.profiler's), its host-side collectives marked as collectives."""
+    from collector.importers.collectives import mark_host_collectives
+    from collector.load import load_trace
+
+    try:
+        return mark_host_collectives(load_trace(path))
+    except (OSError, ValueError) as exc:
+        raise RankWorkError(f"{Path(path).name}: {exc}") from None
+
+
+def summarize_rank(path: str) -> RankSummary:
+    """Load, analyse and index one rank's file (the web app's pipeline) and keep only its summary."""
+    from webapp.pipeline import prepare
+
+    t0 = time.perf_counter()
+    trace = load_rank(path)
+    t1 = time.perf_counter()
+    if len(trace.ranks) != 1:
+        raise RankWorkError(f"{Path(path).name}: holds ranks {trace.ranks}; give one rank per file")
+    run = prepare(trace)
+    t2 = time.perf_counter()
+    kind = trace.intervals["kind"].astype(str).to_numpy()
+    coll = trace.intervals.loc[kind == IntervalKind.COLLECTIVE.value, list(COLLECTIVE_COLUMNS)]
+    coll = coll.astype({"kind": str, "name": str}).reset_index(drop=True)
+    metrics = run.analysis.get("metrics") or {}
+    index_bytes = sum(int(getattr(v, "nbytes", 0)) for v in vars(run.index).values())
+    return RankSummary(
+        name=Path(path).name,
+        rank=int(trace.ranks[0]),
+        host=trace.meta.host,
+        device=trace.meta.device_name,
+        intervals=len(trace.intervals),
+        step_time_median_ns=int(metrics.get("step_time_median_ns") or 0),
+        findings=tuple(str(f.get("rule")) for f in run.analysis.get("findings") or []),
+        index_bytes=index_bytes,
+        seconds={"load": t1 - t0, "analyse_index": t2 - t1},
+        collectives=coll,
+    )
+
+
+def run_per_rank(
+    func: Callable[[str], T], paths: Sequence[str], *, workers: int | None = None, ray: str | None = None
+) -> list[T]:
+    """``func(path)`` for every path, in order: serially for ``workers=1``, in a process pool of ``workers``
+    (default: the CPU count) or as Ray tasks when ``ray`` is given ("auto", an address, or "local")."""
+    if ray:
+        return _on_ray(func, list(paths), ray)
+    n = min(len(paths), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [func(p) for p in paths]
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(func, paths))
+
+
+def _on_ray(func: Callable[[str], T], paths: list[str], address: str) -> list[T]:
+    try:
+        import ray
+    except ImportError:
+        raise RankWorkError("--ray needs Ray: pip install 'streamscope[ray]'") from None
+    root = str(Path(__file__).resolve().parents[1])
+    started = not ray.is_initialized()
+    if started:
+        try:
+            if address == "local":
+                env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH", "")]))}
+                ray.init(
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                    runtime_env={"env_vars": env},
+                )
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise RankWorkError(f"cannot reach Ray at {address!r}: {str(exc).splitlines()[0]}") from None
+    try:
+        task = ray.remote(func)
+        try:
+            return list(ray.get([task.remote(p) for p in paths]))
+        except Exception as exc:  # a task's own error arrives wrapped in a RayTaskError
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, StreamscopeError):
+                raise cause from None
+            raise
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def join_summaries(summaries: Sequence[RankSummary]) -> dict[str, Any]:
+    """The cross-rank analysis from per-rank summaries: ``collective_count``, ``straggler`` (the rank last in
+    most collectives, or None) with ``last_frac``, and ``ranks``: one record per rank with ``rank``, ``host``,
+    ``intervals``, ``step_time_median_ns``, ``offset_ns``/``residual_ns`` (clock alignment), ``last_count``
+    (collectives it arrived last in) and ``wait_ns`` (its total wait inside collectives, ns)."""
+    from collector.align import clock_offsets, matched_collectives
+
+    if len(summaries) < 2:
+        raise RankWorkError("a cross-rank analysis needs the files of at least two ranks")
+    ranks = [s.rank for s in summaries]
+    if len(set(ranks)) != len(ranks):
+        raise RankWorkError(f"rank {pd.Series(ranks)[pd.Series(ranks).duplicated()].iloc[0]} is given twice")
+    whole = pd.concat([s.collectives for s in summaries], ignore_index=True)
+    m = matched_collectives(whole)
+    offsets = clock_offsets(m, sorted(ranks), {s.rank: s.host for s in summaries}).set_index("rank")
+    m["start_ns"] = m["start_ns"].to_numpy(np.int64) + offsets["offset_ns"].reindex(m["rank"]).to_numpy(np.int64)
+    latest = m.groupby("seq")["start_ns"].transform("max").to_numpy(np.int64)
+    m["wait_ns"] = latest - m["start_ns"].to_numpy(np.int64)
+    last = m.loc[m.groupby("seq")["start_ns"].idxmax().to_numpy(), "rank"].value_counts() if len(m) else None
+    n = int(m["seq"].nunique()) if len(m) else 0
+    wait = m.groupby("rank")["wait_ns"].sum()
+    rows = [
+        {
+            "rank": s.rank,
+            "host": s.host,
+            "intervals": s.intervals,
+            "step_time_median_ns": s.step_time_median_ns,
+            "offset_ns": int(offsets.at[s.rank, "offset_ns"]),
+            "residual_ns": int(offsets.at[s.rank, "residual_ns"]),
+            "last_count": int(last.get(s.rank, 0)) if last is not None else 0,
+            "wait_ns": int(wait.get(s.rank, 0)),
+        }
+        for s in sorted(summaries, key=lambda s: s.rank)
+    ]
+    straggler = None
+    if last is not None and len(last):
+        top = int(last.idxmax())
+        straggler = {"rank": top, "last_frac": float(last.max() / n)}
+    return {"collective_count": n, "straggler": straggler, "ranks": rows}
