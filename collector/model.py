@@ -218,6 +218,20 @@ def empty_markers() -> pd.DataFrame:
     return conform_markers(pd.DataFrame({c: [] for c in MARKER_COLUMNS}))
 
 
+def step_at(markers: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """Step number (int32) whose step marker's [start_ns, end_ns) holds each time in ``t`` (ns), else NO_STEP.
+
+    ``markers`` has MARKER_COLUMNS; marks (instants) are ignored.
+    """
+    steps = markers[markers["kind"] == MarkerKind.STEP.value].sort_values("start_ns")
+    if steps.empty:
+        return np.full(len(t), NO_STEP, dtype=np.int32)
+    starts, ends = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
+    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)
+
+
 def _conform(frame: pd.DataFrame, columns: Mapping[str, tuple[Any, str]]) -> pd.DataFrame:
     out = {}
     for name, (dtype, _) in columns.items():

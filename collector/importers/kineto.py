@@ -59,12 +59,12 @@ from collector.model import (
     INTERVAL_KIND_DTYPE,
     MEMORY_KIND_DTYPE,
     NO_LAUNCH,
-    NO_STEP,
     MarkerKind,
     Trace,
     conform_intervals,
     conform_markers,
     empty_markers,
+    step_at,
 )
 from collector.traceformat.events import EventTable
 from collector.traceformat.spec import TraceFileError
@@ -154,17 +154,6 @@ def _step_ranges(ev: pd.DataFrame, rows: np.ndarray, numbers: np.ndarray, rank: 
         }
     )
     return conform_markers(steps.sort_values("start_ns").drop_duplicates("step"))
-
-
-def _step_at(steps: pd.DataFrame, t: np.ndarray) -> np.ndarray:
-    """Step number whose [start, end) holds each time, or NO_STEP."""
-    if steps.empty:
-        return np.full(len(t), NO_STEP, dtype=np.int32)
-    s = steps.sort_values("start_ns")
-    starts, ends = s["start_ns"].to_numpy(), s["end_ns"].to_numpy()
-    i = np.searchsorted(starts, t, side="right") - 1
-    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
-    return np.where(ok, s["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)
 
 
 def _sparse_strings(n: int, positions: np.ndarray, values: np.ndarray) -> pd.Categorical:
@@ -322,7 +311,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     launch_at = np.full(nr, -1, dtype=np.int64)
     launch_at[nh : nh + len(gpu_ev)] = launch_pos_g
     linked = launch_at >= 0
-    step = _step_at(steps, ts[rows])
+    step = step_at(steps, ts[rows])
     step[linked] = step[launch_at[linked]]  # GPU work belongs to the step that launched it
     order = np.lexsort((-end[rows], ts[rows], lane_idx))
     new_id = np.empty(nr, dtype=np.int64)

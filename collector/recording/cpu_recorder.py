@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import NO_STEP, MarkerKind, RunMeta, Trace, conform_intervals, conform_markers
+from collector.model import NO_STEP, MarkerKind, RunMeta, Trace, conform_intervals, conform_markers, step_at
 from collector.traceformat.events import EVENT_COLUMNS, EventTable
 
 CPU_NOTE = "host ops, ranges and collectives from torch.profiler's CPU activity; no CUDA device"
@@ -225,7 +225,7 @@ class CpuRecorder:
                 columns=["rank", "kind", "name", "start_ns", "end_ns", "step"],
             )
         )
-        frame["step"] = _step_of(markers, frame["start_ns"].to_numpy(np.int64))
+        frame["step"] = step_at(markers, frame["start_ns"].to_numpy(np.int64))
         meta = RunMeta.new(
             workload=self.workload,
             source=self.source,
@@ -243,14 +243,3 @@ class CpuRecorder:
 
 def _dist(info: dict[str, Any]) -> dict[str, Any]:
     return {"backend": info["backend"]} if "backend" in info else {}
-
-
-def _step_of(markers: pd.DataFrame, t: np.ndarray) -> np.ndarray:
-    """Step whose marker [start, end) holds each time, else NO_STEP."""
-    steps = markers[markers["kind"] == MarkerKind.STEP.value].sort_values("start_ns")
-    if steps.empty:
-        return np.full(len(t), NO_STEP, dtype=np.int32)
-    starts, ends = steps["start_ns"].to_numpy(np.int64), steps["end_ns"].to_numpy(np.int64)
-    i = np.searchsorted(starts, t, side="right") - 1
-    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
-    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)

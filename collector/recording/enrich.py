@@ -37,6 +37,7 @@ from collector.model import (
     conform_intervals,
     conform_markers,
     empty_markers,
+    step_at,
 )
 
 _GPU_WORK = [KIND_CODE[k] for k in ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")]
@@ -267,22 +268,11 @@ def _markers(trace: Trace, rows: Sequence[tuple[str, str, int, int, int]]) -> pd
 
 def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
     """Each row's step: by its start time, and GPU work the step of the launch that queued it."""
-    step = _step_at(markers, frame["start_ns"].to_numpy(np.int64))
+    step = step_at(markers, frame["start_ns"].to_numpy(np.int64))
     launch = _positions(frame["id"].to_numpy(np.int64), frame["launch_id"].to_numpy(np.int64))
     linked = launch >= 0
     step[linked] = step[launch[linked]]
     return step
-
-
-def _step_at(markers: pd.DataFrame, t: np.ndarray) -> np.ndarray:
-    """Step number whose [start, end) holds each time, or NO_STEP."""
-    steps = markers[markers["kind"] == MarkerKind.STEP.value].sort_values("start_ns")
-    if steps.empty:
-        return np.full(len(t), NO_STEP, dtype=np.int32)
-    starts, ends = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
-    i = np.searchsorted(starts, t, side="right") - 1
-    ok = (i >= 0) & (t < ends[np.maximum(i, 0)])
-    return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)
 
 
 def _with_annotations(
