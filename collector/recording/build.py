@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collector.importers.kineto_lanes import lookup_first
 from collector.model import (
     COPY_KINDS,
     Lane,
@@ -48,14 +49,8 @@ def launch_end_ns(host_cols: Sequence[Any], launch_ids: Sequence[int]) -> np.nda
     """
     wanted = np.asarray(launch_ids, dtype=np.int64)
     out = np.full(len(wanted), np.iinfo(np.int64).min, dtype=np.int64)
-    if len(host_cols[11]) == 0 or len(wanted) == 0:
-        return out
-    ids = np.asarray(host_cols[11], dtype=np.int64)
-    t1 = np.asarray(host_cols[4], dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    i = np.minimum(np.searchsorted(ids[order], wanted), len(ids) - 1)
-    ok = ids[order][i] == wanted
-    out[ok] = t1[order][i[ok]]
+    pos = lookup_first(np.asarray(host_cols[11], dtype=np.int64), wanted)
+    out[pos >= 0] = np.asarray(host_cols[4], dtype=np.int64)[pos[pos >= 0]]
     return out
 
 

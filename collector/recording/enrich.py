@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from collector.importers.kineto_lanes import KIND_CODE
+from collector.importers.kineto_lanes import KIND_CODE, lookup_first
 from collector.importers.kineto_sync import latest_start, outermost_enclosing
 from collector.model import (
     NO_LAUNCH,
@@ -73,7 +73,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     lane = iv["lane"].to_numpy(np.int32)
     is_host = np.array([ln.kind is LaneKind.CPU_THREAD for ln in lanes], dtype=bool)[lane] if n else np.zeros(0, bool)
     tid = np.where(is_host, iv["stream"].to_numpy(np.int64), -1)
-    launch = _positions(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
+    launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
     main_lane = _main_host_lane(lanes, lane, is_host)
     thread_of = _thread_matcher(set(np.unique(tid[is_host]).tolist()), set(facts.threads))
 
@@ -157,16 +157,6 @@ def drop_empty_last_step(trace: Trace, step: int) -> Trace:
     keep = ~((mk["kind"] == MarkerKind.STEP.value) & (mk["step"] == step)).to_numpy()
     frame = iv.assign(step=np.where(in_step, NO_STEP, iv["step"].to_numpy()).astype(np.int32))
     return replace(trace, intervals=frame, markers=mk[keep].reset_index(drop=True))
-
-
-def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Row position of each wanted id (-1 where negative or absent)."""
-    order = np.argsort(ids, kind="stable")
-    i = np.searchsorted(ids[order], wanted)
-    i = np.minimum(i, max(len(ids) - 1, 0))
-    ok = (wanted >= 0) & (len(ids) > 0)
-    ok[ok] = ids[order][i[ok]] == wanted[ok]
-    return np.where(ok, order[i] if len(ids) else -1, -1)
 
 
 def _main_host_lane(lanes: Sequence[Lane], lane: np.ndarray, is_host: np.ndarray) -> int:
@@ -269,7 +259,7 @@ def _markers(trace: Trace, rows: Sequence[tuple[str, str, int, int, int]]) -> pd
 def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
     """Each row's step: by its start time, and GPU work the step of the launch that queued it."""
     step = step_at(markers, frame["start_ns"].to_numpy(np.int64))
-    launch = _positions(frame["id"].to_numpy(np.int64), frame["launch_id"].to_numpy(np.int64))
+    launch = lookup_first(frame["id"].to_numpy(np.int64), frame["launch_id"].to_numpy(np.int64))
     linked = launch >= 0
     step[linked] = step[launch[linked]]
     return step
@@ -302,28 +292,22 @@ def _with_annotations(
             lane_of.append(by_ident[t])
     li = np.array(lane_of, dtype=np.int32)
     first_id = int(frame["id"].max()) + 1 if len(frame) else 0
-    add = pd.DataFrame(
-        {
-            "id": np.arange(first_id, first_id + len(ann), dtype=np.int64),
-            "rank": rank,
-            "lane": li,
-            "lane_kind": LaneKind.CPU_THREAD.value,
-            "stream": np.array([lanes[i].ident for i in li], dtype=np.int64),
-            "lane_label": "",
-            "kind": "annotation",
-            "name": ann["name"].astype(str),
-            "start_ns": ann["start_ns"].to_numpy(np.int64),
-            "end_ns": ann["end_ns"].to_numpy(np.int64),
-            "bytes": 0,
-            "memory_kind": "",
-            "non_blocking": False,
-            "step": NO_STEP,
-            "source": "",
-            "cause": "",
-            "launch_id": NO_LAUNCH,
-        }
+    add = conform_intervals(
+        pd.DataFrame(
+            {
+                "id": np.arange(first_id, first_id + len(ann), dtype=np.int64),
+                "rank": rank,
+                "lane": li,
+                "lane_kind": LaneKind.CPU_THREAD.value,
+                "stream": np.array([lanes[i].ident for i in li], dtype=np.int64),
+                "kind": "annotation",
+                "name": ann["name"].astype(str),
+                "start_ns": ann["start_ns"].to_numpy(np.int64),
+                "end_ns": ann["end_ns"].to_numpy(np.int64),
+            }
+        )
     )
-    both = pd.concat([_plain(frame), add], ignore_index=True)
+    both = pd.concat([_plain(frame), _plain(add)], ignore_index=True)
     return _renumber(both), lanes
 
 
@@ -339,7 +323,7 @@ def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.sort_values(["start_ns", "lane"], kind="stable").reset_index(drop=True)
     old = frame["id"].to_numpy(np.int64)
     new = np.arange(len(frame), dtype=np.int64)
-    pos = _positions(old, frame["launch_id"].to_numpy(np.int64))
+    pos = lookup_first(old, frame["launch_id"].to_numpy(np.int64))
     frame["launch_id"] = np.where(pos >= 0, new[np.maximum(pos, 0)], NO_LAUNCH)
     frame["id"] = new
     return frame
