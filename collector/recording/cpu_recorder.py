@@ -19,17 +19,17 @@ import socket
 import sys
 import threading
 import time
-from operator import methodcaller
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from collector.model import NO_STEP, MarkerKind, RunMeta, Trace, conform_intervals, conform_markers, step_at
-from collector.traceformat.events import EVENT_COLUMNS, EventTable
+from collector.recording.kineto_capture import event_table
+from collector.traceformat.events import EventTable
 
 CPU_NOTE = "host ops, ranges and collectives from torch.profiler's CPU activity; no CUDA device"
-KEPT = ("cpu_op", "user_annotation")
+KEPT = frozenset({"cpu_op", "user_annotation"})
 
 
 def distributed_env() -> tuple[int, int]:
@@ -53,39 +53,11 @@ def in_distributed_job() -> bool:
     return bool(dist.is_available() and dist.is_initialized())
 
 
-def cpu_event_table(events: list[Any], top: dict[str, Any]) -> EventTable:
-    """torch.profiler CPU events (``_KinetoEvent``) -> an EventTable of ``X`` events (cpu_op and
-    user_annotation only) on ``pid`` = this process, ``tid`` = the OS thread. Each field is read for all
-    events by one ``map``."""
-    n = len(events)
-
-    def column(method: str) -> np.ndarray:
-        return np.fromiter(map(methodcaller(method), events), dtype=np.int64, count=n)
-
-    cats = np.asarray(pd.Categorical(list(map(methodcaller("activity_type"), events))), dtype=object)
-    rows = np.flatnonzero(np.isin(cats, KEPT))
-    names = np.asarray(pd.Categorical(list(map(methodcaller("name"), events))), dtype=object)
-    start, end = column("start_ns"), column("end_ns")
-    cols: dict[str, Any] = {
-        "ph": np.full(len(rows), "X", dtype=object),
-        "cat": cats[rows],
-        "name": names[rows],
-        "pid": np.full(len(rows), os.getpid(), dtype=np.int64),
-        "tid": column("device_resource_id")[rows],
-        "ts_ns": start[rows],
-        "dur_ns": np.maximum(end[rows] - start[rows], 0),
-    }
-    frame = pd.DataFrame({k: cols[k] if k in cols else _default(k, len(rows)) for k in EVENT_COLUMNS})
-    for k, dtype in EVENT_COLUMNS.items():
-        frame[k] = frame[k].astype(dtype)
-    return EventTable(top, frame)
-
-
-def _default(column: str, n: int) -> Any:
-    dtype = EVENT_COLUMNS[column]
-    if dtype == "bool":
-        return np.zeros(n, dtype=bool)
-    return np.full(n, -1, dtype=np.int64) if dtype == "int64" else np.full(n, "", dtype=object)
+def _table(events: list[Any], info: dict[str, Any]) -> EventTable:
+    """The profiler's host events (KEPT categories) as an event table carrying ``distributedInfo``."""
+    table = event_table(events, keep=KEPT)
+    table.top["distributedInfo"] = info
+    return table
 
 
 def distributed_info(rank: int, world_size: int) -> dict[str, Any]:
@@ -198,7 +170,7 @@ class CpuRecorder:
         events = list(prof.profiler.kineto_results.events())
         info = distributed_info(self.rank, self.world_size)
         self.rank = int(info["rank"])
-        self.trace = self._build(cpu_event_table(events, {"distributedInfo": info}), info, error)
+        self.trace = self._build(_table(events, info), info, error)
         if self.out:
             from collector.traceformat.write import write_trace
 

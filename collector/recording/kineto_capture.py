@@ -97,11 +97,12 @@ class KinetoCapture:
         return table
 
 
-def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
+def event_table(events: Iterable[Any], pid: int | None = None, keep: frozenset[str] = KEPT_CATEGORIES) -> EventTable:
     """Kineto events (objects with the ``_KinetoEvent`` methods) -> an EventTable of ``X`` events.
 
     GPU events sit on ``pid`` = device, ``tid`` = stream; host events on ``pid`` = this process and
-    ``tid`` = the OS thread (Kineto's ``device_resource_id`` for host events). Categories come from
+    ``tid`` = the OS thread (Kineto's ``device_resource_id`` for host events). Only categories in ``keep``
+    are kept (the CPU recorder keeps ``cpu_op`` and ``user_annotation``). Categories come from
     ``activity_type()`` where torch has it, else from :func:`category` (torch 2.11 and older), once per
     distinct name. Each field is read for all events by one ``map`` (no Python loop body per event).
     """
@@ -144,12 +145,12 @@ def event_table(events: Iterable[Any], pid: int | None = None) -> EventTable:
         calls = corr[np.isin(cats, list(HOST_API_CATEGORIES))]
         unlaunched = (cats == "kernel") & ~np.isin(corr, calls)
         cats = np.where(unlaunched, "gpu_user_annotation", cats)
-    keep = np.isin(cats, list(KEPT_CATEGORIES))
-    gpu = is_gpu & keep
+    kept = np.isin(cats, list(keep))
+    gpu = is_gpu & kept
     copy_rows = np.flatnonzero(gpu & np.isin(cats, ["gpu_memcpy", "gpu_memset"]))
     nbytes = np.zeros(n, dtype=np.int64)
     nbytes[copy_rows] = [_bytes(evs[i]) for i in copy_rows]  # copies and memsets only
-    rows = np.flatnonzero(keep)
+    rows = np.flatnonzero(kept)
     g = gpu[rows]
     m = len(rows)
     kept_names = pd.Categorical.from_codes(names.codes[rows], categories=names.categories)
