@@ -34,6 +34,7 @@ from webapp.ingest import (
     ingest_upload,
     spool_stream,
 )
+from webapp.params import int_arg
 from webapp.pipeline import overview_json
 from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound, get_store
@@ -164,21 +165,6 @@ def delete_run(run_id: str) -> Response:
     return jsonify({"deleted": run_id})
 
 
-def _int_arg(name: str, default: int | None = None, lo: int | None = None, hi: int | None = None) -> int:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        if default is None:
-            abort(400, f"missing parameter {name}")
-        return default
-    try:
-        value = int(float(raw))
-    except ValueError:
-        abort(400, f"parameter {name} must be a number, not {raw[:40]!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        abort(400, f"parameter {name} must be between {lo} and {hi}")
-    return value
-
-
 @bp.get("/runs/<run_id>/timeline")
 def timeline(run_id: str) -> Response:
     """Level-of-detail slice. start_ns/end_ns are relative to the run start (``origin_ns``); ``ranks``
@@ -188,13 +174,13 @@ def timeline(run_id: str) -> Response:
     index = get_store().index(run_id)  # a run not in memory: its saved index, memory-mapped
     open_ms = (time.perf_counter() - t_open) * 1000
     span = index.end_ns - index.origin_ns
-    start = _int_arg("start_ns", 0)
-    end = _int_arg("end_ns", max(1, span))
+    start = int_arg("start_ns", 0)
+    end = int_arg("end_ns", max(1, span))
     if end <= start:
         abort(400, "end_ns must be greater than start_ns")
-    width = _int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
+    width = int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
     rank = request.args.get("rank")
-    rank_value = _int_arg("rank") if rank not in (None, "") else None
+    rank_value = int_arg("rank") if rank not in (None, "") else None
     shown = ranks_arg()
     t0 = time.perf_counter()
     payload = view_payload(index, index.origin_ns + start, index.origin_ns + end, width, rank=rank_value, ranks=shown)

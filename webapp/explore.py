@@ -24,6 +24,7 @@ from webapp.analysis.lod import KIND_NAMES, RunIndex
 from webapp.analysis.rangestats import range_stats
 from webapp.analysis.rankview import rank_summary
 from webapp.analysis.search import BadPattern, search
+from webapp.params import int_arg
 from webapp.store import RunNotFound, Store, get_store
 from webapp.timeline import MAX_WIDTH_PX
 
@@ -54,28 +55,13 @@ def handoff_of(store: Store, run_id: str, index: RunIndex) -> Handoff:
         return found
 
 
-def _int(name: str, default: int | None = None, lo: int | None = None, hi: int | None = None) -> int:
-    raw = request.args.get(name, "")
-    if raw == "":
-        if default is None:
-            abort(400, f"missing parameter {name}")
-        return default
-    try:
-        value = int(float(raw))
-    except ValueError:
-        abort(400, f"parameter {name} must be a number, not {raw[:40]!r}")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        abort(400, f"parameter {name} must be between {lo} and {hi}")
-    return value
-
-
 def _window(index: RunIndex) -> tuple[int, int, list[int]]:
     """(t0, t1) absolute ns from start_ns/end_ns (whole run by default) and the lanes of ``rank``."""
     span = max(1, index.end_ns - index.origin_ns)
-    start, end = _int("start_ns", 0), _int("end_ns", span)
+    start, end = int_arg("start_ns", 0), int_arg("end_ns", span)
     if end <= start:
         abort(400, "end_ns must be greater than start_ns")
-    rank = _int("rank") if request.args.get("rank", "") != "" else None
+    rank = int_arg("rank") if request.args.get("rank", "") != "" else None
     lanes = [i for i, ln in enumerate(index.lanes) if rank is None or ln.rank == rank]
     return index.origin_ns + start, index.origin_ns + end, lanes
 
@@ -125,7 +111,7 @@ def links(run_id: str) -> Response:
     t0 = time.perf_counter()
     index = _index(run_id)
     ho = handoff_of(get_store(), run_id, index)
-    row = int(ho.rows_of_ids(np.asarray([_int("id")]))[0])
+    row = int(ho.rows_of_ids(np.asarray([int_arg("id")]))[0])
     if row < 0:
         abort(404, "no interval with that id in this run")
     out = [
@@ -147,7 +133,7 @@ def queue(run_id: str) -> Response:
     t0 = time.perf_counter()
     index = _index(run_id)
     a, b, lanes = _window(index)
-    width = _int("width_px", 1200, 1, MAX_WIDTH_PX)
+    width = int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
     ho = handoff_of(get_store(), run_id, index)
     out = []
     for lane in lanes:
@@ -189,7 +175,7 @@ def search_names(run_id: str) -> Response:
     if not text:
         abort(400, "missing parameter q (the text or regular expression to find)")
     a, b, lanes = _window(index)
-    limit = _int("limit", 100, 1, MAX_PAGE)
+    limit = int_arg("limit", 100, 1, MAX_PAGE)
     after, before = _cursor("after", index.origin_ns), _cursor("before", index.origin_ns)
     try:
         page = search(
@@ -217,6 +203,6 @@ def rank_lanes(run_id: str) -> Response:
     t0 = time.perf_counter()
     index = _index(run_id)
     a, b, _ = _window(index)
-    width = _int("width_px", 1200, 1, MAX_WIDTH_PX)
+    width = int_arg("width_px", 1200, 1, MAX_WIDTH_PX)
     shown = ranks_arg()
     return _json(rank_summary(index, a, b, width, None if shown is None else sorted(shown)), t0)

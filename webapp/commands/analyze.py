@@ -32,6 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "several, or a .zip, for the ranks of one job",
     )
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    add_step_at_argument(parser)
+    add_parallel_arguments(parser)
+
+
+def add_step_at_argument(parser: argparse.ArgumentParser) -> None:
+    """``--step-at SPEC``, shared by analyze and convert."""
     parser.add_argument(
         "--step-at",
         metavar="SPEC",
@@ -39,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where steps start: FILE:LINE (host work from that source line) or a record_function/NVTX name; "
         "overrides the steps found in the trace",
     )
-    add_parallel_arguments(parser)
 
 
 def load(path: str, step_at: str | None = None, progress: Progress | None = None) -> Any:

@@ -12,15 +12,11 @@ OUTPUT_SUFFIXES = (".json", ".json.gz")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from webapp.commands.analyze import add_step_at_argument
+
     parser.add_argument("input", help="trace to read: .json or .json.gz (Streamscope or torch.profiler)")
     parser.add_argument("output", help="file to write: .json or .json.gz (gzip)")
-    parser.add_argument(
-        "--step-at",
-        metavar="SPEC",
-        default=None,
-        help="where steps start: FILE:LINE (host work from that source line) or a record_function/NVTX name; "
-        "overrides the steps found in the trace",
-    )
+    add_step_at_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
