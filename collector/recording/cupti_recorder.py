@@ -26,6 +26,7 @@ from typing import Any
 
 from collector.model import RunMeta, Trace
 from collector.recording import hostspans, ranges, sourceline
+from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.recorder import Recorder
@@ -136,7 +137,7 @@ class CuptiRecorder(Recorder):
         table = capture.stop(timings)
         _progress(f"{len(table.events):,} records read; building the trace")
         t0 = time.perf_counter()
-        table.top["distributedInfo"] = {"rank": self.rank, "world_size": _world_size()}
+        table.top["distributedInfo"] = {"rank": self.rank, "world_size": distributed_env()[1]}
         clock1 = clock_pair()
         from collector.importers.kineto import trace_from_kineto
 
@@ -179,13 +180,6 @@ def _progress(message: str) -> None:
     """A progress line on stderr while stopping, only when stderr is a terminal (quiet in pipes and CI logs)."""
     if sys.stderr.isatty():
         print(f"streamscope: {message}", file=sys.stderr, flush=True)
-
-
-def _world_size() -> int:
-    import os
-
-    size = os.environ.get("WORLD_SIZE", "")
-    return int(size) if size.isdigit() and int(size) > 0 else 1
 
 
 def clock_pair() -> tuple[int, int]:

@@ -85,12 +85,12 @@ def _copying(orig: Callable[..., Any], on_span: OnSpan, is_copy_: bool) -> Calla
     return wrapper
 
 
-def _masked(orig: Callable[..., Any], tensor: Any, on_span: OnSpan) -> Callable[..., Any]:
+def _masked(orig: Callable[..., Any], tensor: Any, boolean: Any, on_span: OnSpan) -> Callable[..., Any]:
     """``x[mask]`` / ``x[mask] = v`` with a boolean CUDA mask: a span with cause ``masked_index``."""
     spanning = _spanning(orig, "masked_index", on_span)
 
     def wrapper(self: Any, index: Any, *rest: Any) -> Any:
-        if type(index) is tensor and index.dtype is _BOOL[0] and index.is_cuda:
+        if type(index) is tensor and index.dtype is boolean and index.is_cuda:
             return spanning(self, index, *rest)
         return orig(self, index, *rest)
 
@@ -98,14 +98,10 @@ def _masked(orig: Callable[..., Any], tensor: Any, on_span: OnSpan) -> Callable[
     return wrapper
 
 
-_BOOL: list[Any] = [None]
-
-
 def install(on_span: OnSpan) -> Callable[[], None]:
     """Patch the waiting and copying entry points of torch; return the undo function."""
     import torch
 
-    _BOOL[0] = torch.bool
     patches = Patches()
     patches.set(torch.cuda, "synchronize", _spanning(torch.cuda.synchronize, "synchronize", on_span))
     patches.set(
@@ -118,7 +114,7 @@ def install(on_span: OnSpan) -> Callable[[], None]:
         patches.set(torch.Tensor, method, _copying(getattr(torch.Tensor, method), on_span, False))
     patches.set(torch.Tensor, "copy_", _copying(torch.Tensor.copy_, on_span, True))
     for method in ("__getitem__", "__setitem__"):
-        patches.set(torch.Tensor, method, _masked(getattr(torch.Tensor, method), torch.Tensor, on_span))
+        patches.set(torch.Tensor, method, _masked(getattr(torch.Tensor, method), torch.Tensor, torch.bool, on_span))
     for name, cause in SIZE_OPS.items():
         patches.set(torch.Tensor, name, _spanning(getattr(torch.Tensor, name), cause, on_span))
         patches.set(torch, name, _spanning(getattr(torch, name), cause, on_span))
