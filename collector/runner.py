@@ -80,7 +80,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="record every Nth step only (lower overhead on launch-bound loops)",
+        help="keep every Nth step only (smaller traces; with events timing also lower overhead)",
     )
     parser.add_argument("--steps", type=int, default=None, metavar="N", help="demos only: steps to record")
     parser.add_argument("--no-probe", action="store_true", help="skip the H2D bandwidth probe at start")

@@ -49,6 +49,9 @@ class CuptiRecorder(Recorder):
         self._annotations: list[tuple[int, str, int, int]] = []
         self._clock0 = (0, 0)
         self._tags: list[tuple[int, int, str]] = []
+        self._own: list[tuple[int, int]] = []
+        """Monotonic ns windows of host work that is not the workload's: the recorder's own calls and the
+        steps ``every`` skips (their rows, and the GPU work they launched, are dropped at stop)."""
         self._tag: Any = None
         self.timing = "cupti"
         """``"cupti"``, or ``"events"`` after a fallback at start."""
@@ -85,6 +88,7 @@ class CuptiRecorder(Recorder):
         with self._torch.cuda.stream(stream):
             self._tag[1].copy_(self._tag[0])
         self._tags.append((t0, time.monotonic_ns(), str(label)))
+        self._own.append(self._tags[-1][:2])
 
     def step(self) -> None:
         if self._capture is None:
@@ -93,11 +97,11 @@ class CuptiRecorder(Recorder):
         if self._on:
             self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
             self._capture.set_naming(False)
+        elif self._started:
+            self._own.append((self._step_start, now))  # a step ``every`` skips
         self._step += 1
         self._step_start = now
         self._on = self._started and self._step % self.every == 0 and self.trace is None
-        if self.every > 1:
-            self._capture.set_collecting(self._on)
         return None
 
     def _on_span(self, cause: str, t0: int, t1: int, frame: FrameType, nbytes: int) -> None:
@@ -126,11 +130,14 @@ class CuptiRecorder(Recorder):
         step_open, self._on = self._on, False
         while self._undo:
             self._undo.pop()()
+        if not step_open and self._step > 0:
+            self._own.append((self._step_start, now))  # stopped inside a skipped step
         step_open = step_open and self._step > 0  # never marked: the steps are found when the trace loads
         if step_open:
             self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
         with torch.cuda.device(self._device):
             torch.cuda.synchronize()
+        self._own.append((now, time.monotonic_ns()))  # the recorder's own wait for the GPU
         capture, self._capture = self._capture, None
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
@@ -151,6 +158,7 @@ class CuptiRecorder(Recorder):
             threads={threading.get_native_id(): "main thread"},
             stream_names=self._stream_names,
             stream_tags=[(to_trace(a), to_trace(b), lb) for a, b, lb in self._tags],
+            dropped=[(to_trace(a), to_trace(b)) for a, b in self._own],
         )
         meta = RunMeta.new(
             workload=self.workload,

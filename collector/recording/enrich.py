@@ -52,7 +52,9 @@ class HostFacts:
     ``""`` for a copy; bytes of the tensor it moved, 0 if none); ``annotations``: (tid, name, start_ns,
     end_ns); ``markers``: (kind, name, start_ns, end_ns, step); ``threads``: OS thread id -> label;
     ``stream_names``: (device, stream id) -> label; ``stream_tags``: (start_ns, end_ns, label) of each
-    4-byte device-to-device copy the recorder launched on a named stream (CUPTI numbers streams its own way).
+    4-byte device-to-device copy the recorder launched on a named stream (CUPTI numbers streams its own way);
+    ``dropped``: (start_ns, end_ns) windows of host work that is not the workload's (the recorder's own calls,
+    steps skipped by ``every``): host rows starting inside one are dropped with the GPU work they launched.
     """
 
     spans: Sequence[tuple[int, str, int, int, str, int]] = ()
@@ -61,17 +63,20 @@ class HostFacts:
     threads: Mapping[int, str] = field(default_factory=dict)
     stream_names: Mapping[tuple[int, int], str] = field(default_factory=dict)
     stream_tags: Sequence[tuple[int, int, str]] = ()
+    dropped: Sequence[tuple[int, int]] = ()
 
 
 def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     """The trace with the recorder's causes, lines, op names, annotations, steps and labels (module doc)."""
+    lanes = list(trace.lanes)
+    host_lane = np.array([ln.kind is LaneKind.CPU_THREAD for ln in lanes] + [False], dtype=bool)
     iv = trace.intervals.sort_values("id").reset_index(drop=True)
-    n = len(iv)
+    tagged = _tagged_streams(iv, facts.stream_tags)
+    iv = without_windows(iv, facts.dropped, host_lane)
     kind = iv["kind"].cat.codes.to_numpy()
     start = iv["start_ns"].to_numpy(np.int64)
-    lanes = list(trace.lanes)
     lane = iv["lane"].to_numpy(np.int32)
-    is_host = np.array([ln.kind is LaneKind.CPU_THREAD for ln in lanes], dtype=bool)[lane] if n else np.zeros(0, bool)
+    is_host = host_lane[lane]
     tid = np.where(is_host, iv["stream"].to_numpy(np.int64), -1)
     launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
     main_lane = _main_host_lane(lanes, lane, is_host)
@@ -121,11 +126,26 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane)
     steps = _markers(trace, facts.markers)
     frame["step"] = _steps_of(frame, steps)
-    lanes = _labels(lanes, _tagged_streams(frame, facts.stream_tags), main_lane, facts.threads)
+    lanes = _labels(lanes, tagged, main_lane, facts.threads)
     frame["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[frame["lane"].to_numpy(np.int32)]
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
     return Trace(out_meta, tuple(lanes), conform_intervals(frame), steps)
+
+
+def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_lane: np.ndarray) -> pd.DataFrame:
+    """``iv`` without the host rows starting inside any of ``windows`` ([start_ns, end_ns), trace clock) and
+    the GPU work those rows launched. ``host_lane[lane]`` says whether a lane is a CPU thread."""
+    if not windows or iv.empty:
+        return iv
+    w = np.array(sorted(windows), dtype=np.int64).reshape(-1, 2)
+    start = iv["start_ns"].to_numpy(np.int64)
+    i = np.searchsorted(w[:, 0], start, side="right") - 1
+    inside = (i >= 0) & (start < w[np.maximum(i, 0), 1]) & host_lane[iv["lane"].to_numpy(np.int32)]
+    launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
+    linked = launch >= 0
+    inside[linked] |= inside[launch[linked]]
+    return iv[~inside].reset_index(drop=True)
 
 
 SETUP_CALLS = re.compile(

@@ -72,14 +72,6 @@ class KinetoCapture:
         self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
         self.naming = on
 
-    def set_collecting(self, on: bool) -> None:
-        """Collect the CUDA activity while ``on`` (steps skipped by ``every`` are not collected)."""
-        if self._prof is None:
-            return
-        from torch.profiler import ProfilerActivity
-
-        self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CUDA])
-
     def stop(self, timings: dict[str, float] | None = None) -> EventTable:
         """Stop collecting; the events as an event table (only KEPT_CATEGORIES). ``timings`` receives the
         seconds spent stopping the profiler, fetching its events and tabulating them."""

@@ -202,6 +202,21 @@ def test_steps_annotations_links_and_labels() -> None:
     assert "main thread" in labels and "stream 9 prefetch (transfer)" in labels
 
 
+def test_dropped_windows_remove_host_rows_and_the_gpu_work_they_launched() -> None:
+    """Skipped steps (``every``) and the recorder's own calls (stream tag, final wait) leave no rows; the
+    stream tag still names its stream."""
+    facts = HostFacts(
+        markers=[("step", "step 0", 0, 500, 0)],
+        stream_tags=[(1499, 1506, "prefetch")],
+        dropped=[(900, 1499), (1499, 1506)],
+    )
+    iv = _recorded(facts).intervals
+    assert sorted(iv["start_ns"]) == [95, 96, 100, 120, 200, 210, 400]  # the later launch, kernel and tag gone
+    assert "stream 9 prefetch (transfer)" in {ln.label for ln in _recorded(facts).lanes}
+    keep_all = _recorded(HostFacts(markers=facts.markers, stream_tags=facts.stream_tags)).intervals
+    assert len(keep_all) == len(iv) + 4
+
+
 def test_clock_line_maps_monotonic_to_wall_through_two_pairs() -> None:
     line = _ClockLine((1_000, 5_000_000_000), (2_001_000, 5_002_000_200))
     assert line(1_000) == 5_000_000_000
