@@ -22,7 +22,7 @@ FIXES: dict[str, tuple[str, str]] = {
         "Needs pinned host memory.",
     ),
     "sync-in-loop": (
-        "Host syncs inside the training loop",
+        "Host syncs inside the loop",
         "Keep values on the GPU and read them every N steps; move checks out of the hot loop. "
         "torch.cuda.set_sync_debug_mode('warn') reports every sync with its stack.",
     ),
