@@ -40,6 +40,11 @@ from collector.model import (
     step_at,
 )
 
+SPAN_SLACK_NS = 20_000
+"""A runtime wait starting this close outside a Python call's span still belongs to it: Kineto's host times
+and the recorder's (monotonic, mapped onto Kineto's clock) were seen a few microseconds apart, as much as a
+short ``synchronize`` lasts."""
+
 _GPU_WORK = [KIND_CODE[k] for k in ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")]
 _COPIES = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
 
@@ -92,6 +97,10 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     # sync waits: cause and line of the outermost enclosing span
     sync = np.flatnonzero(kind == KIND_CODE["sync_wait"])
     hit = outermost_enclosing(sp_key, sp_s, sp_e, key[sync], start[sync])
+    near = np.flatnonzero(hit < 0)  # a short call's wait just outside its span: the two clocks differ a little
+    if len(near):
+        slack = SPAN_SLACK_NS
+        hit[near] = outermost_enclosing(sp_key, sp_s - slack, sp_e + slack, key[sync[near]], start[sync[near]])
     found = hit >= 0
     span_cause = sp["cause"].to_numpy(dtype=object)
     span_source = sp["source"].to_numpy(dtype=object)
@@ -145,7 +154,29 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
     launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
     linked = launch >= 0
     inside[linked] |= inside[launch[linked]]
+    # GPU-side ranges (record_function on the stream) launch nothing: they go with the GPU work they cover
+    lane = iv["lane"].to_numpy(np.int32)
+    gpu_range = ~host_lane[lane] & ~linked & (iv["kind"].astype(str).to_numpy() == "annotation")
+    if gpu_range.any():
+        end = iv["end_ns"].to_numpy(np.int64)
+        work = ~host_lane[lane] & linked
+        dropped = _covers(lane, start, end, work & inside, gpu_range)
+        kept = _covers(lane, start, end, work & ~inside, gpu_range)
+        inside[gpu_range] = dropped & ~kept
     return iv[~inside].reset_index(drop=True)
+
+
+def _covers(lane: np.ndarray, start: np.ndarray, end: np.ndarray, work: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """For each row in ``ranges``: whether any ``work`` row on its lane overlaps it (a few lanes: a loop)."""
+    out = np.zeros(int(ranges.sum()), dtype=bool)
+    r_rows = np.flatnonzero(ranges)
+    for ln in np.unique(lane[r_rows]).tolist():
+        w = work & (lane == ln)
+        at = lane[r_rows] == ln
+        began = np.searchsorted(np.sort(start[w]), end[r_rows[at]], side="left")
+        ended = np.searchsorted(np.sort(end[w]), start[r_rows[at]], side="right")
+        out[at] = began > ended
+    return out
 
 
 SETUP_CALLS = re.compile(

@@ -47,6 +47,6 @@ def test_the_planted_per_iteration_problem_is_the_top_finding(tmp_path: Path, sc
     assert top.rule == "sync-in-loop", [(f.rule, f.sources) for f in result.findings]
     assert _planted_line(SCRIPTS / script) in top.sources
     lines = (SCRIPTS / script).read_text().splitlines()
-    loop = next(i for i, line in enumerate(lines, 1) if line.startswith("for "))
+    loop = next(i for i, line in enumerate(lines, 1) if line.lstrip().startswith(("for ", "with ")))
     setup_lines = {f"{script}:{n}" for n in range(1, loop)}
     assert not any(set(f.sources) & setup_lines for f in result.findings)

@@ -276,3 +276,16 @@ def test_stop_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     _progress("reading records")
     assert "streamscope: reading records" in capsys.readouterr().err
+
+
+def test_a_wait_just_outside_its_span_still_takes_its_line() -> None:
+    """Kineto's host clock and the recorder's differ by microseconds: a short call's wait that starts just
+    after its span ended still gets the span's cause and line; one far away does not."""
+    near = HostFacts(spans=[(TID, "synchronize", 390, 399, "train.py:7", 0)], threads={TID: "main thread"})
+    far = HostFacts(
+        spans=[(TID, "synchronize", 390 - 50_000, 399 - 50_000, "train.py:7", 0)], threads={TID: "main thread"}
+    )
+    for facts, expected in ((near, "train.py:7"), (far, "")):
+        iv = _recorded(facts).intervals
+        wait = iv[(iv["kind"] == "sync_wait") & (iv["name"] == "cudaStreamSynchronize")]
+        assert wait["source"].astype(str).tolist() == [expected]
