@@ -3,9 +3,10 @@
 Each rank's trace is on its own host clock (NTP-grade across hosts: hundreds of microseconds apart). A
 collective (all_reduce, barrier, ...) is synchronous: ranks enter it at different times but leave it
 together, so the ends of one collective on all ranks mark one instant. :func:`matched_collectives` pairs
-the collectives of the ranks: the k-th collective of one name on a rank is the k-th of that name on every
-other rank, counted from each rank's first barrier when every rank recorded one (the first anchor; a
-rank that started recording earlier may hold collectives the others missed). :func:`clock_offsets`
+the collectives of the ranks: the k-th collective of one name in one process group on a rank is the k-th of
+that name and group on every other rank of the group (the ranks that ran any collective in it), counted
+from each rank's first barrier when every rank recorded one (the first anchor; a rank that started
+recording earlier may hold collectives the others missed). :func:`clock_offsets`
 takes, per rank, the median over the matched collectives of ``end on the reference rank - end on the
 rank`` as its offset. Ranks on one host share its clock and one offset. The offset is kept inside the
 bounds causality sets when they agree: no rank leaves a collective before the last one entered it, so
@@ -21,10 +22,11 @@ import pandas as pd
 
 from collector.model import IntervalKind
 
-MATCHED_COLUMNS = ("seq", "name", "rank", "start_ns", "end_ns", "dur_ns", "row")
+MATCHED_COLUMNS = ("seq", "name", "group", "rank", "start_ns", "end_ns", "dur_ns", "row")
 """Columns of :func:`matched_collectives`: ``seq`` (collective instance, same on every rank), ``name``
-(its name without the backend prefix), ``rank``, ``start_ns``/``end_ns``/``dur_ns`` (ns on that rank's
-clock), ``row`` (position of the interval in the input frame)."""
+(its name without the backend prefix), ``group`` (its process group, '' if unknown), ``rank``,
+``start_ns``/``end_ns``/``dur_ns`` (ns on that rank's clock), ``row`` (position of the interval in the
+input frame)."""
 
 OFFSET_COLUMNS = ("rank", "offset_ns", "residual_ns", "max_residual_ns", "anchors")
 """Columns of :func:`clock_offsets`: ``offset_ns`` to add to the rank's times, ``residual_ns`` (median
@@ -43,13 +45,16 @@ def matched_collectives(intervals: pd.DataFrame) -> pd.DataFrame:
     """One row per (collective instance seen on every rank, rank); see MATCHED_COLUMNS. Sorted by seq, rank."""
     kind = intervals["kind"].astype(str).to_numpy()
     rows = np.flatnonzero(kind == IntervalKind.COLLECTIVE.value)
-    empty = pd.DataFrame({c: pd.Series(dtype="int64") for c in MATCHED_COLUMNS}).astype({"name": object})
+    empty = pd.DataFrame({c: pd.Series(dtype="int64") for c in MATCHED_COLUMNS}).astype(
+        {"name": object, "group": object}
+    )
     if not len(rows):
         return empty
     sub = intervals.iloc[rows]
     frame = pd.DataFrame(
         {
             "name": _base_name(sub["name"]),
+            "group": sub["group"].astype(str).to_numpy(dtype=object) if "group" in sub else "",
             "rank": sub["rank"].to_numpy(np.int64),
             "start_ns": sub["start_ns"].to_numpy(np.int64),
             "end_ns": sub["end_ns"].to_numpy(np.int64),
@@ -61,14 +66,16 @@ def matched_collectives(intervals: pd.DataFrame) -> pd.DataFrame:
     first_barrier = frame[barrier].groupby("rank")["start_ns"].min()
     if len(ranks) > 1 and len(first_barrier) == len(ranks):
         frame = frame[frame["start_ns"].to_numpy() >= first_barrier.reindex(frame["rank"]).to_numpy()]
-    frame["k"] = frame.groupby(["rank", "name"]).cumcount()
-    seen = frame.groupby(["name", "k"])["rank"].transform("nunique").to_numpy()
-    frame = frame[seen == len(ranks)].copy()
+    frame["k"] = frame.groupby(["rank", "group", "name"]).cumcount()
+    seen = frame.groupby(["group", "name", "k"])["rank"].transform("nunique").to_numpy()
+    members = frame.groupby("group")["rank"].transform("nunique").to_numpy()
+    frame = frame[seen == members].copy()
     if frame.empty:
         return empty
     # an instance is ordered by its earliest end over ranks (ends agree; starts do not)
-    order = frame.groupby(["name", "k"])["end_ns"].transform("min")
-    frame["seq"] = pd.factorize(pd.MultiIndex.from_arrays([order, frame["name"], frame["k"]]), sort=True)[0]
+    order = frame.groupby(["group", "name", "k"])["end_ns"].transform("min")
+    key = pd.MultiIndex.from_arrays([order, frame["group"], frame["name"], frame["k"]])
+    frame["seq"] = pd.factorize(key, sort=True)[0]
     frame["dur_ns"] = frame["end_ns"] - frame["start_ns"]
     out = frame.sort_values(["seq", "rank"], kind="stable").reset_index(drop=True)
     return out[list(MATCHED_COLUMNS)].astype({"seq": np.int64})

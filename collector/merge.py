@@ -56,7 +56,8 @@ def merge_traces(traces: Sequence[Trace], names: Sequence[str] = (), *, align: b
     frames = [t.intervals for t in traces]
     offsets = pd.DataFrame({"rank": ranks, "offset_ns": 0, "residual_ns": 0, "max_residual_ns": 0, "anchors": 0})
     if align:
-        whole = pd.concat([f[["rank", "kind", "name", "start_ns", "end_ns"]] for f in frames], ignore_index=True)
+        cols = ["rank", "kind", "name", "group", "start_ns", "end_ns"]
+        whole = pd.concat([f[cols] for f in frames], ignore_index=True)
         hosts = {r: t.meta.host for t, r in zip(traces, ranks, strict=True)}
         offsets = clock_offsets(matched_collectives(whole), ranks, hosts)
     shift = dict(zip(offsets["rank"].tolist(), offsets["offset_ns"].tolist(), strict=True))

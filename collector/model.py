@@ -112,6 +112,7 @@ class Interval:
     source: str = ""
     cause: str = ""
     launch_id: int = NO_LAUNCH
+    group: str = ""
     id: int = -1  # -1: assigned in order by Trace.build
 
 
@@ -193,13 +194,14 @@ INTERVAL_COLUMNS: dict[str, tuple[Any, str]] = {
     "start_ns": ("int64", "start, ns on the run clock"),
     "end_ns": ("int64", "end, ns on the run clock"),
     "dur_ns": ("int64", "end_ns - start_ns, ns"),
-    "bytes": ("int64", "bytes moved or set (copies, memsets); 0 otherwise"),
+    "bytes": ("int64", "bytes moved or set (copies, memsets; a collective's larger message); 0 otherwise"),
     "memory_kind": (MEMORY_KIND_DTYPE, "host memory of a copy (MemoryKind)"),
     "non_blocking": ("bool", "copy asked for non_blocking=True"),
     "step": ("int32", "step index, -1 outside steps"),
     "source": ("category", "user source file:line, '' if unknown"),
     "cause": ("category", "why a sync_wait waited ('item', 'synchronize', ...), '' otherwise"),
     "launch_id": ("int64", "id of the CPU interval that queued this GPU work, -1 if none"),
+    "group": ("category", "process group of a collective ('default_pg (pg 0)'), '' otherwise or unknown"),
 }
 
 MARKER_COLUMNS: dict[str, tuple[Any, str]] = {
@@ -257,6 +259,7 @@ def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
         "source": "",
         "cause": "",
         "launch_id": NO_LAUNCH,
+        "group": "",
         "lane_label": "",
         "stream": 0,
         "rank": 0,

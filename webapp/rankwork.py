@@ -30,7 +30,7 @@ from collector.model import IntervalKind, Trace
 
 T = TypeVar("T")
 
-COLLECTIVE_COLUMNS = ("rank", "kind", "name", "start_ns", "end_ns")
+COLLECTIVE_COLUMNS = ("rank", "kind", "name", "group", "start_ns", "end_ns")
 """Columns of RankSummary.collectives: the rank's collective intervals on its own clock (ns)."""
 
 
@@ -80,7 +80,7 @@ def summarize_rank(path: str) -> RankSummary:
     t2 = time.perf_counter()
     kind = trace.intervals["kind"].astype(str).to_numpy()
     coll = trace.intervals.loc[kind == IntervalKind.COLLECTIVE.value, list(COLLECTIVE_COLUMNS)]
-    coll = coll.astype({"kind": str, "name": str}).reset_index(drop=True)
+    coll = coll.astype({"kind": str, "name": str, "group": str}).reset_index(drop=True)
     metrics = run.analysis.get("metrics") or {}
     index_bytes = sum(int(getattr(v, "nbytes", 0)) for v in vars(run.index).values())
     return RankSummary(

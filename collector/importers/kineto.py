@@ -94,6 +94,7 @@ _NEEDED = (
     "arg_bytes",
     "arg_python_id",
     "arg_python_parent_id",
+    "arg_group",
 )
 
 
@@ -321,8 +322,10 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     non_blocking = np.zeros(nr, dtype=bool)
     linked_g = np.flatnonzero(launch_pos_g >= 0)
     non_blocking[nh + linked_g] = is_copy_g[linked_g] & non_blocking_launch[launch_pos_g[linked_g]]
-    has_bytes = np.isin(kinds, BYTES_KIND_CODES) & is_gpu
+    # copies, memsets and collectives; host annotations too: gloo's collectives are host ranges
+    has_bytes = (np.isin(kinds, BYTES_KIND_CODES) & is_gpu) | (kinds == KIND_CODE["annotation"])
     nbytes = np.where(has_bytes, np.maximum(ev["arg_bytes"].to_numpy(np.int64)[rows], 0), 0)
+    group_codes = np.where(kinds == KIND_CODE["collective"], ev["arg_group"].cat.codes.to_numpy()[rows], 0)
     mem = np.zeros(nr, dtype=np.int8)
     mem[nh : nh + len(gpu_ev)] = np.where(kind_g == KIND_CODE["annotation"], 0, mem_g)
     sync_pos = np.full(nr, -1, dtype=np.int64)
@@ -349,6 +352,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
             "cause": _sparse_strings(nr, where_sync, api_cause[syn][sync_o[where_sync]]),
             "source": _sparse_strings(nr, where_sync, sources[sync_o[where_sync]]),
             "launch_id": launch_id[order],
+            "group": pd.Categorical.from_codes(group_codes[order], categories=ev["arg_group"].cat.categories),
         }
     )
     meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist())

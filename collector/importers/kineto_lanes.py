@@ -16,8 +16,8 @@ from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane,
 
 KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
 """IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
-BYTES_KIND_CODES = [KIND_CODE[k.value] for k in (*COPY_KINDS, IntervalKind.MEMSET)]
-"""Codes of the kinds that move bytes on a stream: copies and memsets."""
+BYTES_KIND_CODES = [KIND_CODE[k.value] for k in (*COPY_KINDS, IntervalKind.MEMSET, IntervalKind.COLLECTIVE)]
+"""Codes of the kinds that move bytes on a stream: copies, memsets and collectives."""
 ROLE_WORD = {
     LaneKind.COMPUTE_STREAM: "compute",
     LaneKind.TRANSFER_STREAM: "transfer",

@@ -9,7 +9,8 @@ which gloo runs on worker threads (``gloo:all_reduce``; collector.importers.coll
 
 :func:`collector.recording.record` picks :class:`CpuRecorder` when torch sees no CUDA device and a
 distributed job is running (``WORLD_SIZE`` set, or a process group initialised), or on ``timing="cpu"``.
-Known limits: collectives carry no byte counts (the CPU activity does not record their sizes).
+Each collective carries its bytes (input shapes are recorded) and its process group
+(collector.recording.groups).
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ def in_distributed_job() -> bool:
 
 
 def _table(events: list[Any], info: dict[str, Any]) -> EventTable:
-    """The profiler's host events (KEPT categories) as an event table carrying ``distributedInfo``."""
-    table = event_table(events, keep=KEPT)
+    """The profiler's host events (KEPT categories) as an event table carrying ``distributedInfo``; host
+    collectives carry the bytes of their inputs."""
+    from collector.importers.collectives import HOST_COMM_PREFIXES
+
+    table = event_table(events, keep=KEPT, input_sized=HOST_COMM_PREFIXES)
     table.top["distributedInfo"] = info
     return table
 
@@ -107,6 +111,7 @@ class CpuRecorder:
         self._step = 0
         self._step_start = 0
         self._markers: list[tuple[str, str, int, int, int]] = []
+        self._calls: list[tuple[int, int, str]] = []
         self._undo: list[Any] = []
 
     def __enter__(self) -> CpuRecorder:
@@ -125,8 +130,11 @@ class CpuRecorder:
         if self._prof is not None or self.trace is not None:
             raise RuntimeError("this recorder was already started; make a new one with record()")
         self._torch_version = torch.__version__
-        self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=False, with_stack=False)
+        self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=False)
         self._prof.start()
+        from collector.recording import groups
+
+        self._undo.append(groups.install(self._on_collective_call))
         if self.auto_steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -148,6 +156,10 @@ class CpuRecorder:
 
             self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
         self._on = on
+
+    def _on_collective_call(self, t0: int, t1: int, group: str) -> None:
+        if self._on:
+            self._calls.append((t0, t1, group))
 
     def mark(self, name: str) -> None:
         now = time.time_ns()
@@ -198,6 +210,9 @@ class CpuRecorder:
             )
         )
         frame["step"] = step_at(markers, frame["start_ns"].to_numpy(np.int64))
+        from collector.recording.groups import assign_groups, known_groups
+
+        frame["group"] = assign_groups(frame, self._calls, known_groups())
         meta = RunMeta.new(
             workload=self.workload,
             source=self.source,

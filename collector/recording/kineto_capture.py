@@ -89,14 +89,20 @@ class KinetoCapture:
         return table
 
 
-def event_table(events: Iterable[Any], pid: int | None = None, keep: frozenset[str] = KEPT_CATEGORIES) -> EventTable:
+def event_table(
+    events: Iterable[Any],
+    pid: int | None = None,
+    keep: frozenset[str] = KEPT_CATEGORIES,
+    input_sized: tuple[str, ...] = (),
+) -> EventTable:
     """Kineto events (objects with the ``_KinetoEvent`` methods) -> an EventTable of ``X`` events.
 
     GPU events sit on ``pid`` = device, ``tid`` = stream; host events on ``pid`` = this process and
     ``tid`` = the OS thread (Kineto's ``device_resource_id`` for host events). Only categories in ``keep``
-    are kept (the CPU recorder keeps ``cpu_op`` and ``user_annotation``). Categories come from
-    ``activity_type()`` where torch has it, else from :func:`category` (torch 2.11 and older), once per
-    distinct name. Each field is read for all events by one ``map`` (no Python loop body per event).
+    are kept (the CPU recorder keeps ``cpu_op`` and ``user_annotation``). Host events whose name starts with
+    one of ``input_sized`` (gloo's collectives) get the bytes of their input tensors (recorded shapes).
+    Categories come from ``activity_type()`` where torch has it, else from :func:`category` (torch 2.11 and
+    older), once per distinct name. Each field is read for all events by one ``map`` (no Python loop body per event).
     """
     pid = os.getpid() if pid is None else pid
     evs = events if isinstance(events, list) else list(events)
@@ -142,6 +148,12 @@ def event_table(events: Iterable[Any], pid: int | None = None, keep: frozenset[s
     copy_rows = np.flatnonzero(gpu & np.isin(cats, ["gpu_memcpy", "gpu_memset"]))
     nbytes = np.zeros(n, dtype=np.int64)
     nbytes[copy_rows] = [_bytes(evs[i]) for i in copy_rows]  # copies and memsets only
+    if input_sized:
+        from collector.recording.groups import input_bytes
+
+        sized = np.array([str(c).startswith(input_sized) for c in names.categories] + [False], dtype=bool)
+        for i in np.flatnonzero(kept & ~is_gpu & sized[names.codes]).tolist():
+            nbytes[i] = input_bytes(evs[i].shapes(), evs[i].dtypes())
     rows = np.flatnonzero(kept)
     g = gpu[rows]
     m = len(rows)

@@ -29,10 +29,14 @@ arg_source           category  ``args.source`` (ours: user file:line)
 arg_cause            category  ``args.cause`` (ours: sync cause)
 arg_launch_id        int64     ``args.launch_id`` (ours)
 arg_id               int64     ``args.id`` (ours: interval id)
+arg_group            category  ``args.group`` (ours: process group of a collective); in torch.profiler
+                               traces the group of ``Process Group Name`` / ``Description``
 ==================== ========= ==============================================================
 
 The ``arg_kind`` ... ``arg_id`` columns (our own fields) are read only from our files, recognised by the
-top-level ``streamscope`` object; in other traces they keep their defaults, whatever ``args`` holds. Likewise
+top-level ``streamscope`` object; in other traces they keep their defaults, whatever ``args`` holds (except
+``arg_group``, see above). In torch.profiler traces, a collective's ``arg_bytes`` is its larger message
+(``In msg nelems`` / ``Out msg nelems`` times the size of ``dtype``). Likewise
 ``flow_id``, ``arg_device``, ``arg_correlation``, ``arg_external_id`` and ``arg_python_*`` (Kineto's) are read
 only from other traces: our files never hold them.
 
@@ -81,6 +85,7 @@ EVENT_COLUMNS: dict[str, str] = {
     "arg_cause": "category",
     "arg_launch_id": "int64",
     "arg_id": "int64",
+    "arg_group": "category",
 }
 
 

@@ -30,7 +30,8 @@ _MAX_TS_US = 9.0e15  # |ts| beyond this does not fit int64 nanoseconds
 class Field(NamedTuple):
     column: str  # EVENT_COLUMNS name
     key: str  # JSON key; "args.x" lives in the event's args object
-    kind: str  # str | id | time | int | hexint (an int, or a string like "0x0" as ROCm writes stream ids) | bool
+    kind: str  # str | text (a string, or a number taken as its text) | id | time | int | hexint (an int, or a
+    # string like "0x0" as ROCm writes stream ids) | bool
     only: str  # "ours": read only from Streamscope files; "kineto": only from other traces; "": from all
 
     @property
@@ -68,11 +69,20 @@ SPEC: tuple[Field, ...] = tuple(
         ("arg_cause", "args.cause", "str", "ours"),
         ("arg_launch_id", "args.launch_id", "int", "ours"),
         ("arg_id", "args.id", "int", "ours"),
+        ("arg_group", "args.group", "str", "ours"),
+        # torch.profiler's collective metadata (NCCL kernels, record_param_comms); Columns.finish folds
+        # these into arg_bytes and arg_group, so they are not EVENT_COLUMNS
+        ("in_nelems", "args.In msg nelems", "int", "kineto"),
+        ("out_nelems", "args.Out msg nelems", "int", "kineto"),
+        ("dtype", "args.dtype", "text", "kineto"),
+        ("pg_name", "args.Process Group Name", "text", "kineto"),
+        ("pg_desc", "args.Process Group Description", "text", "kineto"),
     )
 )
-_DEFAULTS = {"str": "", "id": -1, "time": math.nan, "int": -1, "hexint": -1, "bool": False}
+_DEFAULTS = {"str": "", "text": "", "id": -1, "time": math.nan, "int": -1, "hexint": -1, "bool": False}
 _EXPECT = {
     "str": "a string",
+    "text": "a string or a number",
     "id": "an integer or a string",
     "int": "an integer",
     "hexint": "an integer",
@@ -122,12 +132,15 @@ def check_event(event: Any, index: int, fields: Sequence[int]) -> tuple[Any, ...
                 raise TraceFileError(f"event {index}: '{key}' is not a number ({_shown(value)})")
         elif not (
             (kind == "str" and isinstance(value, str))
+            or (kind == "text" and (isinstance(value, str) or is_int or isinstance(value, float)))
             or (kind == "int" and is_int)
             or (kind == "hexint" and (is_int or _int_text(value) is not None))
             or (kind == "bool" and isinstance(value, bool))
             or (kind == "id" and (is_int or isinstance(value, str)))
         ):
             raise TraceFileError(f"event {index}: '{key}' should be {_EXPECT[kind]} ({_shown(value)})")
+        if kind == "text":
+            value = _text(value)
         row.append(_int_text(value) if kind == "hexint" and isinstance(value, str) else value)
     return tuple(row)
 
@@ -141,6 +154,13 @@ def _int_text(value: Any) -> int | None:
         return int(text, 16) if text.lower().startswith("0x") else int(text)
     except ValueError:
         return None
+
+
+def _text(value: Any) -> Any:
+    """A ``text`` field's value: strings as they are, numbers as their text, null as absent."""
+    if value is None or isinstance(value, str):
+        return value
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _shown(value: Any) -> str:
@@ -172,11 +192,12 @@ class Columns:
         self.fields = list(fields)
         self.arrays: list[np.ndarray] = []
         self.codes: list[_Codes] = []
-        for f in SPEC:
-            dtype = {"str": np.int32, "bool": np.bool_}.get(f.kind, np.int64)
-            fill = 0 if f.kind in ("str", "bool") else -1
-            self.arrays.append(np.full(n, fill, dtype=dtype))
-            self.codes.append(_Codes({"": 0}) if f.kind == "str" else _Codes())
+        for i, f in enumerate(SPEC):
+            dtype = {"str": np.int32, "text": np.int32, "bool": np.bool_}.get(f.kind, np.int64)
+            fill = 0 if f.kind in ("str", "text", "bool") else -1
+            folded = f.column in FOLDED and i not in self.fields
+            self.arrays.append(np.full(0 if folded else n, fill, dtype=dtype))
+            self.codes.append(_Codes({"": 0}) if f.kind in ("str", "text") else _Codes())
         self.id_names: dict[str, int] = {}
 
     def add(self, start: int, count: int, columns: Sequence[Iterable[Any]]) -> None:
@@ -186,6 +207,8 @@ class Columns:
             kind, out = SPEC[i].kind, self.arrays[i]
             if kind == "str":
                 out[start:stop] = np.fromiter(map(self.codes[i].__getitem__, col), np.int32, count)
+            elif kind == "text":
+                out[start:stop] = np.fromiter(map(self.codes[i].__getitem__, map(_text, col)), np.int32, count)
             elif kind == "id":
                 out[start:stop] = self._ids(list(col))
             elif kind == "time":
@@ -228,12 +251,57 @@ class Columns:
             arr = self.arrays[i]
             if f.kind == "time":
                 arr[arr == _MISSING_NS] = -1
-            if f.kind == "str":
+            if f.kind in ("str", "text"):
                 cats = pd.Index(list(self.codes[i]), dtype=object)
                 out[f.column] = pd.Categorical.from_codes(arr, categories=cats)
             else:
                 out[f.column] = arr
+        folded = {c: out.pop(c) for c in FOLDED}
+        if len(folded["in_nelems"]):
+            fold_collectives(out, folded)
         return out, {v: k for k, v in self.id_names.items()}
+
+
+FOLDED = ("in_nelems", "out_nelems", "dtype", "pg_name", "pg_desc")
+"""SPEC columns folded into ``arg_bytes`` and ``arg_group`` by :func:`fold_collectives`."""
+
+DTYPE_BYTES = {
+    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Int": 4, "Long": 8, "Short": 2, "Char": 1, "Byte": 1,
+    "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+    "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8,
+}  # fmt: skip
+"""Bytes per element of the ``dtype`` names torch.profiler writes in collective metadata."""
+
+
+def group_label(name: str, desc: str) -> str:
+    """A process group as shown and matched across ranks: its description and name (``default_pg (pg 0)``)."""
+    if not name:
+        return desc
+    return f"{desc} (pg {name})" if desc and desc != "undefined" else f"pg {name}"
+
+
+def fold_collectives(out: dict[str, Any], folded: dict[str, Any]) -> None:
+    """torch.profiler's collective metadata into the event table: ``arg_bytes`` of an event without one is
+    the larger of its input and output message (elements x element size of ``dtype``; 0 for an unknown
+    dtype); ``arg_group`` is :func:`group_label` of its process group name and description."""
+    size = np.array([DTYPE_BYTES.get(str(c), 0) for c in folded["dtype"].categories], dtype=np.int64)
+    per_element = size[folded["dtype"].codes]
+    message = np.maximum(folded["in_nelems"], folded["out_nelems"]) * per_element
+    has = (folded["in_nelems"] >= 0) | (folded["out_nelems"] >= 0)
+    out["arg_bytes"] = np.where(has & (out["arg_bytes"] < 0), np.maximum(message, 0), out["arg_bytes"])
+    name, desc = folded["pg_name"], folded["pg_desc"]
+    pairs = pd.DataFrame({"n": name.codes, "d": desc.codes}).drop_duplicates()
+    if len(pairs) == 1 and pairs.iloc[0].tolist() == [0, 0]:
+        return
+    key = name.codes.astype(np.int64) * len(desc.categories) + desc.codes
+    labels = {
+        int(n) * len(desc.categories) + int(d): group_label(str(name.categories[n]), str(desc.categories[d]))
+        for n, d in pairs.itertuples(index=False)
+    }
+    uniq = np.array(sorted(labels), dtype=np.int64)
+    cats = pd.Index(list(dict.fromkeys([""] + [labels[k] for k in uniq.tolist()])), dtype=object)
+    code_of = np.array([cats.get_loc(labels[k]) for k in uniq.tolist()], dtype=np.int32)
+    out["arg_group"] = pd.Categorical.from_codes(code_of[np.searchsorted(uniq, key)], categories=cats)
 
 
 def _numbers(col: Iterable[Any], dtype: Any, count: int, default: Any) -> np.ndarray:

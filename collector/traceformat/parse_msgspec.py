@@ -49,6 +49,11 @@ class _KinetoArgs(msgspec.Struct, gc=False, frozen=True):
     bytes: int | None = -1
     python_id: int | None = msgspec.field(default=-1, name="Python id")
     python_parent_id: int | None = msgspec.field(default=-1, name="Python parent id")
+    in_msg_nelems: int | None = msgspec.field(default=-1, name="In msg nelems")
+    out_msg_nelems: int | None = msgspec.field(default=-1, name="Out msg nelems")
+    dtype: str | float | None = ""
+    process_group_name: str | float | None = msgspec.field(default="", name="Process Group Name")
+    process_group_description: str | float | None = msgspec.field(default="", name="Process Group Description")
 
 
 class _OurArgs(msgspec.Struct, gc=False, frozen=True):
@@ -63,6 +68,7 @@ class _OurArgs(msgspec.Struct, gc=False, frozen=True):
     cause: str | None = ""
     launch_id: int | None = -1
     id: int | None = -1
+    group: str | None = ""
 
 
 class _Top(msgspec.Struct):

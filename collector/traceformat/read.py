@@ -202,6 +202,7 @@ def _intervals(rows: _Rows, lanes: tuple[Lane, ...], base: int) -> pd.DataFrame:
         "source": rows.cat("arg_source"),
         "cause": rows.cat("arg_cause"),
         "launch_id": rows.num("arg_launch_id").copy(),
+        "group": rows.cat("arg_group"),
     }
     frame = pd.DataFrame(columns)
     if not _conforms(frame):

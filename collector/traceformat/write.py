@@ -202,6 +202,7 @@ def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[
         _optional_strings(iv["source"], "source"),
         _optional_strings(iv["cause"], "cause"),
         _optional(iv["launch_id"].tolist(), -1, "launch_id"),
+        _optional_strings(iv["group"], "group"),
         stream,
         strict=True,
     )

@@ -167,3 +167,17 @@ def test_compare_of_two_multi_rank_runs_aligns_on_a_picked_rank(page, server, fo
         want = next(s for s in steps if s["rank"] == rank and s["step"] == step)["start_ns"] - run_start
         assert page.evaluate("ssCompare.a.offset") == want
     shot(page, "43-compare-ranks")
+
+
+def test_the_collectives_tab_lists_each_collective_with_group_bytes_and_last_rank(page, server, four_ranks) -> None:
+    page.goto(f"{server}/runs/{four_ranks['id']}")
+    page.wait_for_function(FIRST_PAINT)
+    button = page.locator("#tab-colls-button")
+    button.wait_for(state="visible")
+    button.click()
+    page.wait_for_selector("#colls-table tbody tr")
+    heads = page.locator("#colls-table thead th").all_inner_texts()
+    assert heads[:5] == ["#", "Name", "Process group", "Bytes", "Ranks"]
+    row = page.locator("#colls-table tbody tr").nth(1).locator("td").all_inner_texts()
+    assert row[1:5] == ["all_reduce", "default_pg (pg 0)", "4.19 MB", "4"]
+    assert row[-1] == "2"  # the planted straggler arrives last

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from collector.traceformat.events import EVENT_COLUMNS, EventTable
+from collector.traceformat.parse_json import DTYPE_BYTES, group_label
 
 DATA = Path(__file__).parent / "data"
 
@@ -65,6 +66,12 @@ def table_from_json(path: str | Path) -> EventTable:
                 cols[col].append(str(value) if value is not None else "")
             else:
                 cols[col].append(int(value) if isinstance(value, (int, float)) else -1)
+        if "In msg nelems" in args:  # torch.profiler's collective metadata: bytes and process group
+            message = max(args["In msg nelems"], args.get("Out msg nelems", -1))
+            if "bytes" not in args:
+                cols["arg_bytes"][-1] = message * DTYPE_BYTES.get(args.get("dtype", ""), 0)
+            name, desc = str(args.get("Process Group Name", "")), str(args.get("Process Group Description", ""))
+            cols["arg_group"].append(group_label(name, desc))
         for col in EVENT_COLUMNS:
             if len(cols[col]) < len(cols["ph"]):
                 dtype = EVENT_COLUMNS[col]

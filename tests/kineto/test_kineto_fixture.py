@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from collector.importers.kineto import trace_from_kineto
 from collector.model import INTERVAL_COLUMNS, MARKER_COLUMNS, Lane, LaneKind, Trace
-from collector.traceformat.events import EVENT_COLUMNS, EventTable
+from collector.traceformat.events import EVENT_COLUMNS, EventTable, read_events
 from collector.traceformat.spec import TraceFileError
 
 
@@ -94,6 +97,9 @@ def test_launch_links_by_correlation_and_by_flow(trace: Trace) -> None:
     assert iv.loc[gemm["launch_id"], "start_ns"] == 1_112_000
     nccl = by_name(trace, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)")
     assert nccl["kind"].astype(str).tolist() == ["collective"]
+    assert nccl["bytes"].tolist() == [4096]  # 1024 Float elements (torch.profiler's collective metadata)
+    assert nccl["group"].astype(str).tolist() == ["default_pg (pg 0)"]
+    assert set(iv.loc[iv["kind"] != "collective", "group"].astype(str)) == {""}
     assert iv.loc[nccl["launch_id"].iloc[0], "start_ns"] == 1_136_000  # only the ac2g flow links this one
     pageable = one(trace, "Memcpy HtoD (Pageable -> Device)")
     assert iv.loc[pageable["launch_id"], "kind"] == "sync_wait"
@@ -162,3 +168,22 @@ def test_empty_table_gives_an_empty_trace() -> None:
     trace = trace_from_kineto(EventTable({"traceEvents": []}, empty))
     assert trace.lanes == () and trace.intervals.empty and trace.markers.empty
     assert list(trace.intervals.columns) == list(INTERVAL_COLUMNS)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_reader_folds_collective_metadata_into_bytes_and_group(tmp_path: Path, fast: bool) -> None:
+    """Both reader paths: bytes from the larger message, the group from its name and description (a number
+    as name reads as its text); a trace without the metadata keeps the defaults."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+         "args": {"In msg nelems": 10, "Out msg nelems": 40, "dtype": "BFloat16", "Process Group Name": 3}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 7, "ts": 4, "dur": 2,
+         "args": {"In msg nelems": 8, "Out msg nelems": 8, "dtype": "Float", "Process Group Name": "0",
+                  "Process Group Description": "default_pg"}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 8, "dur": 2, "args": {}},
+    ]  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    ev = read_events(path, fast=fast).events
+    assert ev["arg_bytes"].tolist() == [80, 32, -1]
+    assert ev["arg_group"].astype(str).tolist() == ["pg 3", "default_pg (pg 0)", ""]

@@ -9,6 +9,7 @@ times plus ``offsets[r]``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from collector.model import Interval, IntervalKind, Lane, LaneKind, Marker, Mark
 
 MS = 1_000_000
 DATA = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+GROUP = "default_pg (pg 0)"
 
 
 def job(
@@ -43,7 +45,7 @@ def job(
     leave = int(enter.max()) + latency_ns
     for r in range(world):
         end = leave + int(rng.integers(0, end_jitter_ns))
-        rows[r].append(Interval(1, IntervalKind.COLLECTIVE, "gloo:barrier", int(enter[r]), end))
+        rows[r].append(Interval(1, IntervalKind.COLLECTIVE, "gloo:barrier", int(enter[r]), end, group=GROUP))
     t = leave + MS
     for k in range(steps):
         starts = t + rng.integers(0, 100_000, world)
@@ -59,7 +61,11 @@ def job(
         leave = int(enter.max()) + latency_ns
         for r in range(world):
             end = leave + int(rng.integers(0, end_jitter_ns))
-            rows[r].append(Interval(1, IntervalKind.COLLECTIVE, "gloo:all_reduce", int(enter[r]), end, step=k))
+            rows[r].append(
+                Interval(
+                    1, IntervalKind.COLLECTIVE, "gloo:all_reduce", int(enter[r]), end, 4 << 20, step=k, group=GROUP
+                )
+            )
             rows[r].append(Interval(0, IntervalKind.CPU_OP, "aten::add_", end, end + MS, step=k))
             marks[r].append(Marker(r, MarkerKind.STEP, f"step {k}", int(starts[r]), end + MS, k))
         t = leave + MS + 50_000
@@ -74,4 +80,4 @@ def job(
 
 
 def _shift(i: Interval, by: int) -> Interval:
-    return Interval(i.lane, i.kind, i.name, i.start_ns + by, i.end_ns + by, step=i.step)
+    return replace(i, start_ns=i.start_ns + by, end_ns=i.end_ns + by)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.align import matched_collectives
 from collector.load import load_trace
 from collector.merge import alignment_rows
 from webapp.analysis.run import analyze
@@ -123,3 +124,36 @@ def test_sync_cause_needs_cuda(tmp_path: Path) -> None:
     done = _record(tmp_path, "demo:ddp", "--slow-rank", "1", "--slow-cause", "sync")
     assert done.returncode != 0
     assert "--slow-cause sync needs CUDA" in done.stderr
+
+
+def test_collectives_carry_their_bytes_and_process_group(tmp_path: Path) -> None:
+    """Two process groups over the same ranks: each collective is in its own group, with its input bytes, and
+    the ranks' collectives are matched within their group."""
+    script = tmp_path / "groups.py"
+    script.write_text(
+        "import torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "side = dist.new_group([0, 1])\n"
+        "for _ in range(3):\n"
+        "    dist.all_reduce(torch.ones(1000))\n"
+        "    dist.broadcast(torch.ones(2000, dtype=torch.float64), 0, group=side)\n"
+        "dist.destroy_process_group()\n"
+    )
+    done = _record(tmp_path, "groups.py")
+    assert done.returncode == 0, done.stderr[-2000:]
+    iv = load_trace(str(tmp_path / "groups.json.gz")).intervals
+    coll = iv[iv["kind"] == "collective"]
+    got = {
+        (int(r), str(n), int(b), str(g))
+        for r, n, b, g in coll[["rank", "name", "bytes", "group"]].itertuples(index=False)
+    }
+    assert got == {
+        (r, *c)
+        for r in (0, 1)
+        for c in (("gloo:all_reduce", 4000, "default_pg (pg 0)"), ("gloo:broadcast", 16000, "pg 1"))
+    }
+    matched = matched_collectives(iv)
+    assert sorted(matched.groupby(["group", "name"])["seq"].nunique().items()) == [
+        (("default_pg (pg 0)", "all_reduce"), 3),
+        (("pg 1", "broadcast"), 3),
+    ]

@@ -90,15 +90,19 @@ def collective_frame(rd: RunData) -> pd.DataFrame:
     m["last"] = False
     m.loc[last_row.to_numpy(), "last"] = True
     m["win"] = rd.win_row[m["row"].to_numpy(np.int64)] if len(m) else np.zeros(0, dtype=np.int64)
+    m["bytes"] = rd.trace.intervals["bytes"].to_numpy(np.int64)[m["row"].to_numpy(np.int64)]
     return m
 
 
 def collective_summary(cf: pd.DataFrame) -> pd.DataFrame:
-    """One row per collective: ``seq``, ``name``, ``ranks``, ``comm_latency_ns`` (min duration over ranks),
+    """One row per collective: ``seq``, ``name``, ``group`` (process group, '' if unknown), ``bytes`` (its
+    largest message over ranks), ``ranks``, ``comm_latency_ns`` (min duration over ranks),
     ``start_skew_ns``/``end_skew_ns`` (max - min over ranks), ``max_wait_ns``, ``last_rank``."""
     g = cf.groupby("seq", sort=True)
     out = g.agg(
         name=("name", "first"),
+        group=("group", "first"),
+        bytes=("bytes", "max"),
         ranks=("rank", "size"),
         comm_latency_ns=("dur_ns", "min"),
         start_min=("start_ns", "min"),
@@ -110,7 +114,8 @@ def collective_summary(cf: pd.DataFrame) -> pd.DataFrame:
     out["start_skew_ns"] = out.pop("start_max") - out.pop("start_min")
     out["end_skew_ns"] = out.pop("end_max") - out.pop("end_min")
     out["last_rank"] = cf[cf["last"]].set_index("seq")["rank"].reindex(out.index)
-    cols = ["name", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"]
+    cols = ["name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns"]
+    cols.append("last_rank")
     return out.reset_index()[["seq", *cols]]
 
 

@@ -154,6 +154,8 @@ const tables = {
     ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
   "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
     ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
+  "tab-colls": () => fillTable(document.getElementById("colls-table"), (full.ranks || {}).collectives || [],
+    ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"]),
 };
 const built = new Set();
 let active = "tab-steps";
@@ -167,6 +169,7 @@ document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("cli
 root.addEventListener("tl-firstpaint", async () => {
   try { full = await SS.json(P.analysis_url); } catch (e) { return; }
   build(active);
+  document.getElementById("tab-colls-button").hidden = !((full.ranks || {}).collectives || []).length;
   const figs = full.rank_figures || {}, grid = (full.ranks || {}).grid;
   if (!full.step_figure && !figs.step_time_ns) return;
   const Plotly = await loadPlotly(P.plotly);
