@@ -308,11 +308,23 @@ def _markers(trace: Trace, rows: Sequence[tuple[str, str, int, int, int]]) -> pd
 
 
 def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
-    """Each row's step: by its start time, and GPU work the step of the launch that queued it."""
-    step = step_at(markers, frame["start_ns"].to_numpy(np.int64))
+    """Each row's step: by its start time, GPU work the step of the launch that queued it, and a GPU-side
+    range (launched by nothing) the step of the first launched work it covers on its stream."""
+    start = frame["start_ns"].to_numpy(np.int64)
+    step = step_at(markers, start)
     launch = lookup_first(frame["id"].to_numpy(np.int64), frame["launch_id"].to_numpy(np.int64))
     linked = launch >= 0
     step[linked] = step[launch[linked]]
+    on_gpu = (frame["lane_kind"].astype(str) != LaneKind.CPU_THREAD.value).to_numpy()
+    lane, end = frame["lane"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
+    for ln in np.unique(lane[on_gpu & ~linked]).tolist():  # a few streams
+        work = np.flatnonzero(on_gpu & linked & (lane == ln))
+        work = work[np.argsort(start[work], kind="stable")]
+        ranges = np.flatnonzero(on_gpu & ~linked & (lane == ln))
+        first = np.searchsorted(start[work], start[ranges], side="left")
+        ok = first < len(work)
+        ok[ok] = start[work[first[ok]]] < end[ranges[ok]]
+        step[ranges[ok]] = step[work[first[ok]]]
     return step
 
 
