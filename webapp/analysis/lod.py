@@ -22,6 +22,7 @@ import pandas as pd
 from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, MarkerKind, RunMeta, Trace
 from webapp.analysis import intervals as iv
 from webapp.analysis.lodboxes import MAX_BOXES_PER_LANE, LaneLod, lod_lane, max_before, window_slice
+from webapp.analysis.lodlevel import Level
 
 MAX_BOXES_PER_VIEW = 10_000
 RAW_LIMIT = 50_000
@@ -71,6 +72,7 @@ class RunIndex:
     ``frame`` is the run DataFrame sorted by lane then start_ns (rows of LaneLod index into it);
     ``columns`` the per-row columns a view payload reads, without the DataFrame.
     ``exposed[rank]`` holds the windows where copies run and no compute does (sorted, disjoint).
+    :attr:`level` folds runs of short intervals for wide windows (webapp.analysis.lodlevel).
     """
 
     meta: RunMeta
@@ -87,6 +89,7 @@ class RunIndex:
     end_ns: int
     exposed: dict[int, tuple[np.ndarray, np.ndarray]]
     exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]]  # gap_order of the ranks with many windows
+    _level: Level | None
 
     def __init__(self, trace: Trace) -> None:
         frame = trace.intervals
@@ -110,6 +113,7 @@ class RunIndex:
             self.coarse.append(_Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
         self.origin_ns = int(self.start.min()) if len(frame) else 0
         self.end_ns = int(self.end.max()) if len(frame) else 0
+        self._level = self._build_level()
         self.exposed = self._exposed_copies()
         self.exposed_gaps = {r: gap_order(s[1:], e[:-1]) for r, (s, e) in self.exposed.items() if len(s) > RAW_LIMIT}
 
@@ -145,13 +149,15 @@ class RunIndex:
         exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]],
         load_trace: Callable[[], Trace],
         read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None,
+        level: Level | None = None,
     ) -> RunIndex:
         """An index from arrays saved by webapp.index_files.save_index (memory-mapped ``.npy`` files).
 
         ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane,
         ``exposed_gaps[rank]`` gap_order() of the ranks with many exposed windows;
         ``load_trace`` reads the full run (sorted like the arrays) the first time :attr:`trace` is asked;
-        ``read_rows(positions)`` reads only the run's rows at these positions (for :meth:`rows_of_ids`).
+        ``read_rows(positions)`` reads only the run's rows at these positions (for :meth:`rows_of_ids`);
+        ``level`` is built on first use when not given (an index saved before levels).
         """
         self = cls.__new__(cls)
         self._setup(meta, lanes, markers, None, load_trace)
@@ -165,7 +171,18 @@ class RunIndex:
         self.origin_ns = int(start.min()) if len(start) else 0  # whole-array reductions: a few ms
         self.end_ns = int(end.max()) if len(end) else 0
         self.exposed, self.exposed_gaps = exposed, dict(exposed_gaps)
+        self._level = level
         return self
+
+    @property
+    def level(self) -> Level:
+        """The folds of runs of short intervals that wide windows draw from (webapp.analysis.lodlevel)."""
+        if self._level is None:  # two threads may both build it: the same arrays
+            self._level = self._build_level()
+        return self._level
+
+    def _build_level(self) -> Level:
+        return Level.build(self.start, self.end, self.kind, self.lane_bounds, self.end_ns - self.origin_ns)
 
     @property
     def trace(self) -> Trace:
@@ -220,7 +237,8 @@ class RunIndex:
     ) -> LaneLod:
         """Boxes of one lane. Windows holding more than ``raw_limit`` (default RAW_LIMIT) intervals use
         the precomputed prefix arrays (cost: one compare over the slice plus work per box); smaller ones
-        the exact wide/narrow split of :func:`lod_lane`."""
+        the exact wide/narrow split of :func:`lod_lane`, drawn from the :attr:`level`'s folds when the window
+        is wide enough (the same boxes, work per fold instead of per interval)."""
         lo, hi = self.lane_bounds[lane]
         cm = self.cummax[lo:hi]
         i0, i1 = window_slice(self.start[lo:hi], cm, t0, t1)
@@ -228,6 +246,9 @@ class RunIndex:
         if i1 - i0 > (RAW_LIMIT if raw_limit is None else raw_limit):
             coarse = coarse or _Coarse.build(self, lo, hi)
             return coarse.view(lane, lo + i0, lo + i1, t0, t1, width_px, cap)
+        folded = self.level.lane(lane, (self.start, self.end, self.kind), (lo + i0, lo + i1), t0, t1, width_px, cap)
+        if folded is not None:
+            return folded
         out = lod_lane(lane, self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi], cm, t0, t1, width_px, cap)
         return replace(out, rows=out.rows + lo)
 

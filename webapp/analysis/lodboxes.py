@@ -49,11 +49,31 @@ def window_slice(start: np.ndarray, cummax_end: np.ndarray, t0: int, t1: int) ->
     return i0, max(i0, i1)
 
 
-def merge_narrow(s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float) -> tuple[np.ndarray, ...]:
+@dataclass(frozen=True)
+class Folded:
+    """Which entries of a window stand for several intervals each (webapp.analysis.lodlevel), entry-aligned:
+    ``mask`` marks them; ``count`` is the intervals of each entry (1 for a plain one), ``busy`` the union of a
+    folded entry's intervals (ns) and ``packed`` its longest one as merge_narrow packs it (duration * 16 +
+    kind). A folded entry is never wide; its intervals would never be split between boxes, and every interval
+    merged before it ends at or before its start or at or after its end."""
+
+    mask: np.ndarray
+    count: np.ndarray
+    busy: np.ndarray
+    packed: np.ndarray
+
+    def take(self, keep: np.ndarray) -> Folded:
+        return Folded(self.mask[keep], self.count[keep], self.busy[keep], self.packed[keep])
+
+
+def merge_narrow(
+    s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float, folded: Folded | None = None
+) -> tuple[np.ndarray, ...]:
     """Merge intervals (sorted by start, clipped) whose gaps are under ``px_ns`` into busy boxes.
 
     Returns (first, box_start, box_end, count, busy_ns, dominant_kind); ``first`` is the index of each
-    box's first member. busy_ns is the exact length of the union of each box's members.
+    box's first member. busy_ns is the exact length of the union of each box's members. ``folded`` marks
+    entries that stand for several intervals (their ``e`` is their latest end).
     """
     n = len(s)
     if n == 0:
@@ -65,13 +85,23 @@ def merge_narrow(s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float) -
     breaks[1:] = s[1:] - prev_max[1:] >= px_ns
     first = np.flatnonzero(breaks)
     contrib = np.maximum(0, e - np.maximum(s, prev_max))
-    busy = np.add.reduceat(contrib, first)
-    box_end = np.maximum.reduceat(e, first)
-    count = np.diff(np.append(first, n))
     # the kind of each box's longest member: duration and kind packed into one int64, max per box
     packed = (e - s) * 16 + kind.astype(np.int64)
+    if folded is None:
+        count = np.diff(np.append(first, n))
+    else:  # a folded entry adds all of its busy time, or none when an earlier interval covers it
+        contrib = np.where(folded.mask, np.where(prev_max <= s, folded.busy, 0), contrib)
+        packed = np.where(folded.mask, folded.packed, packed)
+        count = np.add.reduceat(folded.count, first)
+    busy = np.add.reduceat(contrib, first)
+    box_end = np.maximum.reduceat(e, first)
     dominant = (np.maximum.reduceat(packed, first) % 16).astype(np.int8)
     return first, s[first], box_end, count, busy, dominant
+
+
+def first_px(span_ns: int, width_px: int, cap: int) -> float:
+    """The merge threshold a view of ``span_ns`` starts from: one pixel, or coarser to fit ``cap`` boxes."""
+    return max(1.0, span_ns / max(1, width_px), span_ns / max(1, cap))
 
 
 def lod_lane(
@@ -91,14 +121,35 @@ def lod_lane(
     visible = (e_all > t0) | (s_all >= t0)
     idx = np.flatnonzero(visible) + i0 if not visible.all() else np.arange(i0, i1)
     s, e = np.maximum(start[idx], t0), np.minimum(end[idx], t1)
-    k = kind[idx]
+    return lane_boxes(lane, idx, s, e, kind[idx], start, end, t1 - t0, width_px, cap)
+
+
+def lane_boxes(
+    lane: int,
+    idx: np.ndarray,
+    s: np.ndarray,
+    e: np.ndarray,
+    k: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    span_ns: int,
+    width_px: int,
+    cap: int,
+    folded: Folded | None = None,
+) -> LaneLod:
+    """Boxes of one lane from the entries of a window ``span_ns`` long: ``idx`` their positions in
+    ``start``/``end``, ``s``/``e`` their times clipped to the window and ``k`` their kinds; ``folded``
+    marks entries that stand for several intervals."""
     dur = e - s
-    span = max(1, t1 - t0)
-    px = max(1.0, span / max(1, width_px), span / max(1, cap))
+    span = max(1, span_ns)
+    px = first_px(span, width_px, cap)
     while True:
         wide = dur >= px
+        if folded is not None:
+            wide &= ~folded.mask
         narrow = ~wide
-        first, b_s, b_e, b_n, b_busy, b_k = merge_narrow(s[narrow], e[narrow], k[narrow], px)
+        some = None if folded is None else folded.take(narrow)
+        first, b_s, b_e, b_n, b_busy, b_k = merge_narrow(s[narrow], e[narrow], k[narrow], px, some)
         n_boxes = int(wide.sum()) + len(first)
         if n_boxes <= cap or px >= span:
             break
