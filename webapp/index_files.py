@@ -7,7 +7,7 @@ Layout of one index folder (``runs/<id>.lod/``)::
     start.npy end.npy cummax.npy        int64 ns per row (rows sorted by lane then start_ns)
     kind.npy                   int8 codes into lod.KIND_NAMES
     name.npy source.npy memory_kind.npy category codes; id.npy bytes.npy step.npy
-    coarse-<lane>-<part>.npy   the _Coarse prefix arrays of each long lane (no kind_cum for one kind)
+    coarse-<lane>-<part>.npy   the lodcoarse.Coarse prefix arrays of each long lane (no kind_cum for one kind)
     exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank (and -gap_order, -gap_neg_sorted
                                for ranks with many windows)
     level-<part>.npy           the folds of lodlevel.Level (an index saved before them builds them on use)
@@ -147,7 +147,7 @@ def load_index(
 
 
 def _coarse_parts(arr: Callable[[str], np.ndarray], lane: int) -> tuple[np.ndarray, ...]:
-    """A long lane's _Coarse arrays; a lane of one kind has no kind_cum file (it is busy_cum)."""
+    """A long lane's Coarse arrays; a lane of one kind has no kind_cum file (it is busy_cum)."""
     busy_cum, kinds = arr(f"coarse-{lane}-busy_cum"), arr(f"coarse-{lane}-kinds")
     kind_cum = busy_cum.reshape(1, -1) if len(kinds) == 1 else arr(f"coarse-{lane}-kind_cum")
     return busy_cum, kinds, kind_cum, arr(f"coarse-{lane}-gap_order"), arr(f"coarse-{lane}-gap_neg_sorted")

@@ -21,12 +21,13 @@ import pandas as pd
 
 from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, MarkerKind, RunMeta, Trace
 from webapp.analysis import intervals as iv
-from webapp.analysis.lodboxes import MAX_BOXES_PER_LANE, LaneLod, lod_lane, max_before, window_slice
+from webapp.analysis.lodboxes import MAX_BOXES_PER_LANE, LaneLod, lod_lane, window_slice
+from webapp.analysis.lodcoarse import Coarse, gap_order, runs
 from webapp.analysis.lodlevel import Level
 
 MAX_BOXES_PER_VIEW = 10_000
 RAW_LIMIT = 50_000
-"""Windows with more intervals than this on a lane use the precomputed prefix arrays (_Coarse), which lanes
+"""Windows with more intervals than this on a lane use the precomputed prefix arrays (Coarse), which lanes
 longer than this have: a whole-run view then costs well under a millisecond per lane."""
 KIND_NAMES: tuple[str, ...] = tuple(INTERVAL_KIND_DTYPE.categories)
 """Interval kinds by code: the ``kind`` arrays below hold indices into this tuple."""
@@ -84,7 +85,7 @@ class RunIndex:
     cummax: np.ndarray
     columns: RowColumns
     lane_bounds: list[tuple[int, int]]
-    coarse: list[_Coarse | None]
+    coarse: list[Coarse | None]
     origin_ns: int
     end_ns: int
     exposed: dict[int, tuple[np.ndarray, np.ndarray]]
@@ -110,7 +111,7 @@ class RunIndex:
         for lo, hi in self.lane_bounds:
             if hi > lo:
                 self.cummax[lo:hi] = np.maximum.accumulate(self.end[lo:hi])
-            self.coarse.append(_Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
+            self.coarse.append(Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
         self.origin_ns = int(self.start.min()) if len(frame) else 0
         self.end_ns = int(self.end.max()) if len(frame) else 0
         self._level = self._build_level()
@@ -166,7 +167,7 @@ class RunIndex:
         self.columns = columns
         self.lane_bounds = [(int(lo), int(hi)) for lo, hi in lane_bounds]
         self.coarse = [
-            _Coarse(lo, self, *coarse[i]) if i in coarse else None for i, (lo, _) in enumerate(self.lane_bounds)
+            Coarse(lo, self, *coarse[i]) if i in coarse else None for i, (lo, _) in enumerate(self.lane_bounds)
         ]
         self.origin_ns = int(start.min()) if len(start) else 0  # whole-array reductions: a few ms
         self.end_ns = int(end.max()) if len(end) else 0
@@ -244,7 +245,7 @@ class RunIndex:
         i0, i1 = window_slice(self.start[lo:hi], cm, t0, t1)
         coarse = self.coarse[lane] if lane < len(self.coarse) else None
         if i1 - i0 > (RAW_LIMIT if raw_limit is None else raw_limit):
-            coarse = coarse or _Coarse.build(self, lo, hi)
+            coarse = coarse or Coarse.build(self, lo, hi)
             return coarse.view(lane, lo + i0, lo + i1, t0, t1, width_px, cap)
         folded = self.level.lane(lane, (self.start, self.end, self.kind), (lo + i0, lo + i1), t0, t1, width_px, cap)
         if folded is not None:
@@ -292,7 +293,7 @@ class RunIndex:
             if gaps is None:
                 gaps = self.exposed_gaps.setdefault(rank, gap_order(s[1:], e[:-1]))
             px = max(1.0, (t1 - t0) / max(1, width_px), (t1 - t0) / max(1, cap - 1))
-            first, last = _runs(gaps, a, b, px, lambda: s[a + 1 : b] - e[a : b - 1])
+            first, last = runs(gaps, a, b, px, lambda: s[a + 1 : b] - e[a : b - 1])
             return np.maximum(s[first], t0), np.minimum(e[last], t1)
         cm = e
         lod = lod_lane(-1, s, e, np.zeros(len(s), np.int8), cm, t0, t1, width_px, cap)
@@ -311,75 +312,6 @@ class RunIndex:
         return steps if rank is None else steps[steps["rank"] == rank].reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class _Coarse:
-    """Prefix arrays of one long lane for windows with many intervals.
-
-    ``busy_cum[i]``: union length of the lane's first i intervals (sorted by start); ``kind_cum[k][i]``
-    the same split by kind (kinds present on the lane only). A window's boxes are the runs of intervals
-    separated by gaps of at least one pixel: each box's busy time is a difference of two prefix sums.
-    """
-
-    lo: int
-    index: RunIndex
-    busy_cum: np.ndarray
-    kinds: np.ndarray
-    kind_cum: np.ndarray  # shape (len(kinds), n + 1)
-    gap_order: np.ndarray  # positions (in the lane) with a gap >= 1 ns before them, largest gap first
-    gap_neg_sorted: np.ndarray  # -gap in that order (ascending), for searchsorted
-
-    @classmethod
-    def build(cls, index: RunIndex, lo: int, hi: int) -> _Coarse:
-        s, e = index.start[lo:hi], index.end[lo:hi]
-        pm = max_before(index.cummax[lo:hi])
-        contrib = np.maximum(0, e - np.maximum(s, pm))
-        busy_cum = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.cumsum(contrib, out=busy_cum[1:])
-        k = index.kind[lo:hi]
-        kinds = np.unique(k)
-        if len(kinds) == 1:  # one kind: its prefix sums are busy_cum's (a view, no copy)
-            kind_cum = busy_cum.reshape(1, -1)
-        else:
-            kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
-            for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
-                np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
-        return cls(lo, index, busy_cum, kinds, kind_cum, *gap_order(s[1:], pm[1:]))
-
-    def view(self, lane: int, a: int, b: int, t0: int, t1: int, width_px: int, cap: int) -> LaneLod:
-        ix = self.index
-        span = max(1, t1 - t0)
-        px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
-        # a >= lo: the gap before each interval is to the previous ends of the same lane
-        f, last = _runs(
-            (self.gap_order, self.gap_neg_sorted),
-            a - self.lo,
-            b - self.lo,
-            px,
-            lambda: ix.start[a + 1 : b] - ix.cummax[a : b - 1],
-        )
-        la = last + 1
-        busy = self.busy_cum[la] - self.busy_cum[f]
-        count = la - f
-        first, last = f + self.lo, last + self.lo
-        dominant = self.kinds[(self.kind_cum[:, la] - self.kind_cum[:, f]).argmax(axis=0)].astype(np.int8)
-        single = count == 1
-        multi = ~single
-        rows = first[single]
-        return LaneLod(
-            lane=lane,
-            rows=rows,
-            start_ns=ix.start[rows],
-            end_ns=ix.end[rows],
-            kind=ix.kind[rows],
-            busy_start_ns=ix.start[first[multi]],
-            busy_end_ns=ix.cummax[last[multi]],
-            busy_count=count[multi],
-            busy_ns=busy[multi],
-            busy_kind=dominant[multi],
-            px_ns=px,
-        )
-
-
 def water_level(need: np.ndarray, total: int) -> int:
     """The largest cap ``c`` (at least 1) with ``sum(min(need, c)) <= total``: lanes needing at most ``c``
     boxes keep them all, the others get ``c`` each."""
@@ -389,32 +321,6 @@ def water_level(need: np.ndarray, total: int) -> int:
     caps = (total - below) // np.maximum(1, n - np.arange(n))  # cap if lanes k.. are the capped ones
     hit = np.flatnonzero(caps < s)
     return max(1, int(caps[hit[0]]) if len(hit) else int(s[-1]))
-
-
-def gap_order(start: np.ndarray, prev_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions i >= 1 whose gap ``start[i-1] - prev_end[i-1]`` (arguments shifted by one) is at least
-    1 ns, largest gap first, and the negated gaps in that order (ascending, for searchsorted)."""
-    gap = start - prev_end
-    wide = np.flatnonzero(gap >= 1)  # a box boundary needs a gap of at least one pixel (>= 1 ns)
-    order = (wide[np.argsort(-gap[wide], kind="stable")] + 1).astype(np.int32)
-    return order, -gap[order - 1]
-
-
-def _runs(
-    gaps: tuple[np.ndarray, np.ndarray], a: int, b: int, px: float, window_gaps: Callable[[], np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """(first, last) positions of the runs of [a, b) separated by gaps of at least ``px``; ``gaps`` is
-    :func:`gap_order`'s answer for the whole array, ``window_gaps()`` the gaps before a+1 .. b-1 (asked
-    only when that many gaps are so wide that scanning the window is cheaper)."""
-    order, neg_sorted = gaps
-    k = int(np.searchsorted(neg_sorted, -px, side="right"))  # gaps of at least px
-    if k < b - a:  # few wide gaps in the whole array: pick those inside the window
-        cand = order[:k].astype(np.int64)
-        inside = np.sort(cand[(cand > a) & (cand < b)])
-    else:
-        inside = np.flatnonzero(window_gaps() >= px) + a + 1
-    first = np.concatenate([[a], inside]).astype(np.int64)
-    return first, np.append(first[1:], b) - 1
 
 
 def _sorted_within(lanes: np.ndarray, starts: np.ndarray) -> bool:
