@@ -43,6 +43,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     CACHE_RUNS          runs kept in memory for the timeline (default 3; a 10M-interval run takes ~1.5 GB)
     WARM_RUNS           load this many of the newest runs into memory in the background (default 0;
                         ``streamscope serve`` uses 1) so the first zoom does not wait for the disk
+    RANK_WORKERS        processes that load the files of a multi-rank upload (default None: the CPU
+                        count; 1 loads them one after another in the request's thread)
     """
     from flask import Flask
 
@@ -58,6 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         RECORD_ENABLED=None,
         WARM_RUNS=0,
         CACHE_RUNS=3,
+        RANK_WORKERS=None,
         LOCAL_ONLY=False,
         MAX_MEMORY=default_budget_bytes(),
         JSON_SORT_KEYS=False,

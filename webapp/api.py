@@ -121,12 +121,14 @@ def upload_ranks() -> tuple[Response, int]:
     if len(uploads) < 2 and not one_zip:
         abort(400, "a multi-rank run needs the files of at least two ranks or one .zip (multipart fields 'file')")
     limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
+    workers = current_app.config["RANK_WORKERS"]
     try:
         if one_zip:
             f = uploads[0]
-            info = ingest_rank_zip(get_store(), f.stream, f.filename or "", limit, get_budget())
+            info = ingest_rank_zip(get_store(), f.stream, f.filename or "", limit, get_budget(), workers=workers)
         else:
-            info = ingest_ranks(get_store(), [(f.stream, f.filename or "") for f in uploads], limit, get_budget())
+            files = [(f.stream, f.filename or "") for f in uploads]
+            info = ingest_ranks(get_store(), files, limit, get_budget(), workers=workers)
     except TooLarge as exc:
         abort(413, str(exc))
     except IngestError as exc:

@@ -7,9 +7,10 @@ Layout of one index folder (``runs/<id>.lod/``)::
     start.npy end.npy cummax.npy        int64 ns per row (rows sorted by lane then start_ns)
     kind.npy                   int8 codes into lod.KIND_NAMES
     name.npy source.npy memory_kind.npy category codes; id.npy bytes.npy step.npy
-    coarse-<lane>-<part>.npy   the _Coarse prefix arrays of each long lane (no kind_cum for one kind)
+    coarse-<lane>-<part>.npy   the lodcoarse.Coarse prefix arrays of each long lane (no kind_cum for one kind)
     exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank (and -gap_order, -gap_neg_sorted
                                for ranks with many windows)
+    level-<part>.npy           the folds of lodlevel.Level (an index saved before them builds them on use)
 
 :func:`load_index` maps the files read-only (``np.load(mmap_mode="r")``): nothing is copied, pages are
 read when a view touches them. The full run (for analysis or interval rows) is read on first use only.
@@ -28,6 +29,8 @@ import pandas as pd
 
 from collector.model import RunMeta, Trace
 from webapp.analysis.lod import RowColumns, RunIndex
+from webapp.analysis.lodlevel import PARTS as LEVEL_PARTS
+from webapp.analysis.lodlevel import Level
 from webapp.runfile import lane_dict, lane_from_dict, markers_from_split, markers_json
 
 INDEX_VERSION = 2
@@ -56,6 +59,8 @@ def save_index(index: RunIndex, folder: Path) -> None:
         arrays[f"exposed-{rank}-s"], arrays[f"exposed-{rank}-e"] = s, e
     for rank, (order, neg_sorted) in index.exposed_gaps.items():
         arrays[f"exposed-{rank}-gap_order"], arrays[f"exposed-{rank}-gap_neg_sorted"] = order, neg_sorted
+    level = index.level
+    arrays.update({f"level-{part}": getattr(level, part) for part in LEVEL_PARTS})
     for name, arr in arrays.items():
         with open(folder / f"{name}.npy", "wb") as fh:
             np.save(fh, np.ascontiguousarray(arr), allow_pickle=False)
@@ -73,6 +78,7 @@ def save_index(index: RunIndex, folder: Path) -> None:
         "coarse_lanes": coarse_lanes,
         "exposed_ranks": sorted(index.exposed),
         "exposed_gap_ranks": sorted(index.exposed_gaps),
+        "level_p0_ns": level.p0_ns,
     }
     with open(folder / "index.json", "w", encoding="utf-8") as fh:
         json.dump(doc, fh, default=str)
@@ -115,6 +121,8 @@ def load_index(
             int(r): (arr(f"exposed-{r}-gap_order"), arr(f"exposed-{r}-gap_neg_sorted"))
             for r in doc["exposed_gap_ranks"]
         }
+        p0 = doc.get("level_p0_ns")
+        level = None if p0 is None else Level(float(p0), *(arr(f"level-{part}") for part in LEVEL_PARTS))
         lanes = tuple(lane_from_dict(d) for d in doc["lanes"])
         markers = markers_from_split(doc["markers"])
         return RunIndex.from_arrays(
@@ -132,13 +140,14 @@ def load_index(
             exposed_gaps=exposed_gaps,
             load_trace=load_trace,
             read_rows=read_rows,
+            level=level,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def _coarse_parts(arr: Callable[[str], np.ndarray], lane: int) -> tuple[np.ndarray, ...]:
-    """A long lane's _Coarse arrays; a lane of one kind has no kind_cum file (it is busy_cum)."""
+    """A long lane's Coarse arrays; a lane of one kind has no kind_cum file (it is busy_cum)."""
     busy_cum, kinds = arr(f"coarse-{lane}-busy_cum"), arr(f"coarse-{lane}-kinds")
     kind_cum = busy_cum.reshape(1, -1) if len(kinds) == 1 else arr(f"coarse-{lane}-kind_cum")
     return busy_cum, kinds, kind_cum, arr(f"coarse-{lane}-gap_order"), arr(f"coarse-{lane}-gap_neg_sorted")

@@ -208,12 +208,18 @@ def add_trace(
 
 
 def ingest_ranks(
-    store: Store, files: list[tuple[IO[bytes], str]], limit_bytes: int, budget: MemoryBudget | None = None
+    store: Store,
+    files: list[tuple[IO[bytes], str]],
+    limit_bytes: int,
+    budget: MemoryBudget | None = None,
+    *,
+    workers: int | None = None,
 ) -> RunInfo:
     """Store the per-rank files of one job as one multi-rank run (collector.merge: clocks aligned on the
     collectives). Each file is written to the uploads folder (``limit_bytes`` each; gzips inflated to disk)
-    and removed after; all of them are loaded within ``budget`` together. Raises IngestError (one line naming
-    the file) and stores nothing when any file fails."""
+    and removed after; all of them are loaded within ``budget`` together, in parallel (:func:`_load_ranks`,
+    up to ``workers`` processes). Raises IngestError (one line naming the file) and stores nothing when any
+    file fails."""
     from collector.merge import merge_traces
 
     if len(files) < 2:
@@ -235,13 +241,7 @@ def ingest_ranks(
                 f"memory budget of {budget.budget_bytes / 1e9:.2f} GB (see --max-memory)"
             )
         with budget.hold(need) if budget is not None else _no_hold():
-            traces = []
-            for plain, filename in plains:
-                try:
-                    traces.append(_load(plain))
-                except IngestError as exc:
-                    text = str(exc).replace(f"{plain}: ", "")
-                    raise IngestError(f"{base_name(filename)}: {text}") from None
+            traces = _load_ranks(plains, workers)
             names = [base_name(f) for _, f in files]
             try:
                 trace = merge_traces(traces, names)
@@ -255,7 +255,13 @@ def ingest_ranks(
 
 
 def ingest_rank_zip(
-    store: Store, stream: IO[bytes], filename: str, limit_bytes: int, budget: MemoryBudget | None = None
+    store: Store,
+    stream: IO[bytes],
+    filename: str,
+    limit_bytes: int,
+    budget: MemoryBudget | None = None,
+    *,
+    workers: int | None = None,
 ) -> RunInfo:
     """:func:`ingest_ranks` for one .zip upload whose .json/.json.gz members are the rank files (each member
     held to ``limit_bytes`` inflated). Raises IngestError for a bad zip; stores nothing on failure."""
@@ -272,7 +278,7 @@ def ingest_rank_zip(
                 members = rank_members(zf, base_name(filename))
                 files = [(zf.open(m), m.filename) for m in members]
                 try:
-                    return ingest_ranks(store, files, limit_bytes, budget)
+                    return ingest_ranks(store, files, limit_bytes, budget, workers=workers)
                 finally:
                     for fh, _ in files:
                         fh.close()
@@ -280,6 +286,30 @@ def ingest_rank_zip(
             raise IngestError(str(exc).replace(str(part.name), base_name(filename))) from None
     finally:
         part.unlink(missing_ok=True)
+
+
+def _load_ranks(plains: list[tuple[Path, str]], workers: int | None) -> list[Trace]:
+    """The traces of the spooled rank files ``(path, user's file name)``, in order, loaded as the merge
+    command loads them (webapp.rankwork) by up to ``workers`` processes (default: the CPU count; inline for
+    one), started by a fork server rather than forked from this threaded server. A file that fails is an
+    IngestError of one line that names the user's file."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from webapp.rankwork import RankWorkError, load_rank, run_per_rank
+
+    paths = [str(plain) for plain, _ in plains]
+    try:
+        return run_per_rank(load_rank, paths, workers=workers, start_method="forkserver")
+    except RankWorkError as exc:
+        spooled, _, text = str(exc).partition(": ")
+        for plain, filename in plains:
+            text = text.replace(str(plain), base_name(filename))
+        user = next((base_name(f) for plain, f in plains if plain.name == spooled), "a rank file")
+        raise IngestError(f"{user}: {text}") from None
+    except MemoryError:
+        raise BudgetExceeded("the rank files are too large to load on this server") from None
+    except BrokenProcessPool:
+        raise IngestError("a process loading the rank files stopped before it finished; nothing was stored") from None
 
 
 def _plain_copy(store: Store, part: Path, budget: MemoryBudget | None) -> tuple[Path, int, int]:

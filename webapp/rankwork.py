@@ -14,6 +14,7 @@ installed; a local instance is given this checkout's path.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -57,14 +58,16 @@ class RankSummary:
 
 
 def load_rank(path: str) -> Trace:
-    """One rank's file (ours or torch.profiler's), its host-side collectives marked as collectives."""
+    """One rank's file (ours or torch.profiler's), its host-side collectives marked as collectives. A file
+    that cannot be read is a RankWorkError of one line that starts with the file's name."""
     from collector.importers.collectives import mark_host_collectives
     from collector.load import load_trace
 
     try:
         return mark_host_collectives(load_trace(path))
-    except (OSError, ValueError) as exc:
-        raise RankWorkError(f"{Path(path).name}: {exc}") from None
+    except (OSError, ValueError, EOFError) as exc:
+        text = (str(exc).splitlines() or [type(exc).__name__])[0].replace(f"{path}: ", "")
+        raise RankWorkError(f"{Path(path).name}: {text}") from None
 
 
 def summarize_rank(path: str) -> RankSummary:
@@ -98,17 +101,36 @@ def summarize_rank(path: str) -> RankSummary:
 
 
 def run_per_rank(
-    func: Callable[[str], T], paths: Sequence[str], *, workers: int | None = None, ray: str | None = None
+    func: Callable[[str], T],
+    paths: Sequence[str],
+    *,
+    workers: int | None = None,
+    ray: str | None = None,
+    start_method: str | None = None,
 ) -> list[T]:
-    """``func(path)`` for every path, in order: serially for ``workers=1``, in a process pool of ``workers``
-    (default: the CPU count) or as Ray tasks when ``ray`` is given ("auto", an address, or "local")."""
+    """``func(path)`` for every path, in order: serially for ``workers=1`` (or one path, or one CPU), in a
+    process pool of ``workers`` (default: the CPU count) or as Ray tasks when ``ray`` is given ("auto", an
+    address, or "local"). The first error (in path order) is raised; paths not yet started are dropped.
+
+    ``start_method`` starts the pool's processes another way than the platform's default (multiprocessing):
+    a threaded server asks for "forkserver", whose processes start from a clean one with ``func``'s module
+    already imported, never from a copy of its own threads."""
     if ray:
         return _on_ray(func, list(paths), ray)
     n = min(len(paths), workers or os.cpu_count() or 1)
     if n <= 1:
         return [func(p) for p in paths]
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(func, paths))
+    context = multiprocessing.get_context(start_method) if start_method else None
+    if start_method == "forkserver":
+        multiprocessing.set_forkserver_preload([func.__module__])
+    with ProcessPoolExecutor(max_workers=n, mp_context=context) as pool:
+        futures = [pool.submit(func, p) for p in paths]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
 
 
 def _on_ray(func: Callable[[str], T], paths: list[str], address: str) -> list[T]:

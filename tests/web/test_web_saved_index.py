@@ -3,6 +3,7 @@ freshly built index, without reading the run's Parquet file; old runs without on
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 from collections.abc import Callable
@@ -54,6 +55,7 @@ def test_saved_index_gives_the_same_views(tmp_path: Path, make: Callable[[], Tra
     assert any(c is not None for c in built.coarse)  # the prefix-sum path is saved too
     saved = Store(tmp_path).index(info.id)
     assert isinstance(saved.start.base, np.memmap) and isinstance(saved.columns.name.base, np.memmap)
+    assert isinstance(saved.level.first.base, np.memmap) and saved.level.p0_ns == built.level.p0_ns
     assert saved.lanes == built.lanes and saved.meta == built.meta
     assert payloads(saved) == payloads(built)
     fresh = RunIndex(store_module.read_run_file(store.run_path(info.id)))
@@ -123,6 +125,22 @@ def test_run_without_a_usable_saved_index_is_rebuilt_from_its_run_file(tmp_path:
     again = Store(tmp_path).index(info.id)
     assert isinstance(again.start.base, np.memmap)
     assert payloads(again) == expected
+
+
+def test_index_saved_before_levels_builds_its_level_on_use(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    info = add_trace(store, run_trace(), "run")
+    expected = payloads(store.index(info.id))
+    folder = store.lod_path(info.id)
+    doc = json.loads((folder / "index.json").read_text())
+    del doc["level_p0_ns"]
+    (folder / "index.json").write_text(json.dumps(doc))
+    for path in folder.glob("level-*.npy"):
+        path.unlink()
+    index = Store(tmp_path).index(info.id)
+    assert isinstance(index.start.base, np.memmap)  # the saved index, not a rebuild from the run file
+    assert payloads(index) == expected
+    assert len(index.level.first) > 0
 
 
 def test_read_run_rows_reads_rows_across_row_groups(tmp_path: Path) -> None:

@@ -21,128 +21,18 @@ import pandas as pd
 
 from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, MarkerKind, RunMeta, Trace
 from webapp.analysis import intervals as iv
+from webapp.analysis.lodboxes import MAX_BOXES_PER_LANE, LaneLod, lod_lane, window_slice
+from webapp.analysis.lodcoarse import Coarse, gap_order, runs
+from webapp.analysis.lodlevel import Level
 
-MAX_BOXES_PER_LANE = 2000
 MAX_BOXES_PER_VIEW = 10_000
 RAW_LIMIT = 50_000
-"""Windows with more intervals than this on a lane use the precomputed prefix arrays (_Coarse), which lanes
+"""Windows with more intervals than this on a lane use the precomputed prefix arrays (Coarse), which lanes
 longer than this have: a whole-run view then costs well under a millisecond per lane."""
 KIND_NAMES: tuple[str, ...] = tuple(INTERVAL_KIND_DTYPE.categories)
 """Interval kinds by code: the ``kind`` arrays below hold indices into this tuple."""
 _N_KINDS = len(KIND_NAMES)
 _COMPUTE_KINDS = (IntervalKind.KERNEL.value, IntervalKind.MEMSET.value, IntervalKind.COLLECTIVE.value)
-
-
-@dataclass(frozen=True)
-class LaneLod:
-    """The boxes of one lane in one view. Times are ns on the run clock.
-
-    ``rows``: positions (into the index's sorted run frame) of intervals sent one by one, with their
-    ``start_ns``/``end_ns``/``kind`` (codes into KIND_NAMES). ``busy_*``: merged boxes, each
-    ``[busy_start_ns, busy_end_ns)`` with ``busy_count`` members, ``busy_ns`` busy time (union of the
-    members) and ``busy_kind`` the kind that takes most of its time.
-    """
-
-    lane: int
-    rows: np.ndarray
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    kind: np.ndarray
-    busy_start_ns: np.ndarray
-    busy_end_ns: np.ndarray
-    busy_count: np.ndarray
-    busy_ns: np.ndarray
-    busy_kind: np.ndarray
-    px_ns: float  # the merge threshold used (ns per pixel, or coarser)
-
-    @property
-    def n_boxes(self) -> int:
-        return int(len(self.rows) + len(self.busy_start_ns))
-
-
-def window_slice(start: np.ndarray, cummax_end: np.ndarray, t0: int, t1: int) -> tuple[int, int]:
-    """Index range [i0, i1) of intervals (sorted by start) that may overlap [t0, t1).
-
-    ``cummax_end`` is ``np.maximum.accumulate(end)``; intervals inside the range can still end before
-    ``t0`` (callers mask them out).
-    """
-    i0 = int(np.searchsorted(cummax_end, t0, side="right"))
-    i1 = int(np.searchsorted(start, t1, side="left"))
-    return i0, max(i0, i1)
-
-
-def merge_narrow(s: np.ndarray, e: np.ndarray, kind: np.ndarray, px_ns: float) -> tuple[np.ndarray, ...]:
-    """Merge intervals (sorted by start, clipped) whose gaps are under ``px_ns`` into busy boxes.
-
-    Returns (first, box_start, box_end, count, busy_ns, dominant_kind); ``first`` is the index of each
-    box's first member. busy_ns is the exact length of the union of each box's members.
-    """
-    n = len(s)
-    if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty, empty, empty, np.zeros(0, dtype=np.int8)
-    prev_max = _prev_max(np.maximum.accumulate(e))
-    breaks = np.empty(n, dtype=bool)
-    breaks[0] = True
-    breaks[1:] = s[1:] - prev_max[1:] >= px_ns
-    first = np.flatnonzero(breaks)
-    contrib = np.maximum(0, e - np.maximum(s, prev_max))
-    busy = np.add.reduceat(contrib, first)
-    box_end = np.maximum.reduceat(e, first)
-    count = np.diff(np.append(first, n))
-    # the kind of each box's longest member: duration and kind packed into one int64, max per box
-    packed = (e - s) * 16 + kind.astype(np.int64)
-    dominant = (np.maximum.reduceat(packed, first) % 16).astype(np.int8)
-    return first, s[first], box_end, count, busy, dominant
-
-
-def lod_lane(
-    lane: int,
-    start: np.ndarray,
-    end: np.ndarray,
-    kind: np.ndarray,
-    cummax_end: np.ndarray,
-    t0: int,
-    t1: int,
-    width_px: int,
-    cap: int = MAX_BOXES_PER_LANE,
-) -> LaneLod:
-    """Boxes of one lane (arrays sorted by start) for the window [t0, t1) drawn ``width_px`` wide."""
-    i0, i1 = window_slice(start, cummax_end, t0, t1)
-    s_all, e_all = start[i0:i1], end[i0:i1]
-    visible = (e_all > t0) | (s_all >= t0)
-    idx = np.flatnonzero(visible) + i0 if not visible.all() else np.arange(i0, i1)
-    s, e = np.maximum(start[idx], t0), np.minimum(end[idx], t1)
-    k = kind[idx]
-    dur = e - s
-    span = max(1, t1 - t0)
-    px = max(1.0, span / max(1, width_px), span / max(1, cap))
-    while True:
-        wide = dur >= px
-        narrow = ~wide
-        first, b_s, b_e, b_n, b_busy, b_k = merge_narrow(s[narrow], e[narrow], k[narrow], px)
-        n_boxes = int(wide.sum()) + len(first)
-        if n_boxes <= cap or px >= span:
-            break
-        px *= max(1.5, n_boxes / cap)
-    single = b_n == 1
-    narrow_idx = np.flatnonzero(narrow)
-    rows = np.concatenate([np.flatnonzero(wide), narrow_idx[first[single]]])
-    rows.sort()
-    multi = ~single
-    return LaneLod(
-        lane=lane,
-        rows=idx[rows],
-        start_ns=start[idx[rows]],
-        end_ns=end[idx[rows]],
-        kind=k[rows],
-        busy_start_ns=b_s[multi],
-        busy_end_ns=b_e[multi],
-        busy_count=b_n[multi],
-        busy_ns=b_busy[multi],
-        busy_kind=b_k[multi],
-        px_ns=px,
-    )
 
 
 @dataclass(frozen=True)
@@ -183,6 +73,7 @@ class RunIndex:
     ``frame`` is the run DataFrame sorted by lane then start_ns (rows of LaneLod index into it);
     ``columns`` the per-row columns a view payload reads, without the DataFrame.
     ``exposed[rank]`` holds the windows where copies run and no compute does (sorted, disjoint).
+    :attr:`level` folds runs of short intervals for wide windows (webapp.analysis.lodlevel).
     """
 
     meta: RunMeta
@@ -194,11 +85,12 @@ class RunIndex:
     cummax: np.ndarray
     columns: RowColumns
     lane_bounds: list[tuple[int, int]]
-    coarse: list[_Coarse | None]
+    coarse: list[Coarse | None]
     origin_ns: int
     end_ns: int
     exposed: dict[int, tuple[np.ndarray, np.ndarray]]
     exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]]  # gap_order of the ranks with many windows
+    _level: Level | None
 
     def __init__(self, trace: Trace) -> None:
         frame = trace.intervals
@@ -219,9 +111,10 @@ class RunIndex:
         for lo, hi in self.lane_bounds:
             if hi > lo:
                 self.cummax[lo:hi] = np.maximum.accumulate(self.end[lo:hi])
-            self.coarse.append(_Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
+            self.coarse.append(Coarse.build(self, lo, hi) if hi - lo > RAW_LIMIT else None)
         self.origin_ns = int(self.start.min()) if len(frame) else 0
         self.end_ns = int(self.end.max()) if len(frame) else 0
+        self._level = self._build_level()
         self.exposed = self._exposed_copies()
         self.exposed_gaps = {r: gap_order(s[1:], e[:-1]) for r, (s, e) in self.exposed.items() if len(s) > RAW_LIMIT}
 
@@ -257,13 +150,15 @@ class RunIndex:
         exposed_gaps: dict[int, tuple[np.ndarray, np.ndarray]],
         load_trace: Callable[[], Trace],
         read_rows: Callable[[np.ndarray], pd.DataFrame] | None = None,
+        level: Level | None = None,
     ) -> RunIndex:
         """An index from arrays saved by webapp.index_files.save_index (memory-mapped ``.npy`` files).
 
         ``coarse[lane]`` holds (busy_cum, kinds, kind_cum, gap_order, gap_neg_sorted) of each long lane,
         ``exposed_gaps[rank]`` gap_order() of the ranks with many exposed windows;
         ``load_trace`` reads the full run (sorted like the arrays) the first time :attr:`trace` is asked;
-        ``read_rows(positions)`` reads only the run's rows at these positions (for :meth:`rows_of_ids`).
+        ``read_rows(positions)`` reads only the run's rows at these positions (for :meth:`rows_of_ids`);
+        ``level`` is built on first use when not given (an index saved before levels).
         """
         self = cls.__new__(cls)
         self._setup(meta, lanes, markers, None, load_trace)
@@ -272,12 +167,23 @@ class RunIndex:
         self.columns = columns
         self.lane_bounds = [(int(lo), int(hi)) for lo, hi in lane_bounds]
         self.coarse = [
-            _Coarse(lo, self, *coarse[i]) if i in coarse else None for i, (lo, _) in enumerate(self.lane_bounds)
+            Coarse(lo, self, *coarse[i]) if i in coarse else None for i, (lo, _) in enumerate(self.lane_bounds)
         ]
         self.origin_ns = int(start.min()) if len(start) else 0  # whole-array reductions: a few ms
         self.end_ns = int(end.max()) if len(end) else 0
         self.exposed, self.exposed_gaps = exposed, dict(exposed_gaps)
+        self._level = level
         return self
+
+    @property
+    def level(self) -> Level:
+        """The folds of runs of short intervals that wide windows draw from (webapp.analysis.lodlevel)."""
+        if self._level is None:  # two threads may both build it: the same arrays
+            self._level = self._build_level()
+        return self._level
+
+    def _build_level(self) -> Level:
+        return Level.build(self.start, self.end, self.kind, self.lane_bounds, self.end_ns - self.origin_ns)
 
     @property
     def trace(self) -> Trace:
@@ -332,14 +238,18 @@ class RunIndex:
     ) -> LaneLod:
         """Boxes of one lane. Windows holding more than ``raw_limit`` (default RAW_LIMIT) intervals use
         the precomputed prefix arrays (cost: one compare over the slice plus work per box); smaller ones
-        the exact wide/narrow split of :func:`lod_lane`."""
+        the exact wide/narrow split of :func:`lod_lane`, drawn from the :attr:`level`'s folds when the window
+        is wide enough (the same boxes, work per fold instead of per interval)."""
         lo, hi = self.lane_bounds[lane]
         cm = self.cummax[lo:hi]
         i0, i1 = window_slice(self.start[lo:hi], cm, t0, t1)
         coarse = self.coarse[lane] if lane < len(self.coarse) else None
         if i1 - i0 > (RAW_LIMIT if raw_limit is None else raw_limit):
-            coarse = coarse or _Coarse.build(self, lo, hi)
+            coarse = coarse or Coarse.build(self, lo, hi)
             return coarse.view(lane, lo + i0, lo + i1, t0, t1, width_px, cap)
+        folded = self.level.lane(lane, (self.start, self.end, self.kind), (lo + i0, lo + i1), t0, t1, width_px, cap)
+        if folded is not None:
+            return folded
         out = lod_lane(lane, self.start[lo:hi], self.end[lo:hi], self.kind[lo:hi], cm, t0, t1, width_px, cap)
         return replace(out, rows=out.rows + lo)
 
@@ -383,7 +293,7 @@ class RunIndex:
             if gaps is None:
                 gaps = self.exposed_gaps.setdefault(rank, gap_order(s[1:], e[:-1]))
             px = max(1.0, (t1 - t0) / max(1, width_px), (t1 - t0) / max(1, cap - 1))
-            first, last = _runs(gaps, a, b, px, lambda: s[a + 1 : b] - e[a : b - 1])
+            first, last = runs(gaps, a, b, px, lambda: s[a + 1 : b] - e[a : b - 1])
             return np.maximum(s[first], t0), np.minimum(e[last], t1)
         cm = e
         lod = lod_lane(-1, s, e, np.zeros(len(s), np.int8), cm, t0, t1, width_px, cap)
@@ -402,75 +312,6 @@ class RunIndex:
         return steps if rank is None else steps[steps["rank"] == rank].reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class _Coarse:
-    """Prefix arrays of one long lane for windows with many intervals.
-
-    ``busy_cum[i]``: union length of the lane's first i intervals (sorted by start); ``kind_cum[k][i]``
-    the same split by kind (kinds present on the lane only). A window's boxes are the runs of intervals
-    separated by gaps of at least one pixel: each box's busy time is a difference of two prefix sums.
-    """
-
-    lo: int
-    index: RunIndex
-    busy_cum: np.ndarray
-    kinds: np.ndarray
-    kind_cum: np.ndarray  # shape (len(kinds), n + 1)
-    gap_order: np.ndarray  # positions (in the lane) with a gap >= 1 ns before them, largest gap first
-    gap_neg_sorted: np.ndarray  # -gap in that order (ascending), for searchsorted
-
-    @classmethod
-    def build(cls, index: RunIndex, lo: int, hi: int) -> _Coarse:
-        s, e = index.start[lo:hi], index.end[lo:hi]
-        pm = _prev_max(index.cummax[lo:hi])
-        contrib = np.maximum(0, e - np.maximum(s, pm))
-        busy_cum = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.cumsum(contrib, out=busy_cum[1:])
-        k = index.kind[lo:hi]
-        kinds = np.unique(k)
-        if len(kinds) == 1:  # one kind: its prefix sums are busy_cum's (a view, no copy)
-            kind_cum = busy_cum.reshape(1, -1)
-        else:
-            kind_cum = np.zeros((len(kinds), hi - lo + 1), dtype=np.int64)
-            for row, code in enumerate(kinds):  # one pass per kind present on the lane (a handful)
-                np.cumsum(np.where(k == code, contrib, 0), out=kind_cum[row, 1:])
-        return cls(lo, index, busy_cum, kinds, kind_cum, *gap_order(s[1:], pm[1:]))
-
-    def view(self, lane: int, a: int, b: int, t0: int, t1: int, width_px: int, cap: int) -> LaneLod:
-        ix = self.index
-        span = max(1, t1 - t0)
-        px = max(1.0, span / max(1, width_px), span / max(1, cap - 1))
-        # a >= lo: the gap before each interval is to the previous ends of the same lane
-        f, last = _runs(
-            (self.gap_order, self.gap_neg_sorted),
-            a - self.lo,
-            b - self.lo,
-            px,
-            lambda: ix.start[a + 1 : b] - ix.cummax[a : b - 1],
-        )
-        la = last + 1
-        busy = self.busy_cum[la] - self.busy_cum[f]
-        count = la - f
-        first, last = f + self.lo, last + self.lo
-        dominant = self.kinds[(self.kind_cum[:, la] - self.kind_cum[:, f]).argmax(axis=0)].astype(np.int8)
-        single = count == 1
-        multi = ~single
-        rows = first[single]
-        return LaneLod(
-            lane=lane,
-            rows=rows,
-            start_ns=ix.start[rows],
-            end_ns=ix.end[rows],
-            kind=ix.kind[rows],
-            busy_start_ns=ix.start[first[multi]],
-            busy_end_ns=ix.cummax[last[multi]],
-            busy_count=count[multi],
-            busy_ns=busy[multi],
-            busy_kind=dominant[multi],
-            px_ns=px,
-        )
-
-
 def water_level(need: np.ndarray, total: int) -> int:
     """The largest cap ``c`` (at least 1) with ``sum(min(need, c)) <= total``: lanes needing at most ``c``
     boxes keep them all, the others get ``c`` each."""
@@ -480,40 +321,6 @@ def water_level(need: np.ndarray, total: int) -> int:
     caps = (total - below) // np.maximum(1, n - np.arange(n))  # cap if lanes k.. are the capped ones
     hit = np.flatnonzero(caps < s)
     return max(1, int(caps[hit[0]]) if len(hit) else int(s[-1]))
-
-
-def gap_order(start: np.ndarray, prev_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions i >= 1 whose gap ``start[i-1] - prev_end[i-1]`` (arguments shifted by one) is at least
-    1 ns, largest gap first, and the negated gaps in that order (ascending, for searchsorted)."""
-    gap = start - prev_end
-    wide = np.flatnonzero(gap >= 1)  # a box boundary needs a gap of at least one pixel (>= 1 ns)
-    order = (wide[np.argsort(-gap[wide], kind="stable")] + 1).astype(np.int32)
-    return order, -gap[order - 1]
-
-
-def _runs(
-    gaps: tuple[np.ndarray, np.ndarray], a: int, b: int, px: float, window_gaps: Callable[[], np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """(first, last) positions of the runs of [a, b) separated by gaps of at least ``px``; ``gaps`` is
-    :func:`gap_order`'s answer for the whole array, ``window_gaps()`` the gaps before a+1 .. b-1 (asked
-    only when that many gaps are so wide that scanning the window is cheaper)."""
-    order, neg_sorted = gaps
-    k = int(np.searchsorted(neg_sorted, -px, side="right"))  # gaps of at least px
-    if k < b - a:  # few wide gaps in the whole array: pick those inside the window
-        cand = order[:k].astype(np.int64)
-        inside = np.sort(cand[(cand > a) & (cand < b)])
-    else:
-        inside = np.flatnonzero(window_gaps() >= px) + a + 1
-    first = np.concatenate([[a], inside]).astype(np.int64)
-    return first, np.append(first[1:], b) - 1
-
-
-def _prev_max(run_max: np.ndarray) -> np.ndarray:
-    """The largest end before each interval, from the running maximum of ends (int64 min for the first)."""
-    prev_max = np.empty(len(run_max), dtype=np.int64)
-    prev_max[0] = np.iinfo(np.int64).min
-    prev_max[1:] = run_max[:-1]
-    return prev_max
 
 
 def _sorted_within(lanes: np.ndarray, starts: np.ndarray) -> bool:
