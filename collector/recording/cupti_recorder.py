@@ -24,16 +24,15 @@ import time
 from types import FrameType
 from typing import Any
 
-import numpy as np
-
 from collector.model import RunMeta, Trace
 from collector.recording import hostspans, ranges, sourceline
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.recorder import Recorder
-from collector.traceformat.events import EventTable
 
+STOP_SLACK_NS = 1_000_000_000
+"""How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
 NAMING_LIMIT_NS = 2_000_000_000
 """Without a step boundary, op names are collected for the first 2 s of the recording only."""
 CUPTI_NOTE = (
@@ -51,7 +50,6 @@ class CuptiRecorder(Recorder):
         self._spans: list[tuple[int, str, int, int, str, int]] = []
         self._annotations: list[tuple[int, str, int, int]] = []
         self._clock0 = (0, 0)
-        self._anchor0 = (0, 0)
         self._tags: list[tuple[int, int, str]] = []
         self._own: list[tuple[int, int]] = []
         """Monotonic ns windows of host work that is not the workload's: the recorder's own calls and the
@@ -63,6 +61,8 @@ class CuptiRecorder(Recorder):
         """Seconds per phase of :meth:`stop` (profiler stop, fetch, tabulate, importer, join, write)."""
 
     def _start_timing(self) -> None:
+        # the stream tag's buffers first: their fill kernels are the recorder's, not the workload's
+        self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
         capture = KinetoCapture()
         try:
             capture.start(naming=True)
@@ -73,10 +73,7 @@ class CuptiRecorder(Recorder):
             super()._start_timing()
             return
         self._capture = capture
-        self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
         self._clock0 = clock_pair()
-        self._anchor0 = _synchronized(self._torch, self._device)
-        self._own.append(self._anchor0)
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._install_step_hook()
@@ -141,8 +138,11 @@ class CuptiRecorder(Recorder):
         step_open = step_open and self._step > 0  # never marked: the steps are found when the trace loads
         if step_open:
             self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
-        anchor1 = _synchronized(torch, self._device)
-        self._own.append((now, anchor1[1]))  # the recorder's own wait for the GPU
+        with torch.cuda.device(self._device):
+            torch.cuda.synchronize()
+        # from here on the host runs only the recorder (its wait for the GPU, the capture's stop); the window
+        # reaches past the stop, so a runtime record a few microseconds off the mapped clock still falls in it
+        self._own.append((now, time.monotonic_ns() + STOP_SLACK_NS))
         capture, self._capture = self._capture, None
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
@@ -155,8 +155,7 @@ class CuptiRecorder(Recorder):
 
         raw = trace_from_kineto(table, source_name=self.workload)
         t1 = time.perf_counter()
-        wall = _ClockLine(self._clock0, clock1)
-        to_trace = anchored_line(table, self._anchor0, anchor1, wall) or wall
+        to_trace = _ClockLine(self._clock0, clock1)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
             annotations=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._annotations],
@@ -175,8 +174,6 @@ class CuptiRecorder(Recorder):
             notes={
                 "timing": "cupti",
                 "timing_note": CUPTI_NOTE,
-                "host_clock": "anchored" if to_trace is not wall else "wall",
-                "host_clock_offset_ns": to_trace(self._anchor0[0]) - wall(self._anchor0[0]),
                 "every": self.every,
                 "rank": self.rank,
             },
@@ -196,40 +193,6 @@ def _progress(message: str) -> None:
     """A progress line on stderr while stopping, only when stderr is a terminal (quiet in pipes and CI logs)."""
     if sys.stderr.isatty():
         print(f"streamscope: {message}", file=sys.stderr, flush=True)
-
-
-def _synchronized(torch: Any, device: int) -> tuple[int, int]:
-    """Wait for the device; the (start, end) monotonic ns of the call (a clock anchor: CUPTI records it)."""
-    with torch.cuda.device(device):
-        t0 = time.monotonic_ns()
-        torch.cuda.synchronize()
-        return t0, time.monotonic_ns()
-
-
-ANCHOR_LIMIT_NS = 10_000_000
-"""An anchored clock line further than this from the wall-clock one is not trusted (wrong records picked)."""
-
-
-def anchored_line(
-    table: EventTable, first: tuple[int, int], last: tuple[int, int], wall: _ClockLine
-) -> _ClockLine | None:
-    """Monotonic ns -> Kineto's host clock through the recorder's two ``cudaDeviceSynchronize`` calls (the
-    first and the last of the capture): the midpoint of each call against the midpoint of its runtime record.
-    Kineto's host times need not match ``time.time_ns`` to the microsecond (the GPU tests found short waits
-    outside the spans placed by the wall clock), so the recorder's spans are placed by these anchors. None
-    without both records, or when the line strays more than ANCHOR_LIMIT_NS from ``wall``."""
-    ev = table.events
-    rows = ev[(ev["cat"] == "cuda_runtime") & (ev["name"] == "cudaDeviceSynchronize")]
-    if len(rows) < 2:
-        return None
-    ts = rows["ts_ns"].to_numpy(np.int64)
-    mid = ts + rows["dur_ns"].to_numpy(np.int64) // 2
-    order = np.argsort(ts, kind="stable")
-    m0, m1 = sum(first) // 2, sum(last) // 2
-    line = _ClockLine((m0, int(mid[order[0]])), (m1, int(mid[order[-1]])))
-    if max(abs(line(m) - wall(m)) for m in (m0, m1)) > ANCHOR_LIMIT_NS:
-        return None
-    return line
 
 
 def clock_pair() -> tuple[int, int]:

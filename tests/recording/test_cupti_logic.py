@@ -13,7 +13,7 @@ from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta, Trace
 from collector.recording.build import build_trace, launch_end_ns
 from collector.recording.clock import ClockMap
-from collector.recording.cupti_recorder import _ClockLine, anchored_line
+from collector.recording.cupti_recorder import _ClockLine
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import event_table
 
@@ -289,27 +289,6 @@ def test_a_wait_just_outside_its_span_still_takes_its_line() -> None:
         iv = _recorded(facts).intervals
         wait = iv[(iv["kind"] == "sync_wait") & (iv["name"] == "cudaStreamSynchronize")]
         assert wait["source"].astype(str).tolist() == [expected]
-
-
-def test_the_host_clock_is_anchored_on_the_recorders_own_synchronize_records() -> None:
-    """The first and last cudaDeviceSynchronize records pin monotonic time to Kineto's host clock; without
-    both, or when they disagree with the wall clock by more than ANCHOR_LIMIT_NS, there is no anchored line."""
-    wall = _ClockLine((1_000, 5_000), (2_000_000_000, 2_000_004_000))  # wall = mono + 4000
-    events = [
-        FakeEvent("cuda_runtime", "cudaDeviceSynchronize", 5_070, 5_080),  # mono 1000..1020 -> +60 us skew
-        FakeEvent("cuda_runtime", "cudaLaunchKernel", 9_000, 9_010, corr=1),
-        FakeEvent("cuda_runtime", "cudaDeviceSynchronize", 1_999_000_070, 1_999_000_080),
-    ]
-    table = event_table(events, pid=1)
-    line = anchored_line(table, (1_000, 1_020), (1_999_000_000, 1_999_000_020), wall)
-    assert line is not None
-    assert line(1_010) == 5_075 and line(1_999_000_010) == 1_999_000_075
-    assert anchored_line(event_table(events[:2], pid=1), (1_000, 1_020), (1_999_000_000, 1_999_000_020), wall) is None
-    far = [
-        FakeEvent("cuda_runtime", "cudaDeviceSynchronize", e.start + 20_000_000, e.end + 20_000_000)
-        for e in events[::2]
-    ]
-    assert anchored_line(event_table(far, pid=1), (1_000, 1_020), (1_999_000_000, 1_999_000_020), wall) is None
 
 
 def test_a_gpu_side_range_takes_the_step_of_the_work_it_covers() -> None:
