@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from webapp.analysis.lodboxes import LaneLod, max_before
 
-if TYPE_CHECKING:
-    from webapp.analysis.lod import RunIndex
+
+class RunIndex(Protocol):
+    """What a coarse lane reads of webapp.analysis.lod.RunIndex: per-interval columns in lane order."""
+
+    start: np.ndarray
+    end: np.ndarray
+    cummax: np.ndarray
+    kind: np.ndarray
 
 
 @dataclass(frozen=True)
