@@ -25,7 +25,7 @@ import pandas as pd
 
 from collector.model import IntervalKind
 from collector.recording.patches import Patches
-from collector.traceformat.parse_json import group_label
+from collector.traceformat.collective_meta import group_label
 
 COLLECTIVES = (
     "all_reduce",

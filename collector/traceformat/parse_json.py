@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from collector.traceformat.collective_meta import FOLDED, fold_collectives
 from collector.traceformat.spec import STREAMSCOPE_KEY, TraceFileError
 
 BATCH = 25_000
@@ -191,12 +192,14 @@ class Columns:
         self.n = n
         self.fields = list(fields)
         self.arrays: list[np.ndarray] = []
+        self.fills: list[int] = []
         self.codes: list[_Codes] = []
-        for i, f in enumerate(SPEC):
+        for f in SPEC:
             dtype = {"str": np.int32, "text": np.int32, "bool": np.bool_}.get(f.kind, np.int64)
             fill = 0 if f.kind in ("str", "text", "bool") else -1
-            folded = f.column in FOLDED and i not in self.fields
-            self.arrays.append(np.full(0 if folded else n, fill, dtype=dtype))
+            lazy = f.column in FOLDED  # allocated on the first event that has it (collectives are few)
+            self.arrays.append(np.full(0 if lazy else n, fill, dtype=dtype))
+            self.fills.append(fill)
             self.codes.append(_Codes({"": 0}) if f.kind in ("str", "text") else _Codes())
         self.id_names: dict[str, int] = {}
 
@@ -205,10 +208,16 @@ class Columns:
         stop = start + count
         for i, col in zip(self.fields, columns, strict=True):
             kind, out = SPEC[i].kind, self.arrays[i]
-            if kind == "str":
+            if len(out) < self.n:  # a lazy column: allocated once an event has the field
+                values = self._values(i, col, count)
+                if not (values != self.fills[i]).any():
+                    continue
+                out = self.arrays[i] = np.full(self.n, self.fills[i], dtype=out.dtype)
+                out[start:stop] = values
+            elif kind == "str":
                 out[start:stop] = np.fromiter(map(self.codes[i].__getitem__, col), np.int32, count)
             elif kind == "text":
-                out[start:stop] = np.fromiter(map(self.codes[i].__getitem__, map(_text, col)), np.int32, count)
+                out[start:stop] = self._values(i, col, count)
             elif kind == "id":
                 out[start:stop] = self._ids(list(col))
             elif kind == "time":
@@ -218,6 +227,12 @@ class Columns:
             else:
                 out[start:stop] = _numbers(col, out.dtype, count, _DEFAULTS[kind])
         self._check_x(start, stop)
+
+    def _values(self, i: int, col: Iterable[Any], count: int) -> np.ndarray:
+        """One batch of a lazy column (``text`` or ``int``)."""
+        if SPEC[i].kind == "text":
+            return np.fromiter(map(self.codes[i].__getitem__, map(_text, col)), np.int32, count)
+        return _numbers(col, np.int64, count, _DEFAULTS[SPEC[i].kind])
 
     def _check_x(self, start: int, stop: int) -> None:
         x_code = self.codes[0].get("X")
@@ -257,51 +272,15 @@ class Columns:
             else:
                 out[f.column] = arr
         folded = {c: out.pop(c) for c in FOLDED}
-        if len(folded["in_nelems"]):
+        if any(len(v) for v in folded.values()):
+            for i, f in enumerate(SPEC):
+                if f.column in FOLDED and not len(folded[f.column]):
+                    arr = np.full(self.n, self.fills[i], dtype=self.arrays[i].dtype)
+                    kind_str = f.kind in ("str", "text")
+                    cats = pd.Index(list(self.codes[i]), dtype=object)
+                    folded[f.column] = pd.Categorical.from_codes(arr, categories=cats) if kind_str else arr
             fold_collectives(out, folded)
         return out, {v: k for k, v in self.id_names.items()}
-
-
-FOLDED = ("in_nelems", "out_nelems", "dtype", "pg_name", "pg_desc")
-"""SPEC columns folded into ``arg_bytes`` and ``arg_group`` by :func:`fold_collectives`."""
-
-DTYPE_BYTES = {
-    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Int": 4, "Long": 8, "Short": 2, "Char": 1, "Byte": 1,
-    "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
-    "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8,
-}  # fmt: skip
-"""Bytes per element of the ``dtype`` names torch.profiler writes in collective metadata."""
-
-
-def group_label(name: str, desc: str) -> str:
-    """A process group as shown and matched across ranks: its description and name (``default_pg (pg 0)``)."""
-    if not name:
-        return desc
-    return f"{desc} (pg {name})" if desc and desc != "undefined" else f"pg {name}"
-
-
-def fold_collectives(out: dict[str, Any], folded: dict[str, Any]) -> None:
-    """torch.profiler's collective metadata into the event table: ``arg_bytes`` of an event without one is
-    the larger of its input and output message (elements x element size of ``dtype``; 0 for an unknown
-    dtype); ``arg_group`` is :func:`group_label` of its process group name and description."""
-    size = np.array([DTYPE_BYTES.get(str(c), 0) for c in folded["dtype"].categories], dtype=np.int64)
-    per_element = size[folded["dtype"].codes]
-    message = np.maximum(folded["in_nelems"], folded["out_nelems"]) * per_element
-    has = (folded["in_nelems"] >= 0) | (folded["out_nelems"] >= 0)
-    out["arg_bytes"] = np.where(has & (out["arg_bytes"] < 0), np.maximum(message, 0), out["arg_bytes"])
-    name, desc = folded["pg_name"], folded["pg_desc"]
-    pairs = pd.DataFrame({"n": name.codes, "d": desc.codes}).drop_duplicates()
-    if len(pairs) == 1 and pairs.iloc[0].tolist() == [0, 0]:
-        return
-    key = name.codes.astype(np.int64) * len(desc.categories) + desc.codes
-    labels = {
-        int(n) * len(desc.categories) + int(d): group_label(str(name.categories[n]), str(desc.categories[d]))
-        for n, d in pairs.itertuples(index=False)
-    }
-    uniq = np.array(sorted(labels), dtype=np.int64)
-    cats = pd.Index(list(dict.fromkeys([""] + [labels[k] for k in uniq.tolist()])), dtype=object)
-    code_of = np.array([cats.get_loc(labels[k]) for k in uniq.tolist()], dtype=np.int32)
-    out["arg_group"] = pd.Categorical.from_codes(code_of[np.searchsorted(uniq, key)], categories=cats)
 
 
 def _numbers(col: Iterable[Any], dtype: Any, count: int, default: Any) -> np.ndarray:

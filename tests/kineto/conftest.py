@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from collector.traceformat.collective_meta import DTYPE_BYTES, group_label
 from collector.traceformat.events import EVENT_COLUMNS, EventTable
-from collector.traceformat.parse_json import DTYPE_BYTES, group_label
 
 DATA = Path(__file__).parent / "data"
 

@@ -170,10 +170,17 @@ def test_empty_table_gives_an_empty_trace() -> None:
     assert list(trace.intervals.columns) == list(INTERVAL_COLUMNS)
 
 
+@pytest.mark.parametrize("batch", [25_000, 1])
 @pytest.mark.parametrize("fast", [True, False])
-def test_the_reader_folds_collective_metadata_into_bytes_and_group(tmp_path: Path, fast: bool) -> None:
+def test_the_reader_folds_collective_metadata_into_bytes_and_group(
+    tmp_path: Path, fast: bool, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both reader paths: bytes from the larger message, the group from its name and description (a number
-    as name reads as its text); a trace without the metadata keeps the defaults."""
+    as name reads as its text); a trace without the metadata keeps the defaults. With one event per batch
+    the metadata columns are allocated only when the first event that has them arrives."""
+    from collector.traceformat import parse_json
+
+    monkeypatch.setattr(parse_json, "BATCH", batch)
     events = [
         {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather", "pid": 0, "tid": 7, "ts": 1, "dur": 2,
          "args": {"In msg nelems": 10, "Out msg nelems": 40, "dtype": "BFloat16", "Process Group Name": 3}},
@@ -184,6 +191,11 @@ def test_the_reader_folds_collective_metadata_into_bytes_and_group(tmp_path: Pat
     ]  # fmt: skip
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
+    events.insert(0, events.pop())  # the first event has no metadata
+    path.write_text(json.dumps({"traceEvents": events}))
     ev = read_events(path, fast=fast).events
-    assert ev["arg_bytes"].tolist() == [80, 32, -1]
-    assert ev["arg_group"].astype(str).tolist() == ["pg 3", "default_pg (pg 0)", ""]
+    assert ev["arg_bytes"].tolist() == [-1, 80, 32]
+    assert ev["arg_group"].astype(str).tolist() == ["", "pg 3", "default_pg (pg 0)"]
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"traceEvents": events[:1]}))
+    assert read_events(plain, fast=fast).events["arg_group"].astype(str).tolist() == [""]
