@@ -42,7 +42,9 @@ def _base_name(names: pd.Series) -> np.ndarray:
 
 
 def matched_collectives(intervals: pd.DataFrame) -> pd.DataFrame:
-    """One row per (collective instance seen on every rank, rank); see MATCHED_COLUMNS. Sorted by seq, rank."""
+    """One row per (collective instance seen on every rank of its group, rank); see MATCHED_COLUMNS. Sorted by
+    seq, rank. ``intervals`` needs the ``rank``, ``kind``, ``name``, ``group``, ``start_ns`` and ``end_ns``
+    columns of INTERVAL_COLUMNS."""
     kind = intervals["kind"].astype(str).to_numpy()
     rows = np.flatnonzero(kind == IntervalKind.COLLECTIVE.value)
     empty = pd.DataFrame({c: pd.Series(dtype="int64") for c in MATCHED_COLUMNS}).astype(
@@ -54,7 +56,7 @@ def matched_collectives(intervals: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "name": _base_name(sub["name"]),
-            "group": sub["group"].astype(str).to_numpy(dtype=object) if "group" in sub else "",
+            "group": sub["group"].astype(str).to_numpy(dtype=object),
             "rank": sub["rank"].to_numpy(np.int64),
             "start_ns": sub["start_ns"].to_numpy(np.int64),
             "end_ns": sub["end_ns"].to_numpy(np.int64),
