@@ -261,6 +261,11 @@ class Columns:
 
     def finish(self) -> tuple[dict[str, Any], dict[int, str]]:
         """The columns (EVENT_COLUMNS order; strings as pandas Categoricals) and the id names."""
+        lazy = [i for i, f in enumerate(SPEC) if f.column in FOLDED]
+        fold = any(len(self.arrays[i]) for i in lazy)  # some event carried collective metadata
+        for i in lazy:
+            if fold and not len(self.arrays[i]):
+                self.arrays[i] = np.full(self.n, self.fills[i], dtype=self.arrays[i].dtype)
         out: dict[str, Any] = {}
         for i, f in enumerate(SPEC):
             arr = self.arrays[i]
@@ -272,13 +277,7 @@ class Columns:
             else:
                 out[f.column] = arr
         folded = {c: out.pop(c) for c in FOLDED}
-        if any(len(v) for v in folded.values()):
-            for i, f in enumerate(SPEC):
-                if f.column in FOLDED and not len(folded[f.column]):
-                    arr = np.full(self.n, self.fills[i], dtype=self.arrays[i].dtype)
-                    kind_str = f.kind in ("str", "text")
-                    cats = pd.Index(list(self.codes[i]), dtype=object)
-                    folded[f.column] = pd.Categorical.from_codes(arr, categories=cats) if kind_str else arr
+        if fold:
             fold_collectives(out, folded)
         return out, {v: k for k, v in self.id_names.items()}
 
