@@ -1,7 +1,8 @@
 """Rows that are not the workload's: the recorder's own calls and the steps ``every`` skips (internal).
 
 :func:`without_windows` removes the host rows that start inside such a window, with the GPU work they
-launched; GPU-side ranges (``record_function`` on a stream, launched by nothing) go with the work they cover.
+launched; GPU-side ranges (``record_function`` on a stream, launched by nothing) go with the work they cover
+(:func:`first_covered`, which also gives such a range its step in collector.recording.enrich).
 """
 
 from __future__ import annotations
@@ -32,20 +33,25 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
     if gpu_range.any():
         end = iv["end_ns"].to_numpy(np.int64)
         work = ~host_lane[lane] & linked
-        dropped = _covers(lane, start, end, work & inside, gpu_range)
-        kept = _covers(lane, start, end, work & ~inside, gpu_range)
+        dropped = first_covered(lane, start, end, work & inside, gpu_range) >= 0
+        kept = first_covered(lane, start, end, work & ~inside, gpu_range) >= 0
         inside[gpu_range] = dropped & ~kept
     return iv[~inside].reset_index(drop=True)
 
 
-def _covers(lane: np.ndarray, start: np.ndarray, end: np.ndarray, work: np.ndarray, ranges: np.ndarray) -> np.ndarray:
-    """For each row in ``ranges``: whether any ``work`` row on its lane overlaps it (a few lanes: a loop)."""
-    out = np.zeros(int(ranges.sum()), dtype=bool)
+def first_covered(
+    lane: np.ndarray, start: np.ndarray, end: np.ndarray, work: np.ndarray, ranges: np.ndarray
+) -> np.ndarray:
+    """For each row in ``ranges`` (GPU-side ranges): the row of the first ``work`` row on its lane that starts
+    inside it (``start_ns <= start < end_ns``), or -1. Loops over the ranges' lanes only (a few streams)."""
     r_rows = np.flatnonzero(ranges)
+    out = np.full(len(r_rows), -1, dtype=np.int64)
     for ln in np.unique(lane[r_rows]).tolist():
-        w = work & (lane == ln)
-        at = lane[r_rows] == ln
-        began = np.searchsorted(np.sort(start[w]), end[r_rows[at]], side="left")
-        ended = np.searchsorted(np.sort(end[w]), start[r_rows[at]], side="right")
-        out[at] = began > ended
+        w = np.flatnonzero(work & (lane == ln))
+        w = w[np.argsort(start[w], kind="stable")]
+        at = np.flatnonzero(lane[r_rows] == ln)
+        first = np.searchsorted(start[w], start[r_rows[at]], side="left")
+        ok = first < len(w)
+        ok[ok] = start[w[first[ok]]] < end[r_rows[at[ok]]]
+        out[at[ok]] = w[first[ok]]
     return out

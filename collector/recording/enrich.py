@@ -39,7 +39,7 @@ from collector.model import (
     empty_markers,
     step_at,
 )
-from collector.recording.dropped import without_windows
+from collector.recording.dropped import first_covered, without_windows
 
 SPAN_SLACK_NS = 20_000
 """A runtime wait starting this close outside a Python call's span still belongs to it: Kineto's host times
@@ -281,14 +281,9 @@ def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
     step[linked] = step[launch[linked]]
     on_gpu = (frame["lane_kind"].astype(str) != LaneKind.CPU_THREAD.value).to_numpy()
     lane, end = frame["lane"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
-    for ln in np.unique(lane[on_gpu & ~linked]).tolist():  # a few streams
-        work = np.flatnonzero(on_gpu & linked & (lane == ln))
-        work = work[np.argsort(start[work], kind="stable")]
-        ranges = np.flatnonzero(on_gpu & ~linked & (lane == ln))
-        first = np.searchsorted(start[work], start[ranges], side="left")
-        ok = first < len(work)
-        ok[ok] = start[work[first[ok]]] < end[ranges[ok]]
-        step[ranges[ok]] = step[work[first[ok]]]
+    hit = first_covered(lane, start, end, on_gpu & linked, on_gpu & ~linked)
+    ranges = np.flatnonzero(on_gpu & ~linked)
+    step[ranges[hit >= 0]] = step[hit[hit >= 0]]
     return step
 
 
