@@ -42,12 +42,16 @@ def _nbytes(t: Any) -> int:
         return 0
 
 
-def _spanning(orig: Callable[..., Any], cause: str, on_span: OnSpan, sized: bool = False) -> Callable[..., Any]:
-    """Report each outermost call; ``sized``: its first argument is the tensor read back (its bytes)."""
+def _spanning(
+    orig: Callable[..., Any], cause: str, on_span: OnSpan, sized: bool = False, on_tensor: bool = False
+) -> Callable[..., Any]:
+    """Report each outermost call; ``sized``: its first argument is the tensor read back (its bytes);
+    ``on_tensor``: calls whose first argument is a tensor off the GPU cannot wait and are not reported (an
+    optimizer's ``.item()`` of its CPU step counters costs no more than unrecorded)."""
     clock = time.monotonic_ns
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if getattr(_tls, "busy", False):
+        if getattr(_tls, "busy", False) or (on_tensor and args and getattr(args[0], "is_cuda", True) is False):
             return orig(*args, **kwargs)
         _tls.busy = True
         t0 = clock()
@@ -109,13 +113,14 @@ def install(on_span: OnSpan) -> Callable[[], None]:
     )
     patches.set(torch.cuda.Event, "synchronize", _spanning(torch.cuda.Event.synchronize, "event_synchronize", on_span))
     for method, cause in METHOD_CAUSES.items():
-        patches.set(torch.Tensor, method, _spanning(getattr(torch.Tensor, method), cause, on_span, sized=True))
+        spanning = _spanning(getattr(torch.Tensor, method), cause, on_span, sized=True, on_tensor=True)
+        patches.set(torch.Tensor, method, spanning)
     for method in ("to", "cuda"):
         patches.set(torch.Tensor, method, _copying(getattr(torch.Tensor, method), on_span, False))
     patches.set(torch.Tensor, "copy_", _copying(torch.Tensor.copy_, on_span, True))
     for method in ("__getitem__", "__setitem__"):
         patches.set(torch.Tensor, method, _masked(getattr(torch.Tensor, method), torch.Tensor, torch.bool, on_span))
     for name, cause in SIZE_OPS.items():
-        patches.set(torch.Tensor, name, _spanning(getattr(torch.Tensor, name), cause, on_span))
-        patches.set(torch, name, _spanning(getattr(torch, name), cause, on_span))
+        patches.set(torch.Tensor, name, _spanning(getattr(torch.Tensor, name), cause, on_span, on_tensor=True))
+        patches.set(torch, name, _spanning(getattr(torch, name), cause, on_span, on_tensor=True))
     return patches.undo

@@ -23,6 +23,8 @@ _skip_dirs: tuple[str, ...] = (_COLLECTOR_DIR + os.sep,)
 _USER_FILES = frozenset({os.path.normcase(os.path.join(_COLLECTOR_DIR, "demos.py"))})
 """Files inside skipped folders that are user code all the same (the built-in demo loops)."""
 _cache: dict[str, bool] = {}
+_formatted: dict[tuple[str, int], str] = {}
+"""``file:line`` per (filename, line) seen, relative to the working directory of the first sighting."""
 
 
 def add_skipped_dir(path: str) -> None:
@@ -32,6 +34,7 @@ def add_skipped_dir(path: str) -> None:
     if path not in _skip_dirs:
         _skip_dirs = (*_skip_dirs, path)
         _cache.clear()
+    _formatted.clear()
 
 
 def _is_library(filename: str) -> bool:
@@ -78,4 +81,8 @@ def user_source(start: FrameType | None = None) -> str:
     frame = user_frame(start if start is not None else sys._getframe(1))
     if frame is None:
         return ""
-    return format_source(frame.f_code.co_filename, frame.f_lineno)
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    text = _formatted.get(key)
+    if text is None:
+        text = _formatted[key] = format_source(*key)
+    return text
