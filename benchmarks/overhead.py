@@ -4,7 +4,8 @@ Every loop of benchmarks/regimes.py (launch-bound, host-bound, GPU-bound, the te
 step recorded, in each mode:
 
 * ``plain``: not recorded (the baseline);
-* ``cupti``: ``record(timing="cupti")`` (the default);
+* ``cupti``: ``record(timing="cupti")`` (the default; CUPTI read by our own client);
+* ``cupti-kineto``: the same with CUPTI read through torch's Kineto (the recorder's fallback);
 * ``events``: ``record(timing="events")``;
 * ``prof``: torch.profiler with CPU + CUDA activities; ``prof-cuda``: with the CUDA activity only.
 
@@ -27,7 +28,7 @@ from typing import Any
 
 from regimes import LOOPS, loop_steps, step_fn, sync
 
-MODES = ("plain", "cupti", "events", "prof", "prof-cuda")
+MODES = ("plain", "cupti", "cupti-kineto", "events", "prof", "prof-cuda")
 STEPS = {"transformer-large": 20, "overlap": 20, "sync-trap": 20}
 """Steps per segment (default 50)."""
 
@@ -40,8 +41,10 @@ def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, flo
 
     rec: Any = None
     prof: Any = None
-    if mode in ("cupti", "events"):
-        rec = record("bench", None, timing=mode, probe=False)
+    if mode in ("cupti", "cupti-kineto", "events"):
+        rec = record("bench", None, timing=mode.split("-")[0], probe=False)
+        if mode == "cupti-kineto":
+            rec.READERS = ("kineto",)
         rec.start()
     elif mode.startswith("prof"):
         acts = [torch.profiler.ProfilerActivity.CUDA]
@@ -125,14 +128,15 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
         "over the unrecorded loop's in the same process. Stop = resolving and building the trace (ours) or "
         "the profiler's post-processing, per million intervals.",
         "",
-        "| loop | plain ms/step | cupti | events | torch.profiler CPU+CUDA | torch.profiler CUDA | "
-        "stop cupti s/M | stop events s/M |",
-        "|---|---|---|---|---|---|---|---|",
+        "| loop | plain ms/step | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | "
+        "torch.profiler CUDA | stop cupti s/M | stop via Kineto s/M | stop events s/M |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         lines.append(
-            f"| {name} | {r['plain']['ms']:.2f} | {r['cupti']['ratio']:.3f}x | {r['events']['ratio']:.3f}x | "
-            f"{r['prof']['ratio']:.3f}x | {r['prof-cuda']['ratio']:.3f}x | {r['cupti']['stop_s_per_m']:.2f} | "
+            f"| {name} | {r['plain']['ms']:.2f} | {r['cupti']['ratio']:.3f}x | {r['cupti-kineto']['ratio']:.3f}x | "
+            f"{r['events']['ratio']:.3f}x | {r['prof']['ratio']:.3f}x | {r['prof-cuda']['ratio']:.3f}x | "
+            f"{r['cupti']['stop_s_per_m']:.2f} | {r['cupti-kineto']['stop_s_per_m']:.2f} | "
             f"{r['events']['stop_s_per_m']:.2f} |"
         )
     return "\n".join(lines) + "\n"

@@ -26,6 +26,8 @@ from typing import Any
 
 from collector.model import RunMeta, Trace
 from collector.recording import hostspans, ranges, sourceline
+from collector.recording.client_capture import ClientCapture
+from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
@@ -35,6 +37,8 @@ STOP_SLACK_NS = 1_000_000_000
 """How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
 NAMING_LIMIT_NS = 2_000_000_000
 """Without a step boundary, op names are collected for the first 2 s of the recording only."""
+READERS: dict[str, type[ClientCapture] | type[KinetoCapture]] = {"client": ClientCapture, "kineto": KinetoCapture}
+"""Our own CUPTI client (collector.recording.client_capture), then torch.profiler's Kineto."""
 CUPTI_NOTE = (
     "GPU intervals from CUPTI activity records (exact device times); op names recorded in the first step, "
     "later steps' GPU work named by its kernel"
@@ -44,9 +48,12 @@ CUPTI_NOTE = (
 class CuptiRecorder(Recorder):
     """A :class:`Recorder` timed by CUPTI; use :func:`collector.recording.record` (``timing="cupti"``)."""
 
+    READERS: tuple[str, ...] = ("client", "kineto")
+    """Ways to read CUPTI, tried in order (see :data:`READERS`); the first that starts is used."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._capture: KinetoCapture | None = None
+        self._capture: ClientCapture | KinetoCapture | None = None
         self._spans: list[tuple[int, str, int, int, str, int]] = []
         self._annotations: list[tuple[int, str, int, int]] = []
         self._clock0 = (0, 0)
@@ -57,17 +64,28 @@ class CuptiRecorder(Recorder):
         self._tag: Any = None
         self.timing = "cupti"
         """``"cupti"``, or ``"events"`` after a fallback at start."""
+        self.reader = ""
+        """Who read CUPTI's records: ``"client"`` (our own, the default) or ``"kineto"`` (torch.profiler's)."""
         self.stop_timings: dict[str, float] = {}
         """Seconds per phase of :meth:`stop` (profiler stop, fetch, tabulate, importer, join, write)."""
 
     def _start_timing(self) -> None:
         # the stream tag's buffers first: their fill kernels are the recorder's, not the workload's
         self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
-        capture = KinetoCapture()
-        try:
-            capture.start(naming=True)
-        except CaptureUnavailable as exc:
-            self._timing_note = f"CUPTI unavailable ({exc}); fell back to CUDA events"
+        capture: ClientCapture | KinetoCapture | None = None
+        refusals = []
+        for reader in self.READERS:
+            try:
+                capture = READERS[reader]()
+                capture.start(naming=True)
+            except CaptureUnavailable as exc:
+                refusals.append(str(exc))
+                capture = None
+                continue
+            self.reader = reader
+            break
+        if capture is None:
+            self._timing_note = f"CUPTI unavailable ({'; '.join(dict.fromkeys(refusals))}); fell back to CUDA events"
             print(f"streamscope: {self._timing_note}", file=sys.stderr, flush=True)
             self.timing = "events"
             super()._start_timing()
@@ -110,6 +128,8 @@ class CuptiRecorder(Recorder):
     def _on_span(self, cause: str, t0: int, t1: int, frame: FrameType, nbytes: int) -> None:
         if self._on:
             self._spans.append((threading.get_native_id(), cause, t0, t1, sourceline.user_source(frame), nbytes))
+            if self._capture is not None:
+                self._capture.note_thread()
             self._check_naming(t1)
 
     def _on_annotation(self, name: str, t0: int, t1: int) -> None:
@@ -155,7 +175,7 @@ class CuptiRecorder(Recorder):
 
         raw = trace_from_kineto(table, source_name=self.workload)
         t1 = time.perf_counter()
-        to_trace = _ClockLine(self._clock0, clock1)
+        to_trace = ClockLine(self._clock0, clock1)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
             annotations=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._annotations],
@@ -174,6 +194,7 @@ class CuptiRecorder(Recorder):
             notes={
                 "timing": "cupti",
                 "timing_note": CUPTI_NOTE,
+                "cupti_reader": self.reader,
                 "every": self.every,
                 "rank": self.rank,
             },
@@ -193,28 +214,3 @@ def _progress(message: str) -> None:
     """A progress line on stderr while stopping, only when stderr is a terminal (quiet in pipes and CI logs)."""
     if sys.stderr.isatty():
         print(f"streamscope: {message}", file=sys.stderr, flush=True)
-
-
-def clock_pair() -> tuple[int, int]:
-    """(monotonic ns, wall ns) read as close together as this host allows (best of 5)."""
-    best = None
-    for _ in range(5):
-        m0 = time.monotonic_ns()
-        w = time.time_ns()
-        m1 = time.monotonic_ns()
-        if best is None or m1 - m0 < best[0]:
-            best = (m1 - m0, (m0 + m1) // 2, w)
-    assert best is not None
-    return best[1], best[2]
-
-
-class _ClockLine:
-    """Monotonic ns -> wall ns (Kineto's clock), the line through two (monotonic, wall) pairs."""
-
-    def __init__(self, p0: tuple[int, int], p1: tuple[int, int]) -> None:
-        self.m0, self.w0 = p0
-        dm = p1[0] - p0[0]
-        self.rate = (p1[1] - p0[1]) / dm if dm > 1_000_000 else 1.0
-
-    def __call__(self, mono_ns: int) -> int:
-        return self.w0 + round((mono_ns - self.m0) * self.rate)

@@ -63,6 +63,9 @@ class KinetoCapture:
         if not naming:
             self.set_naming(False)
 
+    def note_thread(self) -> None:
+        """Nothing to do: Kineto names threads itself (the same interface as ClientCapture)."""
+
     def set_naming(self, on: bool) -> None:
         """Collect ``aten::`` ops (names for GPU work) while ``on``; the CUDA activity is always collected."""
         if self._prof is None or on == self.naming:
@@ -182,6 +185,11 @@ def event_table(
         "arg_correlation": correlation,
         "arg_bytes": nbytes[rows],
     }
+    return columns_table(cols, m)
+
+
+def columns_table(cols: dict[str, Any], m: int) -> EventTable:
+    """An EventTable of ``m`` events from some of its columns (the others missing: -1, False or "")."""
     frame = pd.DataFrame({k: cols[k] if k in cols else _default(k, m) for k in EVENT_COLUMNS})
     return EventTable({}, frame)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from collector.recording.cupti_recorder import clock_pair
+from collector.recording.clock import clock_pair
 
 GPU_WORK = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")
 

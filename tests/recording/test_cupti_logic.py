@@ -12,8 +12,7 @@ import pytest
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta, Trace
 from collector.recording.build import build_trace, launch_end_ns
-from collector.recording.clock import ClockMap
-from collector.recording.cupti_recorder import _ClockLine
+from collector.recording.clock import ClockLine, ClockMap
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.kineto_capture import event_table
 
@@ -218,7 +217,7 @@ def test_dropped_windows_remove_host_rows_and_the_gpu_work_they_launched() -> No
 
 
 def test_clock_line_maps_monotonic_to_wall_through_two_pairs() -> None:
-    line = _ClockLine((1_000, 5_000_000_000), (2_001_000, 5_002_000_200))
+    line = ClockLine((1_000, 5_000_000_000), (2_001_000, 5_002_000_200))
     assert line(1_000) == 5_000_000_000
     assert line(2_001_000) == 5_002_000_200
     assert line(1_001_000) == 5_001_000_100

@@ -1,0 +1,372 @@
+"""CUPTI activity records read straight from libcupti (ctypes): no Kineto, no per-op work in Python.
+
+:class:`CuptiClient` enables CUPTI's activity API for kernels, memcpys, memsets, CUDA runtime and driver
+calls and first-call set-up (lazy function loading), hands CUPTI buffers to fill, and at :meth:`stop`
+reads the records out of the buffers with numpy (one pass over record offsets, then vectorised field
+gathers). It is what torch.profiler does with ``ProfilerActivity.CUDA``, minus torch's per-op callbacks and
+its post-processing of every event into Python objects.
+
+Times are CUPTI's (ns); :meth:`timestamp` reads CUPTI's clock so callers can pair it with their own.
+Host records carry CUPTI's thread id (the low 32 bits of ``pthread_self``, i.e. ``threading.get_ident()``).
+Record layouts are CUPTI's (cupti_activity.h); the fields read sit at offsets that have not moved since
+CUDA 11, and each kind's record size is learned from ``cuptiActivityGetNextRecord`` at the first buffer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+MEMCPY, MEMSET, DRIVER, RUNTIME, CONCURRENT_KERNEL, OVERHEAD = 1, 2, 4, 5, 10, 17
+KINDS = (CONCURRENT_KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, OVERHEAD)
+"""Activity kinds enabled, in CUPTI's numbering."""
+LAZY_FUNCTION_LOADING = 5 << 16
+"""The overhead kind of a kernel's module loaded at its first launch (first-call set-up)."""
+_SUCCESS, _MAX_LIMIT_REACHED, _FLUSH_FORCED = 0, 12, 1
+_DOMAIN_DRIVER, _DOMAIN_RUNTIME = 1, 2
+BUFFER_BYTES = 16 << 20
+
+QUIET_RUNTIME_CALLS = frozenset(
+    {
+        "cudaGetDevice",
+        "cudaSetDevice",
+        "cudaGetLastError",
+        "cudaPeekAtLastError",
+        "cudaEventCreate",
+        "cudaEventCreateWithFlags",
+        "cudaEventDestroy",
+        "cudaStreamIsCapturing",
+        "cudaStreamGetCaptureInfo",
+        "cudaStreamGetCaptureInfo_v2",
+    }
+)
+"""Runtime calls not recorded: bookkeeping that every op makes and that neither launches nor waits."""
+QUIET_DRIVER_CALLS = frozenset({"cuKernelGetAttribute", "cuDevicePrimaryCtxGetState", "cuCtxGetCurrent"})
+
+# field offsets (bytes) inside each record: (offset, numpy dtype)
+_KERNEL_FIELDS = {
+    "start": (16, np.uint64),
+    "end": (24, np.uint64),
+    "device": (40, np.uint32),
+    "stream": (48, np.uint32),
+    "correlation": (92, np.uint32),
+    "name": (104, np.uint64),
+}
+_COPY_FIELDS = {  # memcpy and memset share these
+    "bytes": (8, np.uint64),
+    "start": (16, np.uint64),
+    "end": (24, np.uint64),
+    "device": (32, np.uint32),
+    "stream": (40, np.uint32),
+    "correlation": (44, np.uint32),
+}
+_MEMCPY_BYTE_FIELDS = {"copy_kind": 4, "src_kind": 5, "dst_kind": 6}
+_MEMSET_MEMORY_KIND = 50  # uint16
+_API_FIELDS = {
+    "cbid": (4, np.uint32),
+    "start": (8, np.uint64),
+    "end": (16, np.uint64),
+    "thread": (28, np.uint32),
+    "correlation": (32, np.uint32),
+}
+_OVERHEAD_FIELDS = {
+    "overhead_kind": (4, np.uint32),
+    "thread": (16, np.uint32),
+    "start": (24, np.uint64),
+    "end": (32, np.uint64),
+    "correlation": (40, np.uint32),
+}
+_FIELDS = {
+    CONCURRENT_KERNEL: _KERNEL_FIELDS,
+    MEMCPY: _COPY_FIELDS,
+    MEMSET: _COPY_FIELDS,
+    RUNTIME: _API_FIELDS,
+    DRIVER: _API_FIELDS,
+    OVERHEAD: _OVERHEAD_FIELDS,
+}
+_MIN_SIZE = {CONCURRENT_KERNEL: 112, MEMCPY: 48, MEMSET: 52, RUNTIME: 40, DRIVER: 40, OVERHEAD: 44}
+"""Smallest record size per kind that holds the fields read (a check on the learned sizes)."""
+
+COPY_KINDS = ("Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP")
+MEMORY_KINDS = ("Unknown", "Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static")
+"""Kineto's spelling of CUPTI's copy and memory kinds (names like ``Memcpy HtoD (Pageable -> Device)``)."""
+
+
+class CuptiUnavailable(RuntimeError):
+    """libcupti could not be found or started (another profiler such as Nsight Systems holds it)."""
+
+
+@dataclass
+class Records:
+    """The records of one capture, one dict of numpy columns per kind (keys as in the field tables above,
+    plus ``name`` as text for kernels and API calls and, for memcpys, the three kind bytes)."""
+
+    columns: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    names: dict[int, dict[int, str]] = field(default_factory=dict)
+    """Per kind, code -> text for the ``name`` column (kernel names, API call names)."""
+    dropped: int = 0
+    record_sizes: dict[int, int] = field(default_factory=dict)
+
+    def count(self, kind: int) -> int:
+        cols = self.columns.get(kind)
+        return 0 if not cols else len(next(iter(cols.values())))
+
+
+_REQUESTED = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+)
+_COMPLETED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+
+
+def find_libcupti() -> str:
+    """The path of libcupti: the one this process already loaded (torch's Kineto links it), else the
+    usual install places. Raises CuptiUnavailable when there is none."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip().split(" ")[-1]
+                if "libcupti.so" in os.path.basename(path):
+                    return path
+    except OSError:
+        pass
+    roots = [os.path.dirname(p) for p in sys.path if p.endswith("-packages")]
+    patterns = [os.path.join(r, "nvidia", "*", "lib", "libcupti.so*") for r in roots]
+    patterns += [os.path.join(r, "nvidia", "*", "*", "lib", "libcupti.so*") for r in roots]
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    patterns += [os.path.join(home, sub, "libcupti.so*") for sub in ("lib64", "lib", "extras/CUPTI/lib64")]
+    for pattern in patterns:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[0]
+    found = ctypes.util.find_library("cupti")
+    if found:
+        return found
+    raise CuptiUnavailable("libcupti not found (set CUDA_HOME, or install torch with CUDA)")
+
+
+class CuptiClient:
+    """One capture: :meth:`start`, run the workload, :meth:`stop` -> :class:`Records`."""
+
+    def __init__(self, lib_path: str | None = None, buffer_bytes: int = BUFFER_BYTES) -> None:
+        try:
+            self._lib = ctypes.CDLL(lib_path or find_libcupti())
+        except OSError as exc:
+            raise CuptiUnavailable(f"libcupti could not be loaded: {exc}") from None
+        self._buffer_bytes = int(buffer_bytes)
+        self._buffers: dict[int, np.ndarray] = {}
+        self._done: list[tuple[int, int, int, int]] = []  # (context, stream, address, valid bytes)
+        self._enabled: list[int] = []
+        self._on_requested = _REQUESTED(self._requested)
+        self._on_completed = _COMPLETED(self._completed)
+        lib = self._lib
+        lib.cuptiGetTimestamp.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+        lib.cuptiGetResultString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        lib.cuptiGetCallbackName.argtypes = [ctypes.c_int, ctypes.c_uint32, ctypes.POINTER(ctypes.c_char_p)]
+        lib.cuptiActivityRegisterCallbacks.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.cuptiActivityFlushAll.argtypes = [ctypes.c_uint32]
+        lib.cuptiActivityGetNextRecord.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+        lib.cuptiActivityGetNumDroppedRecords.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+            ctypes.POINTER(ctypes.c_size_t),
+        ]
+        self._stamp = ctypes.c_uint64()
+        self._stamp_ref = ctypes.byref(self._stamp)
+
+    # -------------------------------------------------------------- CUPTI's buffer callbacks
+    def _requested(self, buffer: Any, size: Any, max_records: Any) -> None:
+        arr = np.empty(self._buffer_bytes + 8, dtype=np.uint8)
+        addr = arr.ctypes.data
+        pad = (-addr) % 8
+        self._buffers[addr + pad] = arr[pad : pad + self._buffer_bytes]
+        buffer[0] = addr + pad
+        size[0] = self._buffer_bytes
+        max_records[0] = 0
+
+    def _completed(self, context: Any, stream: int, buffer: Any, size: int, valid: int) -> None:
+        self._done.append((int(context or 0), int(stream), int(buffer or 0), int(valid)))
+
+    # -------------------------------------------------------------- control
+    def _check(self, rc: int, what: str) -> None:
+        if rc != _SUCCESS:
+            text = ctypes.c_char_p()
+            self._lib.cuptiGetResultString(rc, ctypes.byref(text))
+            raise CuptiUnavailable(f"{what}: {(text.value or b'').decode() or f'CUPTI error {rc}'}")
+
+    def timestamp(self) -> int:
+        """CUPTI's clock now, ns."""
+        self._lib.cuptiGetTimestamp(self._stamp_ref)
+        return int(self._stamp.value)
+
+    def callback_name(self, domain: int, cbid: int) -> str:
+        """The API call's name without its version suffix (``cudaLaunchKernel``), or "" if unknown."""
+        out = ctypes.c_char_p()
+        if self._lib.cuptiGetCallbackName(domain, cbid, ctypes.byref(out)) != _SUCCESS or not out.value:
+            return ""
+        return _VERSION_SUFFIX.sub("", out.value.decode(errors="replace"))
+
+    def start(self) -> None:
+        """Register the buffer callbacks and enable :data:`KINDS` (raises CuptiUnavailable on refusal)."""
+        self._check(
+            self._lib.cuptiActivityRegisterCallbacks(
+                ctypes.cast(self._on_requested, ctypes.c_void_p), ctypes.cast(self._on_completed, ctypes.c_void_p)
+            ),
+            "cuptiActivityRegisterCallbacks",
+        )
+        try:
+            for kind in KINDS:
+                self._check(self._lib.cuptiActivityEnable(kind), f"cuptiActivityEnable({kind})")
+                self._enabled.append(kind)
+        except CuptiUnavailable:
+            self._disable()
+            raise
+        self._quiet(_DOMAIN_RUNTIME, "cuptiActivityEnableRuntimeApi", QUIET_RUNTIME_CALLS)
+        self._quiet(_DOMAIN_DRIVER, "cuptiActivityEnableDriverApi", QUIET_DRIVER_CALLS)
+
+    def _quiet(self, domain: int, function: str, names: frozenset[str]) -> None:
+        enable = getattr(self._lib, function, None)
+        if enable is None:  # CUPTI before 12.x: every call is recorded
+            return
+        for cbid in range(1, 1024):
+            name = self.callback_name(domain, cbid)
+            if name in names:
+                enable(ctypes.c_uint32(cbid), ctypes.c_uint8(0))
+
+    def _disable(self) -> None:
+        while self._enabled:
+            self._lib.cuptiActivityDisable(self._enabled.pop())
+
+    def stop(self) -> Records:
+        """Flush every buffer, disable the kinds and read the records (call after the GPU is idle)."""
+        self._lib.cuptiActivityFlushAll(_FLUSH_FORCED)
+        self._disable()
+        self._lib.cuptiActivityFlushAll(_FLUSH_FORCED)
+        done, self._done = self._done, []
+        buffers, self._buffers = self._buffers, {}
+        records = Records()
+        parts: dict[int, list[dict[str, np.ndarray]]] = {k: [] for k in KINDS}
+        for context, stream, addr, valid in done:
+            dropped = ctypes.c_size_t()
+            if self._lib.cuptiActivityGetNumDroppedRecords(context, stream, ctypes.byref(dropped)) == _SUCCESS:
+                records.dropped += int(dropped.value)
+            buf = buffers.get(addr)
+            if buf is None or valid <= 0:
+                continue
+            if not records.record_sizes:
+                records.record_sizes = self._learn_sizes(addr, valid)
+            for kind, cols in read_buffer(buf[:valid], records.record_sizes).items():
+                parts[kind].append(cols)
+        for kind, chunks in parts.items():
+            if chunks:
+                records.columns[kind] = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
+        self._name_columns(records)
+        return records
+
+    def _learn_sizes(self, addr: int, valid: int) -> dict[int, int]:
+        """Record size per kind, from the pointers ``cuptiActivityGetNextRecord`` walks a buffer with."""
+        sizes: dict[int, int] = {}
+        record = ctypes.c_void_p()
+        prev: tuple[int, int] | None = None
+        while self._lib.cuptiActivityGetNextRecord(addr, valid, ctypes.byref(record)) == _SUCCESS:
+            at = int(record.value or 0)
+            if prev is not None:
+                sizes.setdefault(prev[1], at - prev[0])
+            prev = (at, ctypes.c_uint32.from_address(at).value)
+        if prev is not None and prev[1] not in sizes:
+            sizes[prev[1]] = addr + valid - prev[0]
+        for kind, size in sizes.items():
+            if kind in _MIN_SIZE and size < _MIN_SIZE[kind]:
+                raise CuptiUnavailable(f"unexpected CUPTI record layout (kind {kind}, {size} bytes)")
+        return sizes
+
+    def _name_columns(self, records: Records) -> None:
+        """Kernel name pointers -> codes into a table of names; API cbids -> call names."""
+        name_kernels(records)
+        for kind, domain in ((RUNTIME, _DOMAIN_RUNTIME), (DRIVER, _DOMAIN_DRIVER)):
+            api = records.columns.get(kind)
+            if api:
+                cbids = np.unique(api["cbid"])
+                records.names[kind] = {int(c): self.callback_name(domain, int(c)) or f"cbid {c}" for c in cbids}
+
+
+def name_kernels(records: Records) -> None:
+    """Replace the kernels' name pointers (C strings CUPTI keeps for the process's life) by codes into
+    ``records.names[CONCURRENT_KERNEL]``, the demangled names."""
+    kernels = records.columns.get(CONCURRENT_KERNEL)
+    if kernels:
+        pointers, codes = np.unique(kernels["name"], return_inverse=True)
+        kernels["name"] = codes.astype(np.int64)
+        records.names[CONCURRENT_KERNEL] = {
+            i: _demangle(ctypes.string_at(int(p)).decode(errors="replace") if p else "")
+            for i, p in enumerate(pointers.tolist())
+        }
+
+
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def read_buffer(buf: np.ndarray, sizes: dict[int, int]) -> dict[int, dict[str, np.ndarray]]:
+    """The fields of every record of a wanted kind in one filled buffer (uint8 array)."""
+    words = memoryview(buf.data).cast("I")
+    n = len(buf)
+    offsets: dict[int, list[int]] = {k: [] for k in _FIELDS}
+    appenders = {k: v.append for k, v in offsets.items()}
+    get = sizes.get
+    off = 0
+    while off < n:
+        kind = words[off >> 2]
+        add = appenders.get(kind)
+        if add is not None:
+            add(off)
+        step = get(kind)
+        if not step:
+            break  # a kind not seen when sizes were learned: stop rather than misread
+        off += step
+    out: dict[int, dict[str, np.ndarray]] = {}
+    u8 = buf
+    u16 = buf[: n - n % 2].view(np.uint16)
+    u32 = buf[: n - n % 4].view(np.uint32)
+    u64 = buf[: n - n % 8].view(np.uint64)
+    views: dict[Any, tuple[np.ndarray, int]] = {np.uint32: (u32, 4), np.uint64: (u64, 8)}
+    for kind, offs in offsets.items():
+        if not offs:
+            continue
+        at = np.asarray(offs, dtype=np.int64)
+        cols: dict[str, np.ndarray] = {}
+        for name, (pos, dtype) in _FIELDS[kind].items():
+            view, width = views[dtype]
+            cols[name] = view[(at + pos) // width].astype(np.int64)
+        if kind == MEMCPY:
+            for name, pos in _MEMCPY_BYTE_FIELDS.items():
+                cols[name] = u8[at + pos].astype(np.int64)
+        elif kind == MEMSET:
+            cols["memory_kind"] = u16[(at + _MEMSET_MEMORY_KIND) // 2].astype(np.int64)
+        out[kind] = cols
+    return out
+
+
+_DEMANGLED: dict[str, str] = {}
+
+
+def _demangle(name: str) -> str:
+    """A C++ kernel symbol demangled as Kineto shows it (torch's demangler when present)."""
+    hit = _DEMANGLED.get(name)
+    if hit is None:
+        hit = name
+        if name.startswith("_Z"):
+            try:
+                import torch
+
+                hit = torch._C._demangle(name)
+            except (ImportError, AttributeError, RuntimeError):
+                pass
+        _DEMANGLED[name] = hit
+    return hit

@@ -1,0 +1,188 @@
+"""Our own CUPTI client without a GPU: CUPTI activity records laid out byte for byte in a buffer, read back
+by the client's buffer reader, tabulated and imported; the result must match what the Kineto path gives
+for the same events (tests/recording/test_cupti_logic.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import numpy as np
+
+from collector.importers.kineto import trace_from_kineto
+from collector.model import RunMeta
+from collector.recording import cupti_client as cc
+from collector.recording.client_capture import event_table
+from collector.recording.enrich import HostFacts, enrich
+from collector.traceformat.events import EventTable
+
+SIZES = {
+    cc.RUNTIME: 40,
+    cc.DRIVER: 40,
+    cc.CONCURRENT_KERNEL: 216,
+    cc.MEMCPY: 96,
+    cc.MEMSET: 88,
+    cc.OVERHEAD: 56,
+    22: 24,
+}
+CUPTI_TID = 0xB238_1240  # CUPTI's thread id: the low 32 bits of pthread_self
+NATIVE_TID = 4242
+KERNEL = "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>"
+_NAME = ctypes.create_string_buffer(KERNEL.encode())  # a C string, as CUPTI keeps kernel names
+
+
+def _api(kind: int, cbid: int, start: int, end: int, corr: int) -> bytes:
+    return struct.pack("<IIQQIIII", kind, cbid, start, end, 1, CUPTI_TID, corr, 0)
+
+
+def _kernel(start: int, end: int, corr: int, stream: int) -> bytes:
+    rec = bytearray(216)
+    struct.pack_into("<I", rec, 0, cc.CONCURRENT_KERNEL)
+    struct.pack_into("<QQ", rec, 16, start, end)
+    struct.pack_into("<III", rec, 40, 0, 1, stream)
+    struct.pack_into("<I", rec, 92, corr)
+    struct.pack_into("<Q", rec, 104, ctypes.addressof(_NAME))
+    return bytes(rec)
+
+
+def _copy(kind: int, start: int, end: int, corr: int, stream: int, nbytes: int, kinds: tuple[int, int, int]) -> bytes:
+    rec = bytearray(SIZES[kind])
+    struct.pack_into("<I", rec, 0, kind)
+    if kind == cc.MEMCPY:
+        struct.pack_into("<BBB", rec, 4, *kinds)
+    else:
+        struct.pack_into("<H", rec, 50, kinds[0])
+    struct.pack_into("<QQQ", rec, 8, nbytes, start, end)
+    struct.pack_into("<IIII", rec, 32, 0, 1, stream, corr)
+    return bytes(rec)
+
+
+def _lazy(start: int, end: int) -> bytes:
+    rec = bytearray(56)
+    struct.pack_into("<IIIII", rec, 0, cc.OVERHEAD, cc.LAZY_FUNCTION_LOADING, 2, 1, CUPTI_TID)
+    struct.pack_into("<QQI", rec, 24, start, end, 77)
+    return bytes(rec)
+
+
+LAUNCH, MEMCPY_ASYNC, STREAM_SYNC = 211, 41, 131
+CLOCK_SHIFT = 1_000_000  # CUPTI's clock runs this far ahead of the trace's in these tests
+
+
+def _buffer() -> np.ndarray:
+    """The events of test_cupti_logic's ``_events()`` (minus ops and annotations) as CUPTI records."""
+    t = CLOCK_SHIFT
+    records = [
+        _api(cc.RUNTIME, LAUNCH, t + 100, t + 110, 1),
+        _lazy(t + 101, t + 109),
+        _kernel(t + 120, t + 150, 1, 7),
+        bytes(struct.pack("<I", 22) + bytes(20)),  # a kind the client does not read: skipped
+        _api(cc.RUNTIME, MEMCPY_ASYNC, t + 200, t + 400, 2),
+        _copy(cc.MEMCPY, t + 210, t + 390, 2, 7, 4000, (2, 3, 1)),  # DtoH, Device -> Pageable
+        _api(cc.RUNTIME, STREAM_SYNC, t + 400, t + 900, 3),
+        _api(cc.RUNTIME, LAUNCH, t + 1000, t + 1010, 4),
+        _kernel(t + 1020, t + 1030, 4, 7),
+        _api(cc.DRIVER, 5, t + 1100, t + 1105, 99),  # a driver call that neither launched nor waits: dropped
+        _api(cc.RUNTIME, 51, t + 1200, t + 1201, 6),
+        _copy(cc.MEMSET, t + 1202, t + 1203, 6, 7, 64, (3, 0, 0)),
+    ]
+    return np.frombuffer(b"".join(records), dtype=np.uint8).copy()
+
+
+def _records() -> cc.Records:
+    records = cc.Records(columns=cc.read_buffer(_buffer(), SIZES), record_sizes=SIZES)
+    cc.name_kernels(records)
+    records.names[cc.RUNTIME] = {
+        LAUNCH: "cudaLaunchKernel",
+        MEMCPY_ASYNC: "cudaMemcpyAsync",
+        STREAM_SYNC: "cudaStreamSynchronize",
+        51: "cudaMemsetAsync",
+    }
+    records.names[cc.DRIVER] = {5: "cuModuleGetFunction"}
+    return records
+
+
+OPS = [(CUPTI_TID, "aten::mul_", 95, 118)]
+
+
+def _table() -> EventTable:
+    return event_table(_records(), OPS, {CUPTI_TID: NATIVE_TID}, lambda ns: ns - CLOCK_SHIFT, lambda ns: ns)
+
+
+def test_the_buffer_reader_finds_every_record_and_field() -> None:
+    cols = cc.read_buffer(_buffer(), SIZES)
+    assert {k: len(v["start"]) for k, v in cols.items()} == {
+        cc.CONCURRENT_KERNEL: 2,
+        cc.MEMCPY: 1,
+        cc.MEMSET: 1,
+        cc.RUNTIME: 5,
+        cc.DRIVER: 1,
+        cc.OVERHEAD: 1,
+    }
+    copy = cols[cc.MEMCPY]
+    assert (copy["copy_kind"][0], copy["src_kind"][0], copy["dst_kind"][0], copy["bytes"][0]) == (2, 3, 1, 4000)
+    assert cols[cc.MEMSET]["memory_kind"].tolist() == [3]
+    assert cols[cc.CONCURRENT_KERNEL]["stream"].tolist() == [7, 7]
+    assert cols[cc.RUNTIME]["thread"].tolist() == [CUPTI_TID] * 5
+    assert cols[cc.OVERHEAD]["overhead_kind"].tolist() == [cc.LAZY_FUNCTION_LOADING]
+
+
+def test_the_reader_stops_at_a_kind_of_unknown_size() -> None:
+    sizes = {k: v for k, v in SIZES.items() if k != 22}
+    cols = cc.read_buffer(_buffer(), sizes)
+    assert len(cols[cc.CONCURRENT_KERNEL]["start"]) == 1  # only the records before the unknown one
+
+
+def test_the_table_names_records_as_kineto_does_on_the_trace_clock() -> None:
+    ev = _table().events
+    rows = {(str(c), str(n)) for c, n in zip(ev["cat"], ev["name"], strict=True)}
+    assert ("kernel", KERNEL) in rows
+    assert ("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)") in rows
+    assert ("gpu_memset", "Memset (Device)") in rows
+    assert ("cuda_driver", "Lazy Function Loading") in rows
+    assert ("cpu_op", "aten::mul_") in rows
+    assert not any(n == "cuModuleGetFunction" for _, n in rows)
+    host = ev[ev["cat"].astype(str).isin(["cuda_runtime", "cpu_op"])]
+    assert set(host["tid"]) == {NATIVE_TID}
+    assert int(ev["ts_ns"].min()) == 95 and list(ev["ts_ns"]) == sorted(ev["ts_ns"])
+
+
+def test_an_imported_client_capture_gives_the_kineto_paths_results() -> None:
+    facts = HostFacts(
+        spans=[(NATIVE_TID, "item", 190, 950, "train.py:12", 4000)],
+        markers=[("step", "step 0", 0, 500, 0), ("step", "step 1", 500, 2000, 1)],
+        threads={NATIVE_TID: "main thread"},
+    )
+    trace = enrich(trace_from_kineto(_table()), facts, RunMeta.new(clock="unix_ns", notes={"timing": "cupti"}))
+    iv = trace.intervals
+    kernels = iv[iv["kind"] == "kernel"]
+    assert list(kernels["name"].astype(str)) == ["aten::mul_", "aten::mul_"]  # exact, then by its kernel
+    assert list(kernels["step"]) == [0, 1]
+    copy = iv[iv["kind"] == "memcpy_d2h"].iloc[0]
+    assert (copy["bytes"], str(copy["memory_kind"])) == (4000, "pageable")
+    waits = iv[iv["kind"] == "sync_wait"].set_index("name")
+    assert waits.loc["cudaStreamSynchronize", "cause"] == "item"
+    assert waits.loc["cudaStreamSynchronize", "source"] == "train.py:12"
+    assert len(iv[iv["name"] == "first-call set-up: Lazy Function Loading"]) == 1
+
+
+def test_the_op_namer_notes_ops_that_can_launch_until_stopped() -> None:
+    import threading
+
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    from collector.recording.opnames import OpNamer
+
+    x = torch.ones(8)
+    namer = OpNamer()
+    namer.start()
+    y = x.mul(2).view(2, 4)
+    z = y.sum()
+    namer.stop()
+    x.add(1)  # after stop: not noted
+    names = [r[1] for r in namer.rows]
+    assert names == ["aten::mul", "aten::sum"]  # the view is not an op that launches
+    assert _get_current_dispatch_mode() is None
+    me = threading.get_ident() & 0xFFFFFFFF
+    assert {r[0] for r in namer.rows} == {me} and namer.threads[me] == threading.get_native_id()
+    assert all(r[2] <= r[3] for r in namer.rows) and float(z) == 16.0
