@@ -1,8 +1,10 @@
-"""The default recorder: GPU intervals from CUPTI (torch's Kineto), host facts from a few Python hooks.
+"""The default recorder: GPU intervals from CUPTI, host facts from a few Python hooks.
 
 CUPTI reports every kernel, memcpy and memset with the device's own start and end times, and every CUDA
 runtime call (launches, copies, syncs) with its host times, at about the cost of torch.profiler with only
-the CUDA activity. Nothing runs per op in Python. What only the recorder adds:
+the CUDA activity. The records are read by our own client (collector.recording.client_capture), or through
+torch's Kineto when libcupti cannot be read (collector.recording.kineto_capture). Nothing runs per op in
+Python after the first step. What only the recorder adds:
 
 * **causes and lines of waits and copies**: the Python calls that can wait or copy report spans
   (collector.recording.hostspans); each runtime wait inside one gets its cause and the user's line;
@@ -11,8 +13,8 @@ the CUDA activity. Nothing runs per op in Python. What only the recorder adds:
   by their kernel (collector.recording.enrich);
 * **steps** (``rec.step()``, optimizer steps), ``record_function`` / NVTX ranges, stream names.
 
-If CUPTI cannot be had (a torch without Kineto, another profiler such as Nsight Systems or torch.profiler
-already running), :meth:`CuptiRecorder.start` falls back to CUDA-event timing and says so in the trace
+If CUPTI cannot be had by either reader (another profiler such as Nsight Systems or torch.profiler already
+running), :meth:`CuptiRecorder.start` falls back to CUDA-event timing and says so in the trace
 (``notes.timing`` / ``notes.timing_note``).
 """
 

@@ -1,4 +1,5 @@
-"""CUPTI timing through torch's own Kineto profiler: exact GPU intervals at near-zero host cost.
+"""CUPTI timing through torch's own Kineto profiler: the recorder's fallback reader (our own client,
+collector.recording.client_capture, comes first), and the event table shared with the CPU recorder.
 
 A :class:`KinetoCapture` runs ``torch.profiler`` with the CUDA activity (CUPTI: every kernel, memcpy and
 memset with its stream and device times, and every CUDA runtime/driver call with its host times and

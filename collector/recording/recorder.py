@@ -50,7 +50,8 @@ _EVENT_POOL: list[Any] = []
 _CAPTURE_LIMIT = "work inside captured CUDA graphs is recorded as one graph launch"
 EVENTS_NOTE = (
     "GPU intervals from CUDA events around each op, starts bounded by the end of the op's host call: "
-    "exact on a busy stream; on a drained stream a start can be off by the launch latency (a few us)"
+    "exact on a busy stream; on a drained stream each interval also holds a few us of launch and event "
+    "latency, so kernels of about 1 us read several times too long"
 )
 
 

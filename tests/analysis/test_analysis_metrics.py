@@ -142,3 +142,15 @@ def test_step_annotations_stand_in_for_missing_markers() -> None:
 def test_run_without_steps_spans_its_gpu_work() -> None:
     rows = [iv(CPU, "cpu_op", 0, 1 * MS, id=0), iv(COMPUTE, "kernel", 3 * MS, 5 * MS, id=1)]
     assert analyze(trace(rows)).per_step["step_time_ns"].tolist() == [2 * MS]
+
+
+def test_the_page_note_names_the_timing_source_and_how_cupti_was_read() -> None:
+    from webapp.analysis.run import timing_note
+
+    base = trace([iv(COMPUTE, "kernel", 0, MS)])
+    assert timing_note(base.with_meta(notes={})) == ()
+    client = timing_note(base.with_meta(notes={"timing": "cupti", "cupti_reader": "client", "timing_note": "exact"}))
+    assert client == ("GPU timing: cupti, read from libcupti by the recorder (exact).",)
+    kineto = timing_note(base.with_meta(notes={"timing": "cupti", "cupti_reader": "kineto"}))
+    assert kineto == ("GPU timing: cupti, read through torch.profiler (Kineto).",)
+    assert timing_note(base.with_meta(notes={"timing": "events"})) == ("GPU timing: events.",)

@@ -60,7 +60,12 @@ def timing_note(trace: Trace) -> tuple[str, ...]:
     if not timing:
         return ()
     detail = str(notes.get("timing_note") or "")
-    return (f"GPU timing: {timing}" + (f" ({detail})" if detail else "") + ".",)
+    reader = READERS.get(str(notes.get("cupti_reader") or ""), "")
+    return (f"GPU timing: {timing}" + (f", {reader}" if reader else "") + (f" ({detail})" if detail else "") + ".",)
+
+
+READERS = {"client": "read from libcupti by the recorder", "kineto": "read through torch.profiler (Kineto)"}
+"""How the CUPTI records of a recording were read (``notes.cupti_reader``), as the page says it."""
 
 
 def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
