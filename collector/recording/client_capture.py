@@ -105,11 +105,15 @@ def event_table(
     cupti_to_wall: Any,
     mono_to_wall: Any,
 ) -> EventTable:
-    """The event table of a capture's records and named ops (see the module docstring)."""
+    """The event table of a capture's records and named ops (see the module docstring). Names and
+    categories are built as categorical codes (one string per distinct name, none per event)."""
     parts: list[dict[str, Any]] = []
     gpu_corr: list[np.ndarray] = []
+    labels: dict[str, int] = {}
+    cats: dict[str, int] = {}
     cols = records.columns
     names = records.names
+    pid = os.getpid()
 
     def native(tids: np.ndarray) -> np.ndarray:
         if not threads or not len(tids):
@@ -121,92 +125,105 @@ def event_table(
         at = np.clip(np.searchsorted(keys, tids), 0, len(keys) - 1)
         return np.where(keys[at] == tids, vals[at], tids)
 
-    def add(cat: str, name: Any, c: dict[str, np.ndarray], gpu: bool, nbytes: Any = 0, correlation: Any = None) -> None:
+    def coded(distinct: list[str], codes: np.ndarray) -> np.ndarray:
+        """Codes into ``distinct`` -> codes into the table's one list of names."""
+        to_global = np.array([labels.setdefault(x, len(labels)) for x in distinct], dtype=np.int64)
+        return to_global[codes] if len(to_global) else np.zeros(len(codes), dtype=np.int64)
+
+    def add(cat: str, name: np.ndarray, c: dict[str, np.ndarray], gpu: bool, nbytes: Any = 0) -> None:
         n = len(c["start"])
         parts.append(
             {
-                "cat": np.full(n, cat, dtype=object),
-                "name": np.asarray(name, dtype=object) if not isinstance(name, str) else np.full(n, name, dtype=object),
-                "pid": c["device"] if gpu else np.full(n, os.getpid(), dtype=np.int64),
+                "cat": np.full(n, cats.setdefault(cat, len(cats)), dtype=np.int64),
+                "name": name,
+                "pid": c["device"] if gpu else np.full(n, pid, dtype=np.int64),
                 "tid": c["stream"] if gpu else native(c["thread"]),
-                "start": cupti_to_wall(c["start"]),
-                "end": cupti_to_wall(np.maximum(c["end"], c["start"])),
+                "start": c["start"],
+                "end": np.maximum(c["end"], c["start"]),
                 "stream": c["stream"] if gpu else np.full(n, -1, dtype=np.int64),
                 "device": c["device"] if gpu else np.full(n, -1, dtype=np.int64),
-                "correlation": c["correlation"] if correlation is None else correlation,
+                "correlation": c["correlation"],
                 "bytes": np.broadcast_to(np.asarray(nbytes, dtype=np.int64), (n,)),
             }
         )
         if gpu:
             gpu_corr.append(c["correlation"])
 
+    def times(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {**c, "start": cupti_to_wall(c["start"]), "end": cupti_to_wall(c["end"])}
+
     k = cols.get(cc.CONCURRENT_KERNEL)
     if k:
         kernel_names = names[cc.CONCURRENT_KERNEL]
-        add("kernel", np.array([kernel_names[i] for i in range(len(kernel_names))], dtype=object)[k["name"]], k, True)
+        add("kernel", coded([kernel_names[i] for i in range(len(kernel_names))], k["name"]), times(k), True)
     m = cols.get(cc.MEMCPY)
     if m:
+        kinds, codes = np.unique(
+            np.stack([m["copy_kind"], m["src_kind"], m["dst_kind"]], axis=1), axis=0, return_inverse=True
+        )
         label = [
             f"Memcpy {_pick(cc.COPY_KINDS, a)} ({_pick(cc.MEMORY_KINDS, b)} -> {_pick(cc.MEMORY_KINDS, d)})"
-            for a, b, d in zip(m["copy_kind"].tolist(), m["src_kind"].tolist(), m["dst_kind"].tolist(), strict=True)
+            for a, b, d in kinds.tolist()
         ]
-        add("gpu_memcpy", label, m, True, m["bytes"])
+        add("gpu_memcpy", coded(label, codes.reshape(-1)), times(m), True, m["bytes"])
     s = cols.get(cc.MEMSET)
     if s:
-        label = [f"Memset ({_pick(cc.MEMORY_KINDS, v)})" for v in s["memory_kind"].tolist()]
-        add("gpu_memset", label, s, True, s["bytes"])
+        memory, codes = np.unique(s["memory_kind"], return_inverse=True)
+        label = [f"Memset ({_pick(cc.MEMORY_KINDS, v)})" for v in memory.tolist()]
+        add("gpu_memset", coded(label, codes), times(s), True, s["bytes"])
     launched = np.unique(np.concatenate(gpu_corr)) if gpu_corr else np.array([], dtype=np.int64)
     r = cols.get(cc.RUNTIME)
     if r:
-        add("cuda_runtime", _api_names(r["cbid"], names[cc.RUNTIME]), r, False)
+        cbids, codes = np.unique(r["cbid"], return_inverse=True)
+        add("cuda_runtime", coded([_call(names[cc.RUNTIME], c) for c in cbids.tolist()], codes), times(r), False)
     d = cols.get(cc.DRIVER)
     if d:
-        call = _api_names(d["cbid"], names[cc.DRIVER])
-        waits = _api_names(d["cbid"], names[cc.DRIVER], lambda name: name.startswith(WAITING_DRIVER_PREFIXES))
-        keep = np.isin(d["correlation"], launched) | waits.astype(bool)
+        cbids, codes = np.unique(d["cbid"], return_inverse=True)
+        calls = [_call(names[cc.DRIVER], c) for c in cbids.tolist()]
+        waits = np.array([c.startswith(WAITING_DRIVER_PREFIXES) for c in calls], dtype=bool)
+        keep = np.isin(d["correlation"], launched) | waits[codes]
         if keep.any():
-            add("cuda_driver", call[keep], {f: v[keep] for f, v in d.items()}, False)
+            add("cuda_driver", coded(calls, codes[keep]), times({f: v[keep] for f, v in d.items()}), False)
     o = cols.get(cc.OVERHEAD)
     if o:
         lazy = o["overhead_kind"] == cc.LAZY_FUNCTION_LOADING
         if lazy.any():
             sub = {f: v[lazy] for f, v in o.items()}
-            add("cuda_driver", _SETUP_NAME, sub, False, correlation=np.full(int(lazy.sum()), -1, dtype=np.int64))
+            sub["correlation"] = np.full(int(lazy.sum()), -1, dtype=np.int64)
+            add("cuda_driver", coded([_SETUP_NAME], np.zeros(int(lazy.sum()), dtype=np.int64)), times(sub), False)
     if ops:
         tid, name, t0, t1 = (np.asarray(x) for x in zip(*ops, strict=True))
-        parts.append(
-            {
-                "cat": np.full(len(ops), "cpu_op", dtype=object),
-                "name": name.astype(object),
-                "pid": np.full(len(ops), os.getpid(), dtype=np.int64),
-                "tid": native(tid.astype(np.int64)),
-                "start": mono_to_wall(t0.astype(np.int64)),
-                "end": mono_to_wall(t1.astype(np.int64)),
-                "stream": np.full(len(ops), -1, dtype=np.int64),
-                "device": np.full(len(ops), -1, dtype=np.int64),
-                "correlation": np.full(len(ops), -1, dtype=np.int64),
-                "bytes": np.zeros(len(ops), dtype=np.int64),
-            }
-        )
+        distinct, codes = np.unique(name.astype(str), return_inverse=True)
+        n = len(ops)
+        op_cols = {
+            "start": mono_to_wall(t0.astype(np.int64)),
+            "end": mono_to_wall(t1.astype(np.int64)),
+            "thread": tid.astype(np.int64),
+            "correlation": np.full(n, -1, dtype=np.int64),
+        }
+        add("cpu_op", coded(distinct.tolist(), codes), op_cols, False)
     if not parts:
         return columns_table({}, 0)
-    cat = np.concatenate([p["cat"] for p in parts])
     start = np.concatenate([p["start"] for p in parts]).astype(np.int64)
     end = np.concatenate([p["end"] for p in parts]).astype(np.int64)
     order = np.argsort(start, kind="stable")
     n = len(order)
+
+    def column(key: str) -> np.ndarray:
+        return np.concatenate([p[key] for p in parts]).astype(np.int64)[order]
+
     table_cols: dict[str, Any] = {
         "ph": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index(["X"])),
-        "cat": pd.Categorical(cat[order]),
-        "name": pd.Categorical(np.concatenate([p["name"] for p in parts])[order]),
-        "pid": np.concatenate([p["pid"] for p in parts]).astype(np.int64)[order],
-        "tid": np.concatenate([p["tid"] for p in parts]).astype(np.int64)[order],
+        "cat": pd.Categorical.from_codes(column("cat"), categories=pd.Index(list(cats))),
+        "name": pd.Categorical.from_codes(column("name"), categories=pd.Index(list(labels))),
+        "pid": column("pid"),
+        "tid": column("tid"),
         "ts_ns": start[order],
         "dur_ns": (end - start)[order],
-        "arg_stream": np.concatenate([p["stream"] for p in parts]).astype(np.int64)[order],
-        "arg_device": np.concatenate([p["device"] for p in parts]).astype(np.int64)[order],
-        "arg_correlation": np.concatenate([p["correlation"] for p in parts]).astype(np.int64)[order],
-        "arg_bytes": np.concatenate([p["bytes"] for p in parts]).astype(np.int64)[order],
+        "arg_stream": column("stream"),
+        "arg_device": column("device"),
+        "arg_correlation": column("correlation"),
+        "arg_bytes": column("bytes"),
     }
     return columns_table(table_cols, n)
 
@@ -215,8 +232,6 @@ def _pick(labels: tuple[str, ...], i: int) -> str:
     return labels[i] if 0 <= i < len(labels) else labels[0]
 
 
-def _api_names(cbids: np.ndarray, names: dict[int, str], fn: Any = None) -> np.ndarray:
-    """The call name of each API record, or ``fn(name)`` when given (one call per distinct cbid)."""
-    distinct, codes = np.unique(cbids, return_inverse=True)
-    labels = [names.get(int(c), f"cbid {c}") for c in distinct]
-    return np.array(labels if fn is None else [fn(n) for n in labels], dtype=object)[codes]
+def _call(names: dict[int, str], cbid: int) -> str:
+    """An API call's name from its callback id."""
+    return names.get(int(cbid), f"cbid {cbid}")

@@ -191,7 +191,7 @@ def event_table(
 
 def columns_table(cols: dict[str, Any], m: int) -> EventTable:
     """An EventTable of ``m`` events from some of its columns (the others missing: -1, False or "")."""
-    frame = pd.DataFrame({k: cols[k] if k in cols else _default(k, m) for k in EVENT_COLUMNS})
+    frame = pd.DataFrame({k: cols[k] if k in cols else _default(k, m) for k in EVENT_COLUMNS}, copy=False)
     return EventTable({}, frame)
 
 
