@@ -72,6 +72,14 @@ class HostFacts:
     dropped: Sequence[tuple[int, int]] = ()
 
 
+def _objects(col: pd.Series) -> np.ndarray:
+    """A string column as an object array of str (from a categorical's codes: one str per category)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        labels = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
+        return labels[col.cat.codes.to_numpy()]  # code -1 (missing) reads the trailing ""
+    return col.astype(str).to_numpy(dtype=object)
+
+
 def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     """The trace with the recorder's causes, lines, op names, annotations, steps and labels (module doc)."""
     lanes = list(trace.lanes)
@@ -88,8 +96,8 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     main_lane = _main_host_lane(lanes, lane, is_host)
     thread_of = _thread_matcher(set(np.unique(tid[is_host]).tolist()), set(facts.threads))
 
-    cause = iv["cause"].astype(str).to_numpy(dtype=object)
-    source = iv["source"].astype(str).to_numpy(dtype=object)
+    cause = _objects(iv["cause"])
+    source = _objects(iv["source"])
     sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source", "bytes"])
     sp_key = thread_of(sp["tid"].to_numpy(np.int64))
     sp_s, sp_e = sp["start_ns"].to_numpy(np.int64), sp["end_ns"].to_numpy(np.int64)
@@ -118,7 +126,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     source[copies[ok]] = span_source[hit[ok]]
     # a host copy is non-blocking only from pinned memory with no wait inside its call
     non_blocking = iv["non_blocking"].to_numpy(bool).copy()
-    mem = iv["memory_kind"].astype(str).to_numpy(dtype=object)
+    mem = _objects(iv["memory_kind"])
     host_copy = np.isin(kind[copies], [KIND_CODE["memcpy_h2d"], KIND_CODE["memcpy_d2h"]])
     waited = ok & np.isin(hit, waited_spans)
     non_blocking[copies] &= host_copy & (mem[copies] == "pinned") & ~waited
@@ -128,7 +136,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     fill = one & (nbytes[copies] == 0)
     nbytes[copies[fill]] = sp["bytes"].to_numpy(np.int64)[hit[fill]]
 
-    names = iv["name"].astype(str).to_numpy(dtype=object)
+    names = _objects(iv["name"])
     names, how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
     names = _label_setup(names, is_host)
 
