@@ -215,6 +215,8 @@ class CuptiClient:
 
     def start(self) -> None:
         """Register the buffer callbacks and enable :data:`KINDS` (raises CuptiUnavailable on refusal)."""
+        global _registered
+        _registered = (self._on_requested, self._on_completed)  # CUPTI holds them past this client's life
         self._check(
             self._lib.cuptiActivityRegisterCallbacks(
                 ctypes.cast(self._on_requested, ctypes.c_void_p), ctypes.cast(self._on_completed, ctypes.c_void_p)
@@ -311,6 +313,8 @@ def name_kernels(records: Records) -> None:
 
 
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+_registered: tuple[Any, Any] | None = None
+"""The callbacks CUPTI was last given, kept alive for as long as CUPTI may call them."""
 
 
 def read_buffer(buf: np.ndarray, sizes: dict[int, int]) -> dict[int, dict[str, np.ndarray]]:

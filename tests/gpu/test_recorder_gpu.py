@@ -358,3 +358,43 @@ def test_script_runs_as_with_python(tmp_path: Path) -> None:
     trace = read_trace(str(tmp_path / "fail.json.gz"))
     assert trace.meta.error == "RuntimeError: boom"
     assert _kernels(trace, "aten::mm") == 3
+
+
+def test_cupti_readers_and_the_fallback_when_cupti_is_taken(timing: str) -> None:
+    """CUPTI read by our client (the default) or through Kineto gives the same GPU work; with torch.profiler
+    already running, the recorder falls back to events and says why."""
+    if timing != "cupti":
+        pytest.skip("about the CUPTI readers")
+    import torch
+
+    from collector.recording.api import record
+
+    x = torch.ones(1 << 16, device="cuda")
+
+    def work(rec):
+        for _ in range(3):
+            x.mul_(1.0001).add_(0.5)
+            rec.step()
+        torch.cuda.synchronize()
+
+    counts = {}
+    for reader in ("client", "kineto"):
+        rec = record("readers", None, probe=False, timing="cupti")
+        rec.READERS = (reader,)
+        rec.start()
+        work(rec)
+        trace = rec.stop()
+        assert trace.meta.notes["timing"] == "cupti" and trace.meta.notes["cupti_reader"] == reader
+        kernels = trace.intervals[trace.intervals["kind"] == "kernel"]
+        counts[reader] = kernels.groupby("step").size().to_dict()
+        assert set(kernels["name"].astype(str)) == {"aten::mul_", "aten::add_"}
+    assert counts["client"] == counts["kineto"] == {0: 2, 1: 2, 2: 2}
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+        rec = record("taken", None, probe=False, timing="cupti")
+        rec.start()
+        work(rec)
+        trace = rec.stop()
+    assert trace.meta.notes["timing"] == "events"
+    assert "CUPTI unavailable" in trace.meta.notes["timing_note"]
+    assert (trace.intervals["kind"] == "kernel").sum() == 6
