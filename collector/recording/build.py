@@ -10,6 +10,7 @@ transfer streams, the others compute streams; ``stream_names`` labels lanes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,27 @@ def launch_end_ns(host_cols: Sequence[Any], launch_ids: Sequence[int]) -> np.nda
     return out
 
 
+DRAINED_SHARE = 0.1
+"""Share of GPU intervals timed on a drained stream above which an events-mode trace warns."""
+SHORT_NS = 20_000
+"""Median duration of those intervals below which their event latency (a few us each) matters."""
+
+
+def drained_warning(drained: np.ndarray, dur_ns: np.ndarray) -> str:
+    """The warning an events-mode trace carries when many intervals were timed on a drained stream and are
+    short: their ends hold the event's latency, so busy time is overstated; "" otherwise."""
+    if not len(drained) or drained.mean() < DRAINED_SHARE:
+        return ""
+    median_us = float(np.median(dur_ns[drained])) / 1e3
+    if median_us * 1e3 >= SHORT_NS:
+        return ""
+    return (
+        f"{drained.mean():.0%} of GPU intervals ran on a drained stream and last {median_us:.1f} us (median): "
+        "each holds a few us of launch and event latency, so GPU busy time is overstated here; "
+        "record with --timing cupti for exact kernel times"
+    )
+
+
 def build_trace(
     meta: RunMeta,
     rank: int,
@@ -91,8 +113,16 @@ def build_trace(
         start_ms = start_ms + np.minimum(event_overhead_ms, (end_ms - start_ms) / 2)
     gpu_start = clock.to_host_ns(start_ms)
     gpu_end = clock.to_host_ns(end_ms)
-    gpu_start = np.minimum(np.maximum(gpu_start, launch_end_ns(host_cols, gpu_cols[9])), gpu_end)
+    launched = launch_end_ns(host_cols, gpu_cols[9])
+    drained = launched > gpu_start  # the start event ran before the host had launched the work
+    gpu_start = np.minimum(np.maximum(gpu_start, launched), gpu_end)
     gpu_end = np.maximum(gpu_end, gpu_start)
+    warning = drained_warning(drained, gpu_end - gpu_start)
+    if warning:
+        notes = dict(meta.notes or {})
+        notes["timing_note"] = "; ".join(x for x in (str(notes.get("timing_note") or ""), warning) if x)
+        notes["drained_share"] = round(float(drained.mean()), 3)
+        meta = replace(meta, notes=notes)
     cols: dict[str, Any] = {
         "lane": [lane_of[("cpu", t)] for t in host_cols[0]] + [lane_of[("gpu", k)] for k in gpu_cols[0]],
         "kind": [_value(k) for k in host_cols[1]] + [_value(k) for k in gpu_cols[1]],

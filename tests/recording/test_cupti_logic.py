@@ -235,6 +235,37 @@ def test_events_mode_starts_never_precede_the_launch(queued: bool) -> None:
     assert k["end_ns"] == 70_000
 
 
+def test_events_traces_of_short_intervals_on_drained_streams_say_busy_time_is_overstated() -> None:
+    host = [(1, "cpu_op", "aten::mul_", i * 20_000, i * 20_000 + 5_000, 0, "", False, 0, "", "", i) for i in range(10)]
+
+    def trace_of(queued: bool) -> Trace:
+        gpu = [
+            (
+                (0, 7),
+                "kernel",
+                "aten::mul_",
+                (i * 20 + (6 if queued else 1)) / 1e3,
+                (i * 20 + 9) / 1e3,
+                0,
+                "",
+                False,
+                0,
+                i,
+                100 + i,
+            )
+            for i in range(10)
+        ]
+        meta = RunMeta.new(notes={"timing": "events", "timing_note": "events note"})
+        return build_trace(meta, 0, host, gpu, [], {1: "main thread"}, {}, ClockMap(0))
+
+    drained = trace_of(queued=False).meta.notes
+    assert drained["drained_share"] == 1.0
+    assert drained["timing_note"].startswith(
+        "events note; 100% of GPU intervals ran on a drained stream and last 4.0 us"
+    )
+    assert "drained_share" not in trace_of(queued=True).meta.notes
+
+
 def test_launch_end_lookup_handles_unknown_launches() -> None:
     host_cols = [(), (), (), (), (10, 20), (), (), (), (), (), (), (5, 9)]
     out = launch_end_ns(host_cols, [9, 5, -1, 7])
