@@ -22,13 +22,12 @@ import pandas as pd
 
 from collector.recording import cupti_client as cc
 from collector.recording.clock import ClockLine, clock_pair
-from collector.recording.kineto_capture import SETUP_NAMES, CaptureUnavailable, columns_table
+from collector.recording.kineto_capture import LAZY_LOADING, CaptureUnavailable, columns_table
 from collector.recording.opnames import OpNamer, warm_up
 from collector.traceformat.events import EventTable
 
 WAITING_DRIVER_PREFIXES = ("cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpy", "cuMemFree")
 """Driver calls kept even when they launched nothing: they can make the host wait."""
-_SETUP_NAME = next(iter(SETUP_NAMES))
 
 
 class ClientCapture:
@@ -98,6 +97,79 @@ class ClientCapture:
         return table
 
 
+class _Rows:
+    """The event table under construction: parts of rows per record kind, names and categories as codes
+    into one list each (one string per distinct name, none per event)."""
+
+    def __init__(self, threads: dict[int, int]) -> None:
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.labels: dict[str, int] = {}
+        self.cats: dict[str, int] = {}
+        self.launched: list[np.ndarray] = []
+        """Correlation ids of GPU work added so far."""
+        self._pid = os.getpid()
+        keys = np.fromiter(threads.keys(), np.int64, len(threads))
+        order = np.argsort(keys)
+        self._keys, self._natives = keys[order], np.fromiter(threads.values(), np.int64, len(threads))[order]
+
+    def native(self, tids: np.ndarray) -> np.ndarray:
+        """CUPTI thread ids -> native thread ids where known (unknown ones stay as they are)."""
+        if not len(self._keys) or not len(tids):
+            return tids
+        at = np.clip(np.searchsorted(self._keys, tids), 0, len(self._keys) - 1)
+        return np.where(self._keys[at] == tids, self._natives[at], tids)
+
+    def add(self, cat: str, distinct: list[str], codes: np.ndarray, c: dict[str, np.ndarray], gpu: bool) -> None:
+        """Rows of one kind: ``distinct`` names and each row's code into it; ``c`` holds start, end (trace
+        clock), correlation, bytes (optional) and device/stream (GPU) or thread (host)."""
+        n = len(c["start"])
+        to_global = np.array([self.labels.setdefault(x, len(self.labels)) for x in distinct], dtype=np.int64)
+        none = np.full(n, -1, dtype=np.int64)
+        self.parts.append(
+            {
+                "cat": np.full(n, self.cats.setdefault(cat, len(self.cats)), dtype=np.int64),
+                "name": to_global[codes] if len(to_global) else np.zeros(n, dtype=np.int64),
+                "pid": c["device"] if gpu else np.full(n, self._pid, dtype=np.int64),
+                "tid": c["stream"] if gpu else self.native(c["thread"]),
+                "start": c["start"],
+                "end": np.maximum(c["end"], c["start"]),
+                "stream": c["stream"] if gpu else none,
+                "device": c["device"] if gpu else none,
+                "correlation": c["correlation"],
+                "bytes": c.get("bytes", np.zeros(n, dtype=np.int64)),
+            }
+        )
+        if gpu:
+            self.launched.append(c["correlation"])
+
+    def table(self) -> EventTable:
+        """The rows of every part in time order."""
+        if not self.parts:
+            return columns_table({}, 0)
+        start = np.concatenate([p["start"] for p in self.parts]).astype(np.int64)
+        end = np.concatenate([p["end"] for p in self.parts]).astype(np.int64)
+        order = np.argsort(start, kind="stable")
+
+        def column(key: str) -> np.ndarray:
+            return np.concatenate([p[key] for p in self.parts]).astype(np.int64)[order]
+
+        n = len(order)
+        cols: dict[str, Any] = {
+            "ph": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index(["X"])),
+            "cat": pd.Categorical.from_codes(column("cat"), categories=pd.Index(list(self.cats))),
+            "name": pd.Categorical.from_codes(column("name"), categories=pd.Index(list(self.labels))),
+            "pid": column("pid"),
+            "tid": column("tid"),
+            "ts_ns": start[order],
+            "dur_ns": (end - start)[order],
+            "arg_stream": column("stream"),
+            "arg_device": column("device"),
+            "arg_correlation": column("correlation"),
+            "arg_bytes": column("bytes"),
+        }
+        return columns_table(cols, n)
+
+
 def event_table(
     records: cc.Records,
     ops: list[tuple[int, str, int, int]],
@@ -105,127 +177,61 @@ def event_table(
     cupti_to_wall: Any,
     mono_to_wall: Any,
 ) -> EventTable:
-    """The event table of a capture's records and named ops (see the module docstring). Names and
-    categories are built as categorical codes (one string per distinct name, none per event)."""
-    parts: list[dict[str, Any]] = []
-    gpu_corr: list[np.ndarray] = []
-    labels: dict[str, int] = {}
-    cats: dict[str, int] = {}
-    cols = records.columns
-    names = records.names
-    pid = os.getpid()
+    """The event table of a capture's records and named ops (see the module docstring); CUPTI times are
+    mapped by ``cupti_to_wall``, the ops' monotonic times by ``mono_to_wall`` (both on int64 arrays)."""
+    rows = _Rows(threads)
+    cols, names = records.columns, records.names
 
-    def native(tids: np.ndarray) -> np.ndarray:
-        if not threads or not len(tids):
-            return tids
-        keys = np.fromiter(threads.keys(), np.int64, len(threads))
-        vals = np.fromiter(threads.values(), np.int64, len(threads))
-        order = np.argsort(keys)
-        keys, vals = keys[order], vals[order]
-        at = np.clip(np.searchsorted(keys, tids), 0, len(keys) - 1)
-        return np.where(keys[at] == tids, vals[at], tids)
-
-    def coded(distinct: list[str], codes: np.ndarray) -> np.ndarray:
-        """Codes into ``distinct`` -> codes into the table's one list of names."""
-        to_global = np.array([labels.setdefault(x, len(labels)) for x in distinct], dtype=np.int64)
-        return to_global[codes] if len(to_global) else np.zeros(len(codes), dtype=np.int64)
-
-    def add(cat: str, name: np.ndarray, c: dict[str, np.ndarray], gpu: bool, nbytes: Any = 0) -> None:
-        n = len(c["start"])
-        parts.append(
-            {
-                "cat": np.full(n, cats.setdefault(cat, len(cats)), dtype=np.int64),
-                "name": name,
-                "pid": c["device"] if gpu else np.full(n, pid, dtype=np.int64),
-                "tid": c["stream"] if gpu else native(c["thread"]),
-                "start": c["start"],
-                "end": np.maximum(c["end"], c["start"]),
-                "stream": c["stream"] if gpu else np.full(n, -1, dtype=np.int64),
-                "device": c["device"] if gpu else np.full(n, -1, dtype=np.int64),
-                "correlation": c["correlation"],
-                "bytes": np.broadcast_to(np.asarray(nbytes, dtype=np.int64), (n,)),
-            }
-        )
-        if gpu:
-            gpu_corr.append(c["correlation"])
-
-    def times(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def timed(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {**c, "start": cupti_to_wall(c["start"]), "end": cupti_to_wall(c["end"])}
 
     k = cols.get(cc.CONCURRENT_KERNEL)
     if k:
         kernel_names = names[cc.CONCURRENT_KERNEL]
-        add("kernel", coded([kernel_names[i] for i in range(len(kernel_names))], k["name"]), times(k), True)
+        rows.add("kernel", [kernel_names[i] for i in range(len(kernel_names))], k["name"], timed(k), True)
     m = cols.get(cc.MEMCPY)
     if m:
-        kinds, codes = np.unique(
-            np.stack([m["copy_kind"], m["src_kind"], m["dst_kind"]], axis=1), axis=0, return_inverse=True
-        )
-        label = [
-            f"Memcpy {_pick(cc.COPY_KINDS, a)} ({_pick(cc.MEMORY_KINDS, b)} -> {_pick(cc.MEMORY_KINDS, d)})"
-            for a, b, d in kinds.tolist()
-        ]
-        add("gpu_memcpy", coded(label, codes.reshape(-1)), times(m), True, m["bytes"])
+        triples = np.stack([m["copy_kind"], m["src_kind"], m["dst_kind"]], axis=1)
+        kinds, codes = np.unique(triples, axis=0, return_inverse=True)
+        label = [f"Memcpy {_pick(cc.COPY_KINDS, a)} ({_memory(b)} -> {_memory(d)})" for a, b, d in kinds.tolist()]
+        rows.add("gpu_memcpy", label, codes.reshape(-1), timed(m), True)
     s = cols.get(cc.MEMSET)
     if s:
         memory, codes = np.unique(s["memory_kind"], return_inverse=True)
-        label = [f"Memset ({_pick(cc.MEMORY_KINDS, v)})" for v in memory.tolist()]
-        add("gpu_memset", coded(label, codes), times(s), True, s["bytes"])
-    launched = np.unique(np.concatenate(gpu_corr)) if gpu_corr else np.array([], dtype=np.int64)
+        rows.add("gpu_memset", [f"Memset ({_memory(v)})" for v in memory.tolist()], codes, timed(s), True)
+    launched = np.unique(np.concatenate(rows.launched)) if rows.launched else np.array([], dtype=np.int64)
     r = cols.get(cc.RUNTIME)
     if r:
         cbids, codes = np.unique(r["cbid"], return_inverse=True)
-        add("cuda_runtime", coded([_call(names[cc.RUNTIME], c) for c in cbids.tolist()], codes), times(r), False)
+        rows.add("cuda_runtime", [_call(names[cc.RUNTIME], c) for c in cbids.tolist()], codes, timed(r), False)
     d = cols.get(cc.DRIVER)
     if d:
         cbids, codes = np.unique(d["cbid"], return_inverse=True)
         calls = [_call(names[cc.DRIVER], c) for c in cbids.tolist()]
         waits = np.array([c.startswith(WAITING_DRIVER_PREFIXES) for c in calls], dtype=bool)
         keep = np.isin(d["correlation"], launched) | waits[codes]
-        if keep.any():
-            add("cuda_driver", coded(calls, codes[keep]), times({f: v[keep] for f, v in d.items()}), False)
+        rows.add("cuda_driver", calls, codes[keep], timed({f: v[keep] for f, v in d.items()}), False)
     o = cols.get(cc.OVERHEAD)
     if o:
         lazy = o["overhead_kind"] == cc.LAZY_FUNCTION_LOADING
-        if lazy.any():
-            sub = {f: v[lazy] for f, v in o.items()}
-            sub["correlation"] = np.full(int(lazy.sum()), -1, dtype=np.int64)
-            add("cuda_driver", coded([_SETUP_NAME], np.zeros(int(lazy.sum()), dtype=np.int64)), times(sub), False)
+        setup = {f: v[lazy] for f, v in o.items()}
+        setup["correlation"] = np.full(int(lazy.sum()), -1, dtype=np.int64)
+        rows.add("cuda_driver", [LAZY_LOADING], np.zeros(int(lazy.sum()), dtype=np.int64), timed(setup), False)
     if ops:
         tid, name, t0, t1 = (np.asarray(x) for x in zip(*ops, strict=True))
         distinct, codes = np.unique(name.astype(str), return_inverse=True)
-        n = len(ops)
-        op_cols = {
+        named = {
             "start": mono_to_wall(t0.astype(np.int64)),
             "end": mono_to_wall(t1.astype(np.int64)),
             "thread": tid.astype(np.int64),
-            "correlation": np.full(n, -1, dtype=np.int64),
+            "correlation": np.full(len(ops), -1, dtype=np.int64),
         }
-        add("cpu_op", coded(distinct.tolist(), codes), op_cols, False)
-    if not parts:
-        return columns_table({}, 0)
-    start = np.concatenate([p["start"] for p in parts]).astype(np.int64)
-    end = np.concatenate([p["end"] for p in parts]).astype(np.int64)
-    order = np.argsort(start, kind="stable")
-    n = len(order)
+        rows.add("cpu_op", distinct.tolist(), codes, named, False)
+    return rows.table()
 
-    def column(key: str) -> np.ndarray:
-        return np.concatenate([p[key] for p in parts]).astype(np.int64)[order]
 
-    table_cols: dict[str, Any] = {
-        "ph": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index(["X"])),
-        "cat": pd.Categorical.from_codes(column("cat"), categories=pd.Index(list(cats))),
-        "name": pd.Categorical.from_codes(column("name"), categories=pd.Index(list(labels))),
-        "pid": column("pid"),
-        "tid": column("tid"),
-        "ts_ns": start[order],
-        "dur_ns": (end - start)[order],
-        "arg_stream": column("stream"),
-        "arg_device": column("device"),
-        "arg_correlation": column("correlation"),
-        "arg_bytes": column("bytes"),
-    }
-    return columns_table(table_cols, n)
+def _memory(kind: int) -> str:
+    return _pick(cc.MEMORY_KINDS, kind)
 
 
 def _pick(labels: tuple[str, ...], i: int) -> str:

@@ -196,7 +196,8 @@ def columns_table(cols: dict[str, Any], m: int) -> EventTable:
 
 
 _RUNTIME_NAME = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
-SETUP_NAMES = frozenset({"Lazy Function Loading"})
+LAZY_LOADING = "Lazy Function Loading"
+SETUP_NAMES = frozenset({LAZY_LOADING})
 """Host records CUPTI makes of first-call set-up (a kernel's module loaded on its first launch)."""
 
 
