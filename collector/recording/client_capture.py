@@ -40,6 +40,8 @@ class ClientCapture:
         self.threads: dict[int, int] = {}
         """Thread ident (low 32 bits, CUPTI's thread id) -> native id, for the threads seen in Python."""
         self._pairs: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        self.losses = ""
+        """After :meth:`stop`: what CUPTI's records lack, in words ("" when nothing was lost)."""
 
     def start(self, naming: bool = True) -> None:
         import torch
@@ -81,6 +83,7 @@ class ClientCapture:
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         t0 = time.perf_counter()
         records = client.stop()
+        self.losses = losses(records)
         t1 = time.perf_counter()
         (c0, w0), (c1, w1) = self._pairs[0], self._pairs[-1]
         cupti_to_mono, mono_to_wall = ClockLine.inverse(c0, c1), ClockLine(w0, w1)
@@ -95,6 +98,16 @@ class ClientCapture:
         if timings is not None:
             timings.update(profiler_stop=t1 - t0, fetch=0.0, tabulate=time.perf_counter() - t1)
         return table
+
+
+def losses(records: cc.Records) -> str:
+    """What a capture lost, in words: records CUPTI dropped, buffer bytes that could not be read."""
+    lost = []
+    if records.dropped:
+        lost.append(f"CUPTI dropped {records.dropped:,} records")
+    if records.unread_bytes:
+        lost.append(f"{records.unread_bytes:,} bytes of CUPTI records could not be read")
+    return ("; ".join(lost) + ": GPU work is missing from this trace") if lost else ""
 
 
 class _Rows:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import glob
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +115,9 @@ class Records:
     names: dict[int, dict[int, str]] = field(default_factory=dict)
     """Per kind, code -> text for the ``name`` column (kernel names, API call names)."""
     dropped: int = 0
+    """Records CUPTI dropped (no buffer to put them in)."""
+    unread_bytes: int = 0
+    """Buffer bytes left unread (a record of a kind whose size could not be learned)."""
     record_sizes: dict[int, int] = field(default_factory=dict)
 
     def count(self, kind: int) -> int:
@@ -264,7 +269,10 @@ class CuptiClient:
                 continue
             if not records.record_sizes:
                 records.record_sizes = self._learn_sizes(addr, valid)
-            for kind, cols in read_buffer(buf[:valid], records.record_sizes).items():
+            size_at = functools.partial(self._size_at, addr, valid)
+            found, unread = read_buffer(buf[:valid], records.record_sizes, size_at)
+            records.unread_bytes += unread
+            for kind, cols in found.items():
                 parts[kind].append(cols)
         for kind, chunks in parts.items():
             if chunks:
@@ -288,6 +296,14 @@ class CuptiClient:
             if kind in _MIN_SIZE and size < _MIN_SIZE[kind]:
                 raise CuptiUnavailable(f"unexpected CUPTI record layout (kind {kind}, {size} bytes)")
         return sizes
+
+    def _size_at(self, addr: int, valid: int, off: int) -> int:
+        """The size of the record at ``off`` in a buffer: where CUPTI says the next one starts (or the
+        buffer's end, for its last record)."""
+        record = ctypes.c_void_p(addr + off)
+        if self._lib.cuptiActivityGetNextRecord(addr, valid, ctypes.byref(record)) == _SUCCESS and record.value:
+            return int(record.value) - (addr + off)
+        return valid - off
 
     def _name_columns(self, records: Records) -> None:
         """Kernel name pointers -> codes into a table of names; API cbids -> call names."""
@@ -317,8 +333,12 @@ _registered: tuple[Any, Any] | None = None
 """The callbacks CUPTI was last given, kept alive for as long as CUPTI may call them."""
 
 
-def read_buffer(buf: np.ndarray, sizes: dict[int, int]) -> dict[int, dict[str, np.ndarray]]:
-    """The fields of every record of a wanted kind in one filled buffer (uint8 array)."""
+def read_buffer(
+    buf: np.ndarray, sizes: dict[int, int], size_at: Callable[[int], int] | None = None
+) -> tuple[dict[int, dict[str, np.ndarray]], int]:
+    """The fields of every record of a wanted kind in one filled buffer (uint8 array), and the bytes left
+    unread. A record of a kind not in ``sizes`` gets its size from ``size_at(offset)`` (added to
+    ``sizes``); without it, or with a size that cannot be right, reading stops there."""
     words = memoryview(buf.data).cast("I")
     n = len(buf)
     offsets: dict[int, list[int]] = {k: [] for k in _FIELDS}
@@ -327,12 +347,15 @@ def read_buffer(buf: np.ndarray, sizes: dict[int, int]) -> dict[int, dict[str, n
     off = 0
     while off < n:
         kind = words[off >> 2]
+        step = get(kind)
+        if not step:
+            step = size_at(off) if size_at is not None else 0
+            if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
+                break  # stop rather than misread
+            sizes[kind] = step
         add = appenders.get(kind)
         if add is not None:
             add(off)
-        step = get(kind)
-        if not step:
-            break  # a kind not seen when sizes were learned: stop rather than misread
         off += step
     out: dict[int, dict[str, np.ndarray]] = {}
     u8 = buf
@@ -354,7 +377,7 @@ def read_buffer(buf: np.ndarray, sizes: dict[int, int]) -> dict[int, dict[str, n
         elif kind == MEMSET:
             cols["memory_kind"] = u16[(at + _MEMSET_MEMORY_KIND) // 2].astype(np.int64)
         out[kind] = cols
-    return out
+    return out, max(n - off, 0)
 
 
 _DEMANGLED: dict[str, str] = {}

@@ -195,7 +195,7 @@ class CuptiRecorder(Recorder):
             clock="unix_ns",
             notes={
                 "timing": "cupti",
-                "timing_note": CUPTI_NOTE,
+                "timing_note": "; ".join(x for x in (CUPTI_NOTE, getattr(capture, "losses", "")) if x),
                 "cupti_reader": self.reader,
                 "every": self.every,
                 "rank": self.rank,

@@ -12,7 +12,7 @@ import numpy as np
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
 from collector.recording import cupti_client as cc
-from collector.recording.client_capture import event_table
+from collector.recording.client_capture import event_table, losses
 from collector.recording.enrich import HostFacts, enrich
 from collector.traceformat.events import EventTable
 
@@ -89,7 +89,7 @@ def _buffer() -> np.ndarray:
 
 
 def _records() -> cc.Records:
-    records = cc.Records(columns=cc.read_buffer(_buffer(), SIZES), record_sizes=SIZES)
+    records = cc.Records(columns=cc.read_buffer(_buffer(), dict(SIZES))[0], record_sizes=SIZES)
     cc.name_kernels(records)
     records.names[cc.RUNTIME] = {
         LAUNCH: "cudaLaunchKernel",
@@ -109,7 +109,8 @@ def _table() -> EventTable:
 
 
 def test_the_buffer_reader_finds_every_record_and_field() -> None:
-    cols = cc.read_buffer(_buffer(), SIZES)
+    cols, unread = cc.read_buffer(_buffer(), dict(SIZES))
+    assert unread == 0
     assert {k: len(v["start"]) for k, v in cols.items()} == {
         cc.CONCURRENT_KERNEL: 2,
         cc.MEMCPY: 1,
@@ -126,10 +127,21 @@ def test_the_buffer_reader_finds_every_record_and_field() -> None:
     assert cols[cc.OVERHEAD]["overhead_kind"].tolist() == [cc.LAZY_FUNCTION_LOADING]
 
 
-def test_the_reader_stops_at_a_kind_of_unknown_size() -> None:
+def test_a_kind_of_unknown_size_is_learned_from_cupti_or_reading_stops_there() -> None:
+    buf = _buffer()
     sizes = {k: v for k, v in SIZES.items() if k != 22}
-    cols = cc.read_buffer(_buffer(), sizes)
-    assert len(cols[cc.CONCURRENT_KERNEL]["start"]) == 1  # only the records before the unknown one
+    asked: list[int] = []
+
+    def size_at(off: int) -> int:
+        asked.append(off)
+        return 24
+
+    cols, unread = cc.read_buffer(buf, dict(sizes), size_at)
+    assert len(cols[cc.CONCURRENT_KERNEL]["start"]) == 2 and unread == 0 and len(asked) == 1
+    cols, unread = cc.read_buffer(buf, dict(sizes))  # no way to learn it: only the records before it
+    assert len(cols[cc.CONCURRENT_KERNEL]["start"]) == 1 and unread == len(buf) - asked[0]
+    cols, unread = cc.read_buffer(buf, dict(sizes), lambda off: 12)  # a size that cannot be right
+    assert len(cols[cc.CONCURRENT_KERNEL]["start"]) == 1 and unread == len(buf) - asked[0]
 
 
 def test_the_table_names_records_as_kineto_does_on_the_trace_clock() -> None:
@@ -186,3 +198,12 @@ def test_the_op_namer_notes_ops_that_can_launch_until_stopped() -> None:
     me = threading.get_ident() & 0xFFFFFFFF
     assert {r[0] for r in namer.rows} == {me} and namer.threads[me] == threading.get_native_id()
     assert all(r[2] <= r[3] for r in namer.rows) and float(z) == 16.0
+
+
+def test_what_a_capture_lost_is_said_in_words() -> None:
+    assert losses(cc.Records()) == ""
+    said = losses(cc.Records(dropped=1200, unread_bytes=4096))
+    assert said == (
+        "CUPTI dropped 1,200 records; 4,096 bytes of CUPTI records could not be read: "
+        "GPU work is missing from this trace"
+    )
