@@ -8,6 +8,7 @@ import ctypes
 import struct
 
 import numpy as np
+import pytest
 
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
@@ -207,3 +208,20 @@ def test_what_a_capture_lost_is_said_in_words() -> None:
         "CUPTI dropped 1,200 records; 4,096 bytes of CUPTI records could not be read: "
         "GPU work is missing from this trace"
     )
+
+
+def test_libcupti_names_its_calls_and_a_start_without_a_gpu_is_refused_cleanly() -> None:
+    """Where libcupti is installed (not on the CI machine): the client reads call names from it, and on a
+    machine without a GPU its start raises CuptiUnavailable (the recorder then tries the next reader)."""
+    import torch
+
+    try:
+        client = cc.CuptiClient(cc.find_libcupti())
+    except cc.CuptiUnavailable:
+        pytest.skip("no libcupti on this machine")
+    assert client.callback_name(2, 211) == "cudaLaunchKernel"  # runtime domain, cudaLaunchKernel_v7000
+    assert client.timestamp() > 0
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: starting would record")
+    with pytest.raises(cc.CuptiUnavailable):
+        client.start()
