@@ -87,7 +87,8 @@ class ClientCapture:
         t1 = time.perf_counter()
         (c0, w0), (c1, w1) = self._pairs[0], self._pairs[-1]
         cupti_to_mono, mono_to_wall = ClockLine.inverse(c0, c1), ClockLine(w0, w1)
-        threads = {**self._namer.threads, **self.threads}
+        live = {t.ident & 0xFFFFFFFF: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
+        threads = {**live, **self._namer.threads, **self.threads}  # e.g. a DataLoader's pin-memory thread
         table = event_table(
             records,
             self._namer.rows,
