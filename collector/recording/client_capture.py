@@ -46,7 +46,7 @@ class ClientCapture:
     def start(self, naming: bool = True) -> None:
         import torch
 
-        if torch.autograd.profiler._is_profiler_enabled:
+        if getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
             raise CaptureUnavailable("CUPTI is taken: torch.profiler is running")
         if naming:
             warm_up()
