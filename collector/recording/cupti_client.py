@@ -298,12 +298,13 @@ class CuptiClient:
         return sizes
 
     def _size_at(self, addr: int, valid: int, off: int) -> int:
-        """The size of the record at ``off`` in a buffer: where CUPTI says the next one starts (or the
-        buffer's end, for its last record)."""
+        """The size of the record at ``off`` in a buffer: where CUPTI says the next one starts (the buffer's
+        end for its last record; 0 when CUPTI will not say)."""
         record = ctypes.c_void_p(addr + off)
-        if self._lib.cuptiActivityGetNextRecord(addr, valid, ctypes.byref(record)) == _SUCCESS and record.value:
+        rc = self._lib.cuptiActivityGetNextRecord(addr, valid, ctypes.byref(record))
+        if rc == _SUCCESS and record.value:
             return int(record.value) - (addr + off)
-        return valid - off
+        return valid - off if rc == _MAX_LIMIT_REACHED else 0  # 0: unknown, reading stops there
 
     def _name_columns(self, records: Records) -> None:
         """Kernel name pointers -> codes into a table of names; API cbids -> call names."""
