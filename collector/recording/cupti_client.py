@@ -281,7 +281,8 @@ class CuptiClient:
         return records
 
     def _learn_sizes(self, addr: int, valid: int) -> dict[int, int]:
-        """Record size per kind, from the pointers ``cuptiActivityGetNextRecord`` walks a buffer with."""
+        """Record size per kind, from the pointers ``cuptiActivityGetNextRecord`` walks a buffer with (not
+        from its last record, whose end is the buffer's: a kind first met there is asked for later)."""
         sizes: dict[int, int] = {}
         record = ctypes.c_void_p()
         prev: tuple[int, int] | None = None
@@ -290,8 +291,6 @@ class CuptiClient:
             if prev is not None:
                 sizes.setdefault(prev[1], at - prev[0])
             prev = (at, ctypes.c_uint32.from_address(at).value)
-        if prev is not None and prev[1] not in sizes:
-            sizes[prev[1]] = addr + valid - prev[0]
         for kind, size in sizes.items():
             if kind in _MIN_SIZE and size < _MIN_SIZE[kind]:
                 raise CuptiUnavailable(f"unexpected CUPTI record layout (kind {kind}, {size} bytes)")
@@ -353,7 +352,8 @@ def read_buffer(
             step = size_at(off) if size_at is not None else 0
             if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
                 break  # stop rather than misread
-            sizes[kind] = step
+            if off + step < n:  # a buffer's last record ends at the buffer's end, not at its own size
+                sizes[kind] = step
         add = appenders.get(kind)
         if add is not None:
             add(off)

@@ -225,3 +225,12 @@ def test_libcupti_names_its_calls_and_a_start_without_a_gpu_is_refused_cleanly()
         pytest.skip("a GPU is present: starting would record")
     with pytest.raises(cc.CuptiUnavailable):
         client.start()
+
+
+def test_a_size_met_only_at_a_buffers_end_is_not_kept_for_later_buffers() -> None:
+    tail = struct.pack("<I", 22) + bytes(20)
+    buf = np.frombuffer(_api(cc.RUNTIME, LAUNCH, 1, 2, 1) + tail, dtype=np.uint8).copy()
+    sizes = {cc.RUNTIME: 40}
+    cols, unread = cc.read_buffer(buf, sizes, lambda off: len(buf) - off)
+    assert unread == 0 and len(cols[cc.RUNTIME]["start"]) == 1
+    assert 22 not in sizes
