@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from serving import REPO, running_server
+from timeline_page import select_range, set_view, step_row, step_window
 
 pytestmark = pytest.mark.browser
 
@@ -56,21 +57,6 @@ def _open_sample(page, base: str, sample: str) -> dict[str, Any]:
     return dict(run)
 
 
-def _step(page, nth: int = 1) -> dict[str, Any]:
-    """The nth step of rank 0 from the page's analysis: its number and window (ns from the run start)."""
-    return page.evaluate(
-        f"(() => {{ const P = window.STREAMSCOPE, all = P.analysis.steps.filter(x => x.rank === 0);"
-        f" const s = all[Math.min({nth}, all.length - 1)];"
-        " return {step: s.step, s: s.start_ns - P.run.start_ns, e: s.end_ns - P.run.start_ns}; })()"
-    )
-
-
-def _set_view(page, a: float, b: float) -> None:
-    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
-    page.evaluate(f"ssTimeline.setView({a}, {b})")
-    page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
-
-
 WIDEST_KERNEL = """(() => {
   const tl = ssTimeline, d = tl.data;
   let best = null;
@@ -101,11 +87,11 @@ POINT_OF = """(id) => {
 @pytest.mark.parametrize("sample", DEMOS)
 def test_a_kernel_links_to_the_launch_that_queued_it(page, sample_server, trace_frames, sample, shot) -> None:
     _open_sample(page, sample_server, sample)
-    step = _step(page)
-    _set_view(page, step["s"], step["e"])
+    step = step_window(page)
+    set_view(page, step["s"], step["e"])
     kernel = page.evaluate(WIDEST_KERNEL)
     assert kernel is not None, "no kernel drawn in the step"
-    _set_view(page, kernel["s"] - kernel["d"], kernel["s"] + 2 * kernel["d"])  # the kernel fills a third
+    set_view(page, kernel["s"] - kernel["d"], kernel["s"] + 2 * kernel["d"])  # the kernel fills a third
     point = page.evaluate(POINT_OF, kernel["id"])
     box = page.locator("#timeline canvas").bounding_box()
     page.mouse.move(box["x"] + point["x"], box["y"] + point["y"])
@@ -143,9 +129,9 @@ def test_the_queue_track_is_drawn_and_filled_on_the_naive_demo(page, sample_serv
     assert queued and {lane for lane, _, _ in queued} <= set(streams)
     assert max(depth for _, depth, _ in queued) >= 1 and max(lead for _, _, lead in queued) > 0
     # a step's view still has its queue: the track follows the zoom
-    step = _step(page)
+    step = step_window(page)
     seq = page.evaluate("ssTimeline.queue.start_ns")
-    _set_view(page, step["s"], step["e"])
+    set_view(page, step["s"], step["e"])
     page.wait_for_function(f"ssTimeline.queue.start_ns !== {seq}")
     assert max(max(ln["depth"]) for ln in page.evaluate("ssTimeline.queue.lanes")) >= 1
 
@@ -153,23 +139,11 @@ def test_the_queue_track_is_drawn_and_filled_on_the_naive_demo(page, sample_serv
 @pytest.mark.parametrize("sample", DEMOS)
 def test_one_step_range_reads_the_analysis_busy_time(page, sample_server, sample, shot) -> None:
     _open_sample(page, sample_server, sample)
-    step = _step(page, 2)
+    step = step_window(page, 2)
     pad = (step["e"] - step["s"]) * 0.05
-    _set_view(page, step["s"] - pad, step["e"] + pad)
-    xs = page.evaluate(f"[ssTimeline.x({step['s']}), ssTimeline.x({step['e']})]")
-    row_y = page.evaluate("ssTimeline.lanes.find(r => r.kind === 'compute_stream').y + 5")
-    box = page.locator("#timeline canvas").bounding_box()
-    page.keyboard.down("Shift")
-    page.mouse.move(box["x"] + xs[0], box["y"] + row_y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + (xs[0] + xs[1]) / 2, box["y"] + row_y, steps=4)
-    page.mouse.move(box["x"] + xs[1], box["y"] + row_y, steps=4)
-    page.mouse.up()
-    page.keyboard.up("Shift")
-    page.wait_for_selector("#tl-range[data-ready='1']")
-    got = page.evaluate("ssTimeline.rangeStats")
-    analysis = page.evaluate("fetch(window.STREAMSCOPE.analysis_url).then(r => r.json())")
-    row = next(r for r in analysis["per_step"] if r["rank"] == 0 and r["step"] == step["step"])
+    set_view(page, step["s"] - pad, step["e"] + pad)
+    got = select_range(page, step["s"], step["e"])
+    row = step_row(page, step["step"])
     assert row["gpu_busy_ns"] > 0
     assert got["gpu_busy_ns"] == pytest.approx(row["gpu_busy_ns"], rel=0.01)
     assert got["transfer_busy_ns"] == pytest.approx(row["transfer_busy_ns"], rel=0.01, abs=1000)

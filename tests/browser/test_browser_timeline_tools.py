@@ -4,9 +4,9 @@ track, click and range selection, keys, search, a permalink reloaded, and the PN
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 import pytest
+from timeline_page import select_range, set_view, step_row, step_window
 
 pytestmark = pytest.mark.browser
 
@@ -22,19 +22,6 @@ def _open_run(page, server: str) -> str:
     page.wait_for_function(FIRST_PAINT)
     page.errors = errors
     return url
-
-
-def _first_step(page) -> dict[str, Any]:
-    return page.evaluate(
-        "(() => { const P = window.STREAMSCOPE, s = P.analysis.steps.filter(x => x.rank === 0)[1];"
-        " return {step: s.step, s: s.start_ns - P.run.start_ns, e: s.end_ns - P.run.start_ns}; })()"
-    )
-
-
-def _set_view(page, a: float, b: float) -> None:
-    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
-    page.evaluate(f"ssTimeline.setView({a}, {b})")
-    page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
 
 
 KERNEL_POINT = """(() => {
@@ -54,9 +41,9 @@ KERNEL_POINT = """(() => {
 
 def test_hover_shows_the_launch_link_and_click_selects(page, server, shot) -> None:
     _open_run(page, server)
-    step = _first_step(page)
+    step = step_window(page)
     length = step["e"] - step["s"]
-    _set_view(page, step["s"] + length * 0.6, step["s"] + length * 0.8)  # past the step's copy, among kernels
+    set_view(page, step["s"] + length * 0.6, step["s"] + length * 0.8)  # past the step's copy, among kernels
     point = page.evaluate(KERNEL_POINT)
     assert point is not None
     box = page.locator("#timeline canvas").bounding_box()
@@ -94,23 +81,11 @@ def test_queue_track_is_drawn_under_each_gpu_stream(page, server) -> None:
 
 def test_range_selection_reads_the_step_busy_time(page, server, shot) -> None:
     _open_run(page, server)
-    step = _first_step(page)
+    step = step_window(page)
     pad = (step["e"] - step["s"]) * 0.05
-    _set_view(page, step["s"] - pad, step["e"] + pad)
-    xs = page.evaluate(f"[ssTimeline.x({step['s']}), ssTimeline.x({step['e']})]")
-    row_y = page.evaluate("ssTimeline.lanes.find(r => r.kind === 'compute_stream').y + 5")
-    box = page.locator("#timeline canvas").bounding_box()
-    page.keyboard.down("Shift")
-    page.mouse.move(box["x"] + xs[0], box["y"] + row_y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + (xs[0] + xs[1]) / 2, box["y"] + row_y, steps=4)
-    page.mouse.move(box["x"] + xs[1], box["y"] + row_y, steps=4)
-    page.mouse.up()
-    page.keyboard.up("Shift")
-    page.wait_for_selector("#tl-range[data-ready='1']")
-    got = page.evaluate("ssTimeline.rangeStats")
-    analysis = page.evaluate("fetch(window.STREAMSCOPE.analysis_url).then(r => r.json())")
-    row = next(r for r in analysis["per_step"] if r["rank"] == 0 and r["step"] == step["step"])
+    set_view(page, step["s"] - pad, step["e"] + pad)
+    got = select_range(page, step["s"], step["e"])
+    row = step_row(page, step["step"])
     assert got["gpu_busy_ns"] == pytest.approx(row["gpu_busy_ns"], rel=0.01)
     assert "GPU busy" in page.inner_text("#tl-range") and "Top ops" in page.inner_text("#tl-range")
     shot(page, "11-range")
@@ -157,8 +132,8 @@ def test_search_finds_ops_and_steps_through_them(page, server) -> None:
 
 def test_a_reloaded_permalink_opens_the_same_view(page, server) -> None:
     url = _open_run(page, server)
-    step = _first_step(page)
-    _set_view(page, step["s"] + (step["e"] - step["s"]) * 0.6, step["e"])
+    step = step_window(page)
+    set_view(page, step["s"] + (step["e"] - step["s"]) * 0.6, step["e"])
     point = page.evaluate(KERNEL_POINT)
     box = page.locator("#timeline canvas").bounding_box()
     page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
