@@ -11,9 +11,7 @@ GET /api/runs/<id>/search?q[&regex=1][&rank][&start_ns&end_ns][&after=S:ROW|&bef
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
 from typing import Any
 
 import numpy as np
@@ -21,6 +19,7 @@ from flask import Blueprint, Response, abort, request
 
 from webapp.analysis.handoff import Handoff
 from webapp.analysis.lod import KIND_NAMES, RunIndex
+from webapp.analysis.perindex import PerIndex
 from webapp.analysis.rangestats import range_stats
 from webapp.analysis.rankview import rank_summary
 from webapp.analysis.search import BadPattern, search
@@ -31,8 +30,7 @@ from webapp.timeline import MAX_WIDTH_PX
 bp = Blueprint("explore", __name__, url_prefix="/api/runs/<run_id>")
 
 MAX_PAGE = 1000
-_handoffs: weakref.WeakKeyDictionary[RunIndex, Handoff] = weakref.WeakKeyDictionary()
-_handoff_lock = threading.Lock()
+_handoffs: PerIndex[Handoff] = PerIndex()
 
 
 def _index(run_id: str) -> RunIndex:
@@ -45,14 +43,14 @@ def _index(run_id: str) -> RunIndex:
 def handoff_of(store: Store, run_id: str, index: RunIndex) -> Handoff:
     """The run's Handoff, built on first use (reads the run file's ``launch_id`` column only) and kept
     as long as its index is cached."""
-    with _handoff_lock:
-        found = _handoffs.get(index)
-        if found is None:
-            import pyarrow.parquet as pq
 
-            launch_id = pq.read_table(store.run_path(run_id), columns=["launch_id"]).column(0).to_numpy()
-            found = _handoffs[index] = Handoff(index, launch_id)
-        return found
+    def build() -> Handoff:
+        import pyarrow.parquet as pq
+
+        launch_id = pq.read_table(store.run_path(run_id), columns=["launch_id"]).column(0).to_numpy()
+        return Handoff(index, launch_id)
+
+    return _handoffs.get(index, build)
 
 
 def _window(index: RunIndex) -> tuple[int, int, list[int]]:

@@ -9,8 +9,6 @@ the interval count and the top ops read the rows that overlap the range (vectori
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +17,7 @@ import numpy as np
 from collector.model import COPY_KINDS, IntervalKind
 from webapp.analysis import intervals as iv
 from webapp.analysis.lod import KIND_NAMES, RunIndex, window_slice
+from webapp.analysis.perindex import PerIndex
 
 TOP_OPS = 10
 _COPY = np.asarray([KIND_NAMES.index(k.value) for k in COPY_KINDS])
@@ -115,18 +114,13 @@ class BusySets:
     lanes: dict[int, tuple[int, ...]]
 
 
-_busy: weakref.WeakKeyDictionary[RunIndex, BusySets] = weakref.WeakKeyDictionary()
-_busy_lock = threading.Lock()
+_busy: PerIndex[BusySets] = PerIndex()
 
 
 def busy_sets(index: RunIndex) -> BusySets:
     """The run's BusySets, built on first use (one pass over the index's arrays) and kept as long as the
     index is alive."""
-    with _busy_lock:
-        found = _busy.get(index)
-        if found is None:
-            found = _busy[index] = _build_busy_sets(index)
-        return found
+    return _busy.get(index, lambda: _build_busy_sets(index))
 
 
 def _build_busy_sets(index: RunIndex) -> BusySets:

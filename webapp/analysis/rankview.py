@@ -12,8 +12,6 @@ The **step grid** is the per (rank, step) table of webapp.analysis.ranks.rank_st
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +21,7 @@ import pandas as pd
 from collector.model import COPY_KINDS, IntervalKind
 from webapp.analysis import intervals as iv
 from webapp.analysis.lod import KIND_NAMES, RunIndex
+from webapp.analysis.perindex import PerIndex
 
 MAX_CELLS = 2_000_000
 """At most this many (rank, bin) cells per summary answer: many ranks get fewer bins each."""
@@ -46,17 +45,12 @@ class RankSets:
     comm: dict[int, iv.Segments]
 
 
-_sets: weakref.WeakKeyDictionary[RunIndex, RankSets] = weakref.WeakKeyDictionary()
-_sets_lock = threading.Lock()
+_sets: PerIndex[RankSets] = PerIndex()
 
 
 def rank_sets(index: RunIndex) -> RankSets:
     """The run's RankSets, built on first use and kept as long as the index is alive."""
-    with _sets_lock:
-        found = _sets.get(index)
-        if found is None:
-            found = _sets[index] = _build(index)
-        return found
+    return _sets.get(index, lambda: _build(index))
 
 
 def _build(index: RunIndex) -> RankSets:
