@@ -120,10 +120,6 @@ class Records:
     """Buffer bytes left unread (a record of a kind whose size could not be learned)."""
     record_sizes: dict[int, int] = field(default_factory=dict)
 
-    def count(self, kind: int) -> int:
-        cols = self.columns.get(kind)
-        return 0 if not cols else len(next(iter(cols.values())))
-
 
 _REQUESTED = ctypes.CFUNCTYPE(
     None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
