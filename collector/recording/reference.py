@@ -12,15 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from collector.recording.clock import clock_pair
+from collector.recording.clock import ClockLine, clock_pair
 
 GPU_WORK = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")
 
 
 def mono_to_wall(p0: tuple[int, int], p1: tuple[int, int]) -> Callable[[np.ndarray], np.ndarray]:
-    """Monotonic ns -> wall ns through two :func:`clock_pair` readings."""
-    rate = (p1[1] - p0[1]) / max(p1[0] - p0[0], 1)
-    return lambda m: p0[1] + np.rint((np.asarray(m, dtype=np.float64) - p0[0]) * rate).astype(np.int64)
+    """Monotonic ns -> wall ns through two :func:`clock_pair` readings (the recorder's own line)."""
+    return ClockLine(p0, p1).array
 
 
 class Reference:
