@@ -66,11 +66,12 @@ def drained_warning(drained: np.ndarray, dur_ns: np.ndarray) -> str:
     short: their ends hold the event's latency, so busy time is overstated; "" otherwise."""
     if not len(drained) or drained.mean() < DRAINED_SHARE:
         return ""
-    median_us = float(np.median(dur_ns[drained])) / 1e3
-    if median_us * 1e3 >= SHORT_NS:
+    median_ns = float(np.median(dur_ns[drained]))
+    if median_ns >= SHORT_NS:
         return ""
     return (
-        f"{drained.mean():.0%} of GPU intervals ran on a drained stream and last {median_us:.1f} us (median): "
+        f"{drained.mean():.0%} of GPU intervals ran on a drained stream and last {median_ns / 1e3:.1f} us "
+        "(median): "
         "each holds a few us of launch and event latency, so GPU busy time is overstated here; "
         "record with --timing cupti for exact kernel times"
     )
