@@ -22,7 +22,7 @@ import pandas as pd
 
 from collector.recording import cupti_client as cc
 from collector.recording.clock import ClockLine, clock_pair
-from collector.recording.kineto_capture import LAZY_LOADING, CaptureUnavailable, columns_table
+from collector.recording.kineto_capture import LAZY_LOADING, CaptureUnavailable, columns_table, refuse_if_profiling
 from collector.recording.opnames import OpNamer, warm_up
 from collector.traceformat.events import EventTable
 
@@ -46,8 +46,7 @@ class ClientCapture:
     def start(self, naming: bool = True) -> None:
         import torch
 
-        if getattr(torch.autograd.profiler, "_is_profiler_enabled", False):
-            raise CaptureUnavailable("CUPTI is taken: torch.profiler is running")
+        refuse_if_profiling(torch)
         if naming:
             warm_up()
         try:

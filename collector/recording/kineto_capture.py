@@ -36,6 +36,14 @@ class CaptureUnavailable(RuntimeError):
     """CUPTI could not be started (no Kineto in this torch build, or another profiler holds CUPTI)."""
 
 
+def refuse_if_profiling(torch: Any) -> None:
+    """Raise CaptureUnavailable while torch's profiler runs (torch.profiler, autograd.profiler): CUPTI is
+    its, and starting a second session would stop the user's."""
+    module = torch.autograd.profiler
+    if getattr(module, "_is_profiler_enabled", False) or torch._C._autograd._profiler_enabled():
+        raise CaptureUnavailable("CUPTI is taken: torch.profiler is running")
+
+
 class KinetoCapture:
     """One Kineto session: :meth:`start`, :meth:`set_naming` at step boundaries, :meth:`stop` -> EventTable."""
 
@@ -49,6 +57,7 @@ class KinetoCapture:
 
         if not torch.autograd.kineto_available():
             raise CaptureUnavailable("this torch build has no Kineto (CUPTI) profiler")
+        refuse_if_profiling(torch)
         self._prof = profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
             record_shapes=False,

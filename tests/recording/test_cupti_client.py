@@ -234,3 +234,17 @@ def test_a_size_met_only_at_a_buffers_end_is_not_kept_for_later_buffers() -> Non
     cols, unread = cc.read_buffer(buf, sizes, lambda off: len(buf) - off)
     assert unread == 0 and len(cols[cc.RUNTIME]["start"]) == 1
     assert 22 not in sizes
+
+
+@pytest.mark.parametrize("reader", ["client", "kineto"])
+def test_a_reader_refuses_cupti_held_by_torch_profiler_and_leaves_that_profiler_running(reader: str) -> None:
+    torch = pytest.importorskip("torch")
+    from collector.recording.client_capture import ClientCapture
+    from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
+
+    capture = ClientCapture() if reader == "client" else KinetoCapture()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with pytest.raises(CaptureUnavailable, match="torch.profiler is running"):
+            capture.start(naming=False)
+        torch.ones(4).mul_(2.0)
+    assert any(e.name == "aten::mul_" for e in prof.events())  # the user's profiler ran to its end
