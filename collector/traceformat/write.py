@@ -1,22 +1,24 @@
 """Write a :class:`~collector.model.Trace` as our Chrome-trace file (see docs/trace-format.md).
 
-Stdlib only (json + gzip). Events are built a chunk of rows at a time from per-column Python lists (each
-distinct string escaped once), written to a temp file in the destination folder and renamed into place.
+Interval events are built a chunk of rows at a time, each distinct string escaped once: by pyarrow's
+compute kernels in worker threads where pyarrow is installed (collector.traceformat.write_arrow), else by
+Python string formatting of per-column lists. Chunks are compressed in those threads into one gzip member
+(collector.traceformat.deflate), written to a temp file in the destination folder and renamed into place.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from collector.model import FORMAT_VERSION, IntervalKind, LaneKind, MarkerKind, Trace
+from collector.model import FORMAT_VERSION, IntervalKind, Lane, LaneKind, MarkerKind, Trace
+from collector.traceformat.deflate import Sink
 from collector.traceformat.spec import STREAMSCOPE_KEY
 
 """Top-level key of our metadata object (format_version, meta, lanes)."""
@@ -59,11 +61,9 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as gz:
-                    _write(trace, gz)
-            else:
-                _write(trace, raw)
+            sink = Sink(raw, gzip=path.endswith(".gz"))
+            _write(trace, sink)
+            sink.close()
         os.chmod(tmp, 0o644)  # mkstemp made it private; a trace file is an ordinary file
         os.replace(tmp, path)
     except BaseException:
@@ -72,7 +72,7 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
         raise
 
 
-def _write(trace: Trace, out: IO[bytes] | gzip.GzipFile) -> None:
+def _write(trace: Trace, out: Sink) -> None:
     iv, mk = trace.intervals, trace.markers
     if len(iv):
         if (iv["end_ns"].to_numpy() < iv["start_ns"].to_numpy()).any():
@@ -98,22 +98,31 @@ def _write(trace: Trace, out: IO[bytes] | gzip.GzipFile) -> None:
         "traceName": trace.meta.workload or "streamscope",
     }
     text = json.dumps(head, ensure_ascii=False, default=str)
-    out.write(text[:-1].encode() + b', "traceEvents": [\n')
-    first = True
-    for block in _event_blocks(trace, base):
-        if block:
-            out.write(((",\n" if not first else "") + ",\n".join(block)).encode())
-            first = False
+    small = _metadata_events(trace) + [e for block in _marker_events(trace.markers, base) for e in block]
+    out.write((text[:-1] + ', "traceEvents": [\n' + ",\n".join(small)).encode())
+    if len(iv):
+        make = _interval_chunks(iv, base, trace.lanes)
+        count = -(-len(iv) // _CHUNK)
+
+        def chunk(i: int) -> Any:
+            data = make(i * _CHUNK, min((i + 1) * _CHUNK, len(iv)))
+            return data[:-2] if i == count - 1 else data  # no ",\n" after the last event
+
+        if small:
+            out.write(b",\n")
+        out.write_chunks(chunk, count)
     out.write(b"\n]}\n")
 
 
-def _event_blocks(trace: Trace, base: int) -> Iterator[list[str]]:
-    yield _metadata_events(trace)
-    yield from _marker_events(trace.markers, base)
-    iv = trace.intervals
-    gpu_lane = np.array([LaneKind(ln.kind).is_gpu for ln in trace.lanes], dtype=bool)
-    for lo in range(0, len(iv), _CHUNK):
-        yield _interval_events(iv.iloc[lo : lo + _CHUNK], base, gpu_lane)
+def _interval_chunks(iv: pd.DataFrame, base: int, lanes: Sequence[Lane]) -> Callable[[int, int], Any]:
+    """A function of a row range -> its interval events' text, each event followed by ``,\\n`` (pyarrow's
+    compute kernels where pyarrow is installed, else Python's string formatting)."""
+    gpu_lane = np.array([LaneKind(ln.kind).is_gpu for ln in lanes], dtype=bool)
+    try:
+        from collector.traceformat.write_arrow import interval_text
+    except ImportError:
+        return lambda lo, hi: "".join(e + ",\n" for e in _interval_events(iv.iloc[lo:hi], base, gpu_lane)).encode()
+    return interval_text(iv, base, gpu_lane, _heads)
 
 
 def _metadata_events(trace: Trace) -> list[str]:
@@ -180,17 +189,22 @@ def _optional_strings(col: pd.Series, key: str) -> list[str]:
     return _per_value(col, lambda v: f',"{key}":{json.dumps(v, ensure_ascii=False)}' if v else "")
 
 
+def _heads(kinds: list[str]) -> list[str]:
+    """The head of an interval event per (lane on the GPU, kind): ``{"ph":"X","cat":"kernel","name":``, host
+    kinds first."""
+    return [
+        '{"ph":"X","cat":"%s","name":' % ("gpu_user_annotation" if g and k == "annotation" else CATEGORIES[k])
+        for g in (False, True)
+        for k in kinds
+    ]
+
+
 def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[str]:
     lane = iv["lane"].to_numpy(np.int64)
     on_gpu = gpu_lane[lane]
     kind_codes = iv["kind"].cat.codes.to_numpy()
     kinds = [str(k) for k in iv["kind"].cat.categories]
-    # one head string per (kind, lane on GPU): '{"ph":"X","cat":"kernel","name":'
-    heads = [
-        '{"ph":"X","cat":"%s","name":' % ("gpu_user_annotation" if g and k == "annotation" else CATEGORIES[k])
-        for g in (False, True)
-        for k in kinds
-    ]
+    heads = _heads(kinds)
     head = [heads[h] for h in (kind_codes + on_gpu * len(kinds)).tolist()]
     kind = [kinds[k] for k in kind_codes.tolist()]
     stream = ["" if not g else f',"stream":{s}' for g, s in zip(on_gpu.tolist(), iv["stream"].tolist(), strict=True)]

@@ -1,0 +1,62 @@
+"""The two interval formatters (pyarrow compute in threads, Python string formatting) write the same bytes,
+in one chunk or many, plain or as one gzip member."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from format.test_roundtrip import assert_same
+
+from collector.model import Trace
+from collector.synthetic import synthetic_trace
+from collector.traceformat import write as w
+from collector.traceformat.read import read_trace
+
+pytest.importorskip("pyarrow")
+
+
+def _events(trace: Trace, arrow: bool) -> bytes:
+    iv = trace.intervals
+    base = int(iv["start_ns"].min())
+    gpu_lane = np.array([ln.kind.is_gpu for ln in trace.lanes], dtype=bool)
+    if arrow:
+        from collector.traceformat.write_arrow import interval_text
+
+        return bytes(interval_text(iv, base, gpu_lane, w._heads)(0, len(iv)))
+    return "".join(e + ",\n" for e in w._interval_events(iv, base, gpu_lane)).encode()
+
+
+def test_both_formatters_write_the_same_events(trace: Trace) -> None:
+    """Every kind on host and GPU lanes, quotes, backslashes and non-ASCII text, optional args on and off."""
+    assert _events(trace, arrow=True) == _events(trace, arrow=False)
+    big = synthetic_trace(5_000, steps=3)
+    assert _events(big, arrow=True) == _events(big, arrow=False)
+
+
+@pytest.mark.parametrize("arrow", [True, False], ids=["pyarrow", "no-pyarrow"])
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_many_chunks_in_threads_make_the_file_one_chunk_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, arrow: bool
+) -> None:
+    trace = synthetic_trace(3_000, steps=3)
+    write_trace = w.write_trace
+    write_trace(trace, tmp_path / f"one{suffix}")
+    if not arrow:  # as without pyarrow installed: the import fails, Python formats the rows
+        monkeypatch.setitem(sys.modules, "collector.traceformat.write_arrow", None)
+    monkeypatch.setattr(w, "_CHUNK", 7)  # 400+ chunks, more than the threads keep in flight
+    write_trace(trace, tmp_path / f"many{suffix}")
+    one, many = (tmp_path / f"one{suffix}").read_bytes(), (tmp_path / f"many{suffix}").read_bytes()
+    if suffix.endswith(".gz"):
+        assert gzip.decompress(one) == gzip.decompress(many)
+        # a single gzip member: zlib reads it to its end with nothing left over
+        d = zlib.decompressobj(wbits=31)
+        d.decompress(many)
+        assert d.eof and not d.unused_data
+    else:
+        assert one == many
+    assert_same(read_trace(tmp_path / f"many{suffix}"), trace)
