@@ -29,7 +29,7 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
     inside[linked] |= inside[launch[linked]]
     # GPU-side ranges (record_function on the stream) launch nothing: they go with the GPU work they cover
     lane = iv["lane"].to_numpy(np.int32)
-    gpu_range = ~host_lane[lane] & ~linked & (iv["kind"].astype(str).to_numpy() == "annotation")
+    gpu_range = ~host_lane[lane] & ~linked & (iv["kind"] == "annotation").to_numpy(bool)
     if gpu_range.any():
         end = iv["end_ns"].to_numpy(np.int64)
         work = ~host_lane[lane] & linked

@@ -72,12 +72,30 @@ class HostFacts:
     dropped: Sequence[tuple[int, int]] = ()
 
 
-def _objects(col: pd.Series) -> np.ndarray:
-    """A string column as an object array of str (from a categorical's codes: one str per category)."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        labels = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
-        return labels[col.cat.codes.to_numpy()]  # code -1 (missing) reads the trailing ""
-    return col.astype(str).to_numpy(dtype=object)
+class _Strings:
+    """A string column as codes into a list of distinct labels that can grow: rows are relabelled by code,
+    never by a Python string per row."""
+
+    def __init__(self, col: pd.Series) -> None:
+        cat = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype(str).astype("category")
+        self.labels = [str(c) for c in cat.cat.categories]
+        self._index = {label: i for i, label in enumerate(self.labels)}
+        codes = cat.cat.codes.to_numpy().astype(np.int64)
+        self.codes = np.where(codes < 0, self.code(""), codes) if (codes < 0).any() else codes
+
+    def code(self, label: str) -> int:
+        """The code of ``label`` (added when new)."""
+        at = self._index.get(label)
+        if at is None:
+            at = self._index[label] = len(self.labels)
+            self.labels.append(label)
+        return at
+
+    def codes_of(self, labels: Sequence[str]) -> np.ndarray:
+        return np.array([self.code(x) for x in labels], dtype=np.int64)
+
+    def categorical(self) -> pd.Categorical:
+        return pd.Categorical.from_codes(self.codes, categories=pd.Index(self.labels, dtype=object))
 
 
 def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
@@ -96,11 +114,12 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     main_lane = _main_host_lane(lanes, lane, is_host)
     thread_of = _thread_matcher(set(np.unique(tid[is_host]).tolist()), set(facts.threads))
 
-    cause = _objects(iv["cause"])
-    source = _objects(iv["source"])
+    cause, source = _Strings(iv["cause"]), _Strings(iv["source"])
     sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source", "bytes"])
     sp_key = thread_of(sp["tid"].to_numpy(np.int64))
     sp_s, sp_e = sp["start_ns"].to_numpy(np.int64), sp["end_ns"].to_numpy(np.int64)
+    span_cause = cause.codes_of([c or "blocking_copy" for c in sp["cause"].tolist()])
+    span_source = source.codes_of([str(x) for x in sp["source"].tolist()])
     key = thread_of(tid)
 
     # sync waits: cause and line of the outermost enclosing span
@@ -111,10 +130,8 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
         slack = SPAN_SLACK_NS
         hit[near] = outermost_enclosing(sp_key, sp_s - slack, sp_e + slack, key[sync[near]], start[sync[near]])
     found = hit >= 0
-    span_cause = sp["cause"].to_numpy(dtype=object)
-    span_source = sp["source"].to_numpy(dtype=object)
-    cause[sync[found]] = np.where(span_cause[hit[found]] != "", span_cause[hit[found]], "blocking_copy")
-    source[sync[found]] = span_source[hit[found]]
+    cause.codes[sync[found]] = span_cause[hit[found]]
+    source.codes[sync[found]] = span_source[hit[found]]
     waited_spans = np.unique(hit[found])
 
     # copies: the line of the span their launch sat in, on the launch and on the copy
@@ -122,30 +139,41 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     lpos = launch[copies]
     hit = outermost_enclosing(sp_key, sp_s, sp_e, key[lpos], start[lpos])
     ok = hit >= 0
-    source[lpos[ok]] = np.where(source[lpos[ok]] != "", source[lpos[ok]], span_source[hit[ok]])
-    source[copies[ok]] = span_source[hit[ok]]
+    own = source.codes[lpos[ok]]
+    source.codes[lpos[ok]] = np.where(own != source.code(""), own, span_source[hit[ok]])
+    source.codes[copies[ok]] = span_source[hit[ok]]
     # a host copy is non-blocking only from pinned memory with no wait inside its call
     non_blocking = iv["non_blocking"].to_numpy(bool).copy()
-    mem = _objects(iv["memory_kind"])
+    pinned = (iv["memory_kind"] == "pinned").to_numpy(bool)
     host_copy = np.isin(kind[copies], [KIND_CODE["memcpy_h2d"], KIND_CODE["memcpy_d2h"]])
     waited = ok & np.isin(hit, waited_spans)
-    non_blocking[copies] &= host_copy & (mem[copies] == "pinned") & ~waited
+    non_blocking[copies] &= host_copy & pinned[copies] & ~waited
     nbytes = iv["bytes"].to_numpy(np.int64).copy()
     per_span = np.bincount(hit[ok], minlength=len(sp) + 1)
     one = ok & (per_span[np.maximum(hit, 0)] == 1)  # the span's only copy
     fill = one & (nbytes[copies] == 0)
     nbytes[copies[fill]] = sp["bytes"].to_numpy(np.int64)[hit[fill]]
 
-    names = _objects(iv["name"])
-    names, how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
-    names = _label_setup(names, is_host)
+    names = _Strings(iv["name"])
+    how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
+    _label_setup(names, is_host)
 
-    frame = iv.assign(name=names, cause=cause, source=source, bytes=nbytes, non_blocking=non_blocking)
+    frame = iv.assign(
+        name=names.categorical(),
+        cause=cause.categorical(),
+        source=source.categorical(),
+        bytes=nbytes,
+        non_blocking=non_blocking,
+    )
     frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane)
     steps = _markers(trace, facts.markers)
     frame["step"] = _steps_of(frame, steps)
     lanes = _labels(lanes, tagged, main_lane, facts.threads)
-    frame["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[frame["lane"].to_numpy(np.int32)]
+    distinct = list(dict.fromkeys(ln.label for ln in lanes))
+    lane_code = np.array([distinct.index(ln.label) for ln in lanes], dtype=np.int64)
+    frame["lane_label"] = pd.Categorical.from_codes(
+        lane_code[frame["lane"].to_numpy(np.int32)], categories=pd.Index(distinct, dtype=object)
+    )
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
     return Trace(out_meta, tuple(lanes), conform_intervals(frame), steps)
@@ -158,15 +186,15 @@ SETUP_CALLS = re.compile(
 library loads. Labelled ``first-call set-up: <call>`` on the CPU lane (the GPU is idle meanwhile)."""
 
 
-def _label_setup(names: np.ndarray, is_host: np.ndarray) -> np.ndarray:
-    distinct = pd.unique(names[is_host])
-    setup = {n: f"first-call set-up: {n}" for n in distinct if SETUP_CALLS.match(str(n))}
+def _label_setup(names: _Strings, is_host: np.ndarray) -> None:
+    """Host calls that are first-call set-up relabelled ``first-call set-up: <call>`` (in place)."""
+    setup = [i for i, n in enumerate(names.labels) if SETUP_CALLS.match(n)]
     if not setup:
-        return names
-    out = names.copy()
-    rows = np.flatnonzero(is_host)
-    out[rows] = pd.Series(names[rows]).map(lambda n: setup.get(n, n)).to_numpy(dtype=object)
-    return out
+        return
+    relabel = np.arange(len(names.labels), dtype=np.int64)
+    for i in setup:
+        relabel[i] = names.code(f"first-call set-up: {names.labels[i]}")
+    names.codes[is_host] = relabel[names.codes[is_host]]
 
 
 def drop_empty_last_step(trace: Trace, step: int) -> Trace:
@@ -208,29 +236,37 @@ def _thread_matcher(trace_tids: set[int], our_tids: set[int]) -> _Threads:
 
 
 def _op_names(
-    names: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarray, launch: np.ndarray
-) -> tuple[np.ndarray, str]:
-    """GPU work renamed after the ``aten::`` op that launched it; returns (names, how they were found)."""
+    names: _Strings, kind: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarray, launch: np.ndarray
+) -> str:
+    """GPU work renamed (in place) after the ``aten::`` op that launched it; returns how names were found."""
     ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
     work = np.flatnonzero(np.isin(kind, _GPU_WORK) & (launch >= 0))
     if len(ops) == 0 or len(work) == 0:
-        return names, "kernel names (no op names were recorded)"
+        return "kernel names (no op names were recorded)"
     lpos = launch[work]
     inner = innermost_enclosing(key[ops], start[ops], end[ops], key[lpos], start[lpos])
     ok = inner >= 0
-    op_of = np.full(len(work), None, dtype=object)
-    op_of[ok] = names[ops[inner[ok]]]
-    kernel = names[work]
+    op_of = np.full(len(work), -1, dtype=np.int64)
+    op_of[ok] = names.codes[ops[inner[ok]]]
     if ok.any():
-        pairs = pd.DataFrame({"kernel": kernel[ok], "op": op_of[ok]})
-        usual = pairs.groupby("kernel")["op"].agg(lambda s: s.value_counts().index[0])
-        guess = pd.Series(kernel[~ok]).map(usual).to_numpy(dtype=object)
-        op_of[~ok] = guess
-    have = pd.notna(op_of)
-    names = names.copy()
-    names[work[have]] = op_of[have]
+        op_of[~ok] = usual_op(names.codes[work[ok]], op_of[ok], len(names.labels))[names.codes[work[~ok]]]
+    have = op_of >= 0
+    names.codes[work[have]] = op_of[have]
     exact = int(ok.sum())
-    return names, f"aten ops: {exact} exact (recorded), {int(have.sum()) - exact} by their kernel, rest kernel names"
+    return f"aten ops: {exact} exact (recorded), {int(have.sum()) - exact} by their kernel, rest kernel names"
+
+
+def usual_op(kernel: np.ndarray, op: np.ndarray, n_codes: int) -> np.ndarray:
+    """Per name code (``n_codes`` of them): the op code seen most often with it as ``kernel``, the first
+    seen among equals, or -1 if never seen."""
+    out = np.full(n_codes, -1, dtype=np.int64)
+    pairs, first, counts = np.unique(kernel * n_codes + op, return_index=True, return_counts=True)
+    k = pairs // n_codes
+    best = np.lexsort((first, -counts, k))  # per kernel: most seen, then earliest
+    lead = np.ones(len(best), dtype=bool)
+    lead[1:] = k[best[1:]] != k[best[:-1]]
+    out[k[best[lead]]] = pairs[best[lead]] % n_codes
+    return out
 
 
 def innermost_enclosing(
@@ -287,7 +323,7 @@ def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
     launch = lookup_first(frame["id"].to_numpy(np.int64), frame["launch_id"].to_numpy(np.int64))
     linked = launch >= 0
     step[linked] = step[launch[linked]]
-    on_gpu = (frame["lane_kind"].astype(str) != LaneKind.CPU_THREAD.value).to_numpy()
+    on_gpu = (frame["lane_kind"] != LaneKind.CPU_THREAD.value).to_numpy(bool)
     lane, end = frame["lane"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
     hit = first_covered(lane, start, end, on_gpu & linked, on_gpu & ~linked)
     ranges = np.flatnonzero(on_gpu & ~linked)
@@ -337,15 +373,25 @@ def _with_annotations(
             }
         )
     )
-    both = pd.concat([_plain(frame), _plain(add)], ignore_index=True)
-    return _renumber(both), lanes
+    return _renumber(_concat(frame, add[frame.columns])), lanes
 
 
-def _plain(frame: pd.DataFrame) -> pd.DataFrame:
-    """Categoricals as strings, so frames with different categories concatenate."""
-    return frame.assign(
-        **{c: frame[c].astype(str) for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
-    )
+def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """``a`` then ``b`` (same columns); categoricals keep codes, with their categories united."""
+    out = {}
+    for c in a.columns:
+        x, y = a[c], b[c]
+        if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
+            labels = [str(v) for v in x.cat.categories]
+            index = {v: i for i, v in enumerate(labels)}
+            for v in y.cat.categories:
+                index.setdefault(str(v), len(index))
+            recode = np.array([index[str(v)] for v in y.cat.categories] + [-1], dtype=np.int64)
+            codes = np.concatenate([x.cat.codes.to_numpy(np.int64), recode[y.cat.codes.to_numpy(np.int64)]])
+            out[c] = pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(list(index), dtype=object)))
+        else:
+            out[c] = pd.Series(np.concatenate([x.to_numpy(), y.to_numpy()]))
+    return pd.DataFrame(out)
 
 
 def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
@@ -363,7 +409,7 @@ def _tagged_streams(frame: pd.DataFrame, tags: Sequence[tuple[int, int, str]]) -
     """Stream id -> label: the stream of the device-to-device copy launched inside each tag's time."""
     if not tags:
         return {}
-    memset = frame[frame["kind"].astype(str) == "memcpy_d2d"]
+    memset = frame[(frame["kind"] == "memcpy_d2d").to_numpy(bool)]
     launch_start = frame.set_index("id")["start_ns"]
     starts = launch_start.reindex(memset["launch_id"]).to_numpy()
     out: dict[int, str] = {}
