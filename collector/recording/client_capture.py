@@ -212,17 +212,17 @@ def event_table(
     if s:
         memory, codes = np.unique(s["memory_kind"], return_inverse=True)
         rows.add("gpu_memset", [f"Memset ({_memory(v)})" for v in memory.tolist()], codes, timed(s), True)
-    launched = np.unique(np.concatenate(rows.launched)) if rows.launched else np.array([], dtype=np.int64)
+    launched = np.concatenate(rows.launched) if rows.launched else np.array([], dtype=np.int64)
     r = cols.get(cc.RUNTIME)
     if r:
-        cbids, codes = np.unique(r["cbid"], return_inverse=True)
+        cbids, codes = small_codes(r["cbid"])
         rows.add("cuda_runtime", [_call(names[cc.RUNTIME], c) for c in cbids.tolist()], codes, timed(r), False)
     d = cols.get(cc.DRIVER)
     if d:
-        cbids, codes = np.unique(d["cbid"], return_inverse=True)
+        cbids, codes = small_codes(d["cbid"])
         calls = [_call(names[cc.DRIVER], c) for c in cbids.tolist()]
         waits = np.array([c.startswith(WAITING_DRIVER_PREFIXES) for c in calls], dtype=bool)
-        keep = np.isin(d["correlation"], launched) | waits[codes]
+        keep = contains(launched, d["correlation"]) | waits[codes]
         rows.add("cuda_driver", calls, codes[keep], timed({f: v[keep] for f, v in d.items()}), False)
     o = cols.get(cc.OVERHEAD)
     if o:
@@ -241,6 +241,32 @@ def event_table(
         }
         rows.add("cpu_op", distinct.tolist(), codes, named, False)
     return rows.table()
+
+
+def small_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values ascending, each value's index into them) for non-negative ints below a few
+    million (CUPTI callback ids), by counting instead of sorting; as ``np.unique(..., return_inverse=True)``."""
+    if not len(values):
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
+    if values.min() < 0 or values.max() >= 1 << 22:
+        distinct, codes = np.unique(values, return_inverse=True)
+        return distinct, codes.reshape(-1)
+    distinct = np.flatnonzero(np.bincount(values))
+    lookup = np.zeros(int(distinct[-1]) + 1, dtype=np.int64)
+    lookup[distinct] = np.arange(len(distinct))
+    return distinct, lookup[values]
+
+
+def contains(members: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.isin(values, members)`` for non-negative ids (CUPTI correlation ids), by a mask over the ids."""
+    if not len(values) or not len(members):
+        return np.zeros(len(values), dtype=bool)
+    top = int(max(members.max(), values.max()))
+    if members.min() < 0 or values.min() < 0 or top >= 1 << 28:
+        return np.isin(values, members)
+    mask = np.zeros(top + 1, dtype=bool)
+    mask[members] = True
+    return mask[values]
 
 
 def _memory(kind: int) -> str:

@@ -248,3 +248,18 @@ def test_a_reader_refuses_cupti_held_by_torch_profiler_and_leaves_that_profiler_
             capture.start(naming=False)
         torch.ones(4).mul_(2.0)
     assert any(e.name == "aten::mul_" for e in prof.events())  # the user's profiler ran to its end
+
+
+@pytest.mark.parametrize("top", [5, 1 << 23])  # counted, and past the counting range (sorted)
+def test_small_codes_and_contains_agree_with_numpy(top: int) -> None:
+    from collector.recording.client_capture import contains, small_codes
+
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, top, 1_000)
+    distinct, codes = small_codes(values)
+    expect, inverse = np.unique(values, return_inverse=True)
+    assert distinct.tolist() == expect.tolist() and codes.tolist() == inverse.reshape(-1).tolist()
+    members = rng.integers(0, top, 50)
+    assert contains(members, values).tolist() == np.isin(values, members).tolist()
+    assert not contains(np.array([], dtype=np.int64), values).any()
+    assert small_codes(np.array([], dtype=np.int64))[1].tolist() == []
