@@ -73,7 +73,7 @@ class ClientCapture:
 
     def stop(self, timings: dict[str, float] | None = None) -> EventTable:
         """Stop collecting (the GPU must be idle); the records as an event table on the wall clock.
-        ``timings`` receives the seconds spent flushing and reading CUPTI's buffers and tabulating."""
+        ``timings`` receives the seconds spent flushing CUPTI's buffers, reading them and tabulating."""
         if self._client is None:
             raise RuntimeError("capture was not started")
         client, self._client = self._client, None
@@ -96,7 +96,7 @@ class ClientCapture:
             mono_to_wall.array,
         )
         if timings is not None:
-            timings.update(profiler_stop=t1 - t0, fetch=0.0, tabulate=time.perf_counter() - t1)
+            timings.update(flush=client.flush_s, read=t1 - t0 - client.flush_s, tabulate=time.perf_counter() - t1)
         return table
 
 

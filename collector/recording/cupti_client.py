@@ -21,6 +21,7 @@ import glob
 import os
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,6 +180,7 @@ class CuptiClient:
             ctypes.c_uint32,
             ctypes.POINTER(ctypes.c_size_t),
         ]
+        self.flush_s = 0.0
         self._stamp = ctypes.c_uint64()
         self._stamp_ref = ctypes.byref(self._stamp)
 
@@ -248,10 +250,13 @@ class CuptiClient:
             self._lib.cuptiActivityDisable(self._enabled.pop())
 
     def stop(self) -> Records:
-        """Flush every buffer, disable the kinds and read the records (call after the GPU is idle)."""
+        """Flush every buffer, disable the kinds and read the records (call after the GPU is idle).
+        :attr:`flush_s` then holds the seconds CUPTI took to hand its last buffers over."""
+        t0 = time.perf_counter()
         self._lib.cuptiActivityFlushAll(_FLUSH_FORCED)
         self._disable()
         self._lib.cuptiActivityFlushAll(_FLUSH_FORCED)
+        self.flush_s = time.perf_counter() - t0
         done, self._done = self._done, []
         buffers, self._buffers = self._buffers, {}
         records = Records()

@@ -69,7 +69,7 @@ class CuptiRecorder(Recorder):
         self.reader = ""
         """Who read CUPTI's records: ``"client"`` (our own, the default) or ``"kineto"`` (torch.profiler's)."""
         self.stop_timings: dict[str, float] = {}
-        """Seconds per phase of :meth:`stop` (profiler stop, fetch, tabulate, importer, join, write)."""
+        """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, join, write)."""
 
     def _start_timing(self) -> None:
         # the stream tag's buffers first: their fill kernels are the recorder's, not the workload's

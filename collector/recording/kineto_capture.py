@@ -87,7 +87,7 @@ class KinetoCapture:
 
     def stop(self, timings: dict[str, float] | None = None) -> EventTable:
         """Stop collecting; the events as an event table (only KEPT_CATEGORIES). ``timings`` receives the
-        seconds spent stopping the profiler, fetching its events and tabulating them."""
+        seconds spent stopping the profiler (``flush``), fetching its events (``read``) and tabulating them."""
         if self._prof is None:
             raise RuntimeError("capture was not started")
         prof, self._prof = self._prof, None
@@ -98,7 +98,7 @@ class KinetoCapture:
         t2 = time.perf_counter()
         table = event_table(events)
         if timings is not None:
-            timings.update(profiler_stop=t1 - t0, fetch=t2 - t1, tabulate=time.perf_counter() - t2)
+            timings.update(flush=t1 - t0, read=t2 - t1, tabulate=time.perf_counter() - t2)
         return table
 
 

@@ -4,9 +4,13 @@ transformer, and a cold first step (both timing sources; run on a CUDA machine, 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from webapp.analysis import Finding
 
 pytestmark = pytest.mark.gpu
 
@@ -108,3 +112,35 @@ def test_cold_first_step_has_no_gpu_interval_over_set_up(timing: str) -> None:
         idle_counted = covered_idle(to_wall(s), to_wall(e), rs, re)
         ref_busy = int((re - rs).sum())
         assert idle_counted <= 0.10 * ref_busy, (idle_counted, ref_busy)
+
+
+@pytest.mark.parametrize(("name", "top"), [("tiny-ops", "launch-bound"), ("transformer-small", "launch-bound")])
+def test_launch_bound_loops_are_named_launch_bound(name: str, top: str) -> None:
+    """Recorded with the default timing, a loop whose GPU waits on the host's launches gets ``launch-bound``
+    as its top finding (not ``idle-gaps``, as when host time was drawn as GPU time)."""
+    result = _recorded_findings(name)
+    assert result[0].rule == top, [(f.rule, f.severity) for f in result]
+
+
+def test_the_gpu_bound_conv_net_is_not_called_idle_or_launch_bound() -> None:
+    result = _recorded_findings("convnet")
+    loud = [f.rule for f in result if f.severity != "info"]
+    assert not {"idle-gaps", "launch-bound"} & set(loud), [(f.rule, f.severity) for f in result]
+
+
+def _recorded_findings(name: str) -> tuple[Finding, ...]:
+    import torch
+
+    from collector.recording.api import record
+    from webapp.analysis import analyze
+
+    loop = _loop(name)
+    for _ in range(10):
+        next(loop)
+    rec = record(name, None, probe=False)
+    rec.start()
+    for _ in range(20):
+        next(loop)
+        rec.step()
+    torch.cuda.synchronize()
+    return analyze(rec.stop()).findings
