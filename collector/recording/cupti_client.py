@@ -2,9 +2,10 @@
 
 :class:`CuptiClient` enables CUPTI's activity API for kernels, memcpys, memsets, CUDA runtime and driver
 calls and first-call set-up (lazy function loading), hands CUPTI buffers to fill, and at :meth:`stop`
-reads the records out of the buffers with numpy (one pass over record offsets, then vectorised field
-gathers). It is what torch.profiler does with ``ProfilerActivity.CUDA``, minus torch's per-op callbacks and
-its post-processing of every event into Python objects.
+reads the records out of the buffers at C speed (a regular expression steps from record to record, then
+numpy gathers each field of every record of a kind at once). It is what torch.profiler does with
+``ProfilerActivity.CUDA``, minus torch's per-op callbacks and its post-processing of every event into
+Python objects.
 
 Times are CUPTI's (ns); :meth:`timestamp` reads CUPTI's clock so callers can pair it with their own.
 Host records carry CUPTI's thread id (the low 32 bits of ``pthread_self``, i.e. ``threading.get_ident()``).
@@ -340,35 +341,36 @@ def read_buffer(
     """The fields of every record of a wanted kind in one filled buffer (uint8 array), and the bytes left
     unread. A record of a kind not in ``sizes`` gets its size from ``size_at(offset)`` (added to
     ``sizes``); without it, or with a size that cannot be right, reading stops there."""
-    words = memoryview(buf.data).cast("I")
     n = len(buf)
-    offsets: dict[int, list[int]] = {k: [] for k in _FIELDS}
-    appenders = {k: v.append for k, v in offsets.items()}
-    get = sizes.get
+    words = buf[: n - n % 4].view(np.uint32)
+    data = buf.data
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
     off = 0
     while off < n:
-        kind = words[off >> 2]
-        step = get(kind)
-        if not step:
-            step = size_at(off) if size_at is not None else 0
-            if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
-                break  # stop rather than misread
-            if off + step < n:  # a buffer's last record ends at the buffer's end, not at its own size
-                sizes[kind] = step
-        add = appenders.get(kind)
-        if add is not None:
-            add(off)
+        at, kinds, off = _walk(data, words, sizes, off)
+        runs.append((at, kinds))
+        if off >= n:
+            break
+        kind = int(words[off >> 2])  # a kind not walked yet: its size from CUPTI
+        step = size_at(off) if size_at is not None else 0
+        if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
+            break  # stop rather than misread
+        if off + step < n:  # a buffer's last record ends at the buffer's end, not at its own size
+            sizes[kind] = step
+        runs.append((np.array([off], dtype=np.int64), np.array([kind], dtype=np.int64)))
         off += step
+    all_at = np.concatenate([r[0] for r in runs]) if runs else np.array([], dtype=np.int64)
+    all_kinds = np.concatenate([r[1] for r in runs]) if runs else np.array([], dtype=np.int64)
+    offsets = {k: all_at[all_kinds == k] for k in _FIELDS}
     out: dict[int, dict[str, np.ndarray]] = {}
     u8 = buf
     u16 = buf[: n - n % 2].view(np.uint16)
     u32 = buf[: n - n % 4].view(np.uint32)
     u64 = buf[: n - n % 8].view(np.uint64)
     views: dict[Any, tuple[np.ndarray, int]] = {np.uint32: (u32, 4), np.uint64: (u64, 8)}
-    for kind, offs in offsets.items():
-        if not offs:
+    for kind, at in offsets.items():
+        if not len(at):
             continue
-        at = np.asarray(offs, dtype=np.int64)
         cols: dict[str, np.ndarray] = {}
         for name, (pos, dtype) in _FIELDS[kind].items():
             view, width = views[dtype]
@@ -380,6 +382,40 @@ def read_buffer(
             cols["memory_kind"] = u16[(at + _MEMSET_MEMORY_KIND) // 2].astype(np.int64)
         out[kind] = cols
     return out, max(n - off, 0)
+
+
+def _walk(data: Any, words: np.ndarray, sizes: dict[int, int], off: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Records from ``off`` on whose kinds have known ``sizes``: (offsets, kinds, where the walk stopped).
+
+    A regular expression steps from record to record at C speed (each record is its kind's 4-byte word and
+    that kind's size in bytes; ``findall`` yields each one's first byte). Where a record of another kind
+    sits, the expression skips ahead and no longer lines up: each offset's word is checked against the
+    kind found there, and the walk stops at the first that does not match."""
+    known = {k: v for k, v in sizes.items() if 0 <= k < 256 and v >= 8}
+    if not known:
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64), off
+    found = np.frombuffer(b"".join(_record_pattern(tuple(sorted(known.items()))).findall(data, off)), np.uint8)
+    kinds = found.astype(np.int64)
+    size_of = np.zeros(256, dtype=np.int64)
+    size_of[list(known)] = list(known.values())
+    ends = off + np.cumsum(size_of[kinds])
+    at = ends - size_of[kinds]
+    good = (at + 4 <= len(words) * 4) & (words[np.minimum(at, len(words) * 4 - 4) >> 2] == kinds)
+    first_bad = int(np.argmin(good)) if not good.all() else len(good)
+    return at[:first_bad], kinds[:first_bad], int(ends[first_bad - 1]) if first_bad else off
+
+
+@functools.lru_cache(maxsize=16)
+def _record_pattern(sizes: tuple[tuple[int, int], ...]) -> re.Pattern[bytes]:
+    """One record of a kind in ``sizes`` ((kind, bytes) pairs), capturing the kind's low byte."""
+    by_size: dict[int, list[int]] = {}
+    for kind, size in sizes:
+        by_size.setdefault(size, []).append(kind)
+    alternatives = [
+        b"[" + b"".join(re.escape(bytes([k])) for k in kinds) + b"]\x00\x00\x00.{%d}" % (size - 4)
+        for size, kinds in by_size.items()
+    ]
+    return re.compile(b"(?s)(?=(.))(?:" + b"|".join(alternatives) + b")")
 
 
 _DEMANGLED: dict[str, str] = {}

@@ -263,3 +263,15 @@ def test_small_codes_and_contains_agree_with_numpy(top: int) -> None:
     assert contains(members, values).tolist() == np.isin(values, members).tolist()
     assert not contains(np.array([], dtype=np.int64), values).any()
     assert small_codes(np.array([], dtype=np.int64))[1].tolist() == []
+
+
+def test_a_record_of_unknown_kind_that_holds_the_bytes_of_a_known_one_is_not_misread() -> None:
+    """The reader steps over records by their kind's size; inside a record of a kind it has no size for,
+    it must not pick up bytes that happen to look like a record of a known kind."""
+    fake = _api(cc.RUNTIME, LAUNCH, 5, 6, 999)
+    unknown = struct.pack("<I", 23) + bytes(4) + fake + bytes(8)  # 56 bytes, a fake runtime record at 8
+    buf = np.frombuffer(_api(cc.RUNTIME, LAUNCH, 1, 2, 1) + unknown + _api(cc.RUNTIME, LAUNCH, 3, 4, 2), np.uint8)
+    cols, unread = cc.read_buffer(buf.copy(), {cc.RUNTIME: 40}, lambda off: 56)
+    assert cols[cc.RUNTIME]["correlation"].tolist() == [1, 2] and unread == 0
+    cols, unread = cc.read_buffer(buf.copy(), {cc.RUNTIME: 40})
+    assert cols[cc.RUNTIME]["correlation"].tolist() == [1] and unread == len(buf) - 40
