@@ -10,7 +10,8 @@ Python objects.
 Times are CUPTI's (ns); :meth:`timestamp` reads CUPTI's clock so callers can pair it with their own.
 Host records carry CUPTI's thread id (the low 32 bits of ``pthread_self``, i.e. ``threading.get_ident()``).
 Record layouts are CUPTI's (cupti_activity.h); the fields read sit at offsets that have not moved since
-CUDA 11, and each kind's record size is learned from ``cuptiActivityGetNextRecord`` at the first buffer.
+CUDA 11, and each kind's record size is asked of CUPTI (``cuptiActivityGetNextRecord`` from a record of
+that kind) when the reader first meets the kind.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class Records:
     unread_bytes: int = 0
     """Buffer bytes left unread (a record of a kind whose size could not be learned)."""
     record_sizes: dict[int, int] = field(default_factory=dict)
+    """Bytes per record of each kind met, as CUPTI gave them."""
 
 
 _REQUESTED = ctypes.CFUNCTYPE(
@@ -269,8 +271,6 @@ class CuptiClient:
             buf = buffers.get(addr)
             if buf is None or valid <= 0:
                 continue
-            if not records.record_sizes:
-                records.record_sizes = self._learn_sizes(addr, valid)
             size_at = functools.partial(self._size_at, addr, valid)
             found, unread = read_buffer(buf[:valid], records.record_sizes, size_at)
             records.unread_bytes += unread
@@ -281,22 +281,6 @@ class CuptiClient:
                 records.columns[kind] = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
         self._name_columns(records)
         return records
-
-    def _learn_sizes(self, addr: int, valid: int) -> dict[int, int]:
-        """Record size per kind, from the pointers ``cuptiActivityGetNextRecord`` walks a buffer with (not
-        from its last record, whose end is the buffer's: a kind first met there is asked for later)."""
-        sizes: dict[int, int] = {}
-        record = ctypes.c_void_p()
-        prev: tuple[int, int] | None = None
-        while self._lib.cuptiActivityGetNextRecord(addr, valid, ctypes.byref(record)) == _SUCCESS:
-            at = int(record.value or 0)
-            if prev is not None:
-                sizes.setdefault(prev[1], at - prev[0])
-            prev = (at, ctypes.c_uint32.from_address(at).value)
-        for kind, size in sizes.items():
-            if kind in _MIN_SIZE and size < _MIN_SIZE[kind]:
-                raise CuptiUnavailable(f"unexpected CUPTI record layout (kind {kind}, {size} bytes)")
-        return sizes
 
     def _size_at(self, addr: int, valid: int, off: int) -> int:
         """The size of the record at ``off`` in a buffer: where CUPTI says the next one starts (the buffer's
