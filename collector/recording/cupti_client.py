@@ -38,6 +38,8 @@ LAZY_FUNCTION_LOADING = 5 << 16
 _SUCCESS, _MAX_LIMIT_REACHED, _FLUSH_FORCED = 0, 12, 1
 _DOMAIN_DRIVER, _DOMAIN_RUNTIME = 1, 2
 BUFFER_BYTES = 16 << 20
+WALK_WINDOW_BYTES = 256 << 10
+"""How much of a buffer one regular-expression walk covers (see :func:`_walk`)."""
 
 QUIET_RUNTIME_CALLS = frozenset(
     {
@@ -331,12 +333,15 @@ def read_buffer(
     runs: list[tuple[np.ndarray, np.ndarray]] = []
     off = 0
     while off < n:
-        at, kinds, off = _walk(data, words, sizes, off)
+        at, kinds, walked = _walk(data, words, sizes, off, min(n, off + WALK_WINDOW_BYTES))
         runs.append((at, kinds))
-        if off >= n:
-            break
-        kind = int(words[off >> 2])  # a kind not walked yet: its size from CUPTI
-        step = size_at(off) if size_at is not None else 0
+        if walked > off:
+            off = walked
+            continue
+        kind = int(words[off >> 2])
+        if kind in sizes:
+            break  # a record of a known kind that does not fit in what is left
+        step = size_at(off) if size_at is not None else 0  # a kind not met before: its size from CUPTI
         if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
             break  # stop rather than misread
         if off + step < n:  # a buffer's last record ends at the buffer's end, not at its own size
@@ -368,17 +373,21 @@ def read_buffer(
     return out, max(n - off, 0)
 
 
-def _walk(data: Any, words: np.ndarray, sizes: dict[int, int], off: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Records from ``off`` on whose kinds have known ``sizes``: (offsets, kinds, where the walk stopped).
+def _walk(
+    data: Any, words: np.ndarray, sizes: dict[int, int], off: int, end: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Records from ``off`` up to ``end`` whose kinds have known ``sizes``: (offsets, kinds, where the walk
+    stopped).
 
     A regular expression steps from record to record at C speed (each record is its kind's 4-byte word and
     that kind's size in bytes; ``findall`` yields each one's first byte). Where a record of another kind
     sits, the expression skips ahead and no longer lines up: each offset's word is checked against the
-    kind found there, and the walk stops at the first that does not match."""
+    kind found there, and the walk stops at the first that does not match. What it skipped to find later
+    matches is wasted, so the caller walks a window at a time (:data:`WALK_WINDOW_BYTES`)."""
     known = {k: v for k, v in sizes.items() if 0 <= k < 256 and v >= 8}
     if not known:
         return np.array([], dtype=np.int64), np.array([], dtype=np.int64), off
-    found = np.frombuffer(b"".join(_record_pattern(tuple(sorted(known.items()))).findall(data, off)), np.uint8)
+    found = np.frombuffer(b"".join(_record_pattern(tuple(sorted(known.items()))).findall(data, off, end)), np.uint8)
     kinds = found.astype(np.int64)
     size_of = np.zeros(256, dtype=np.int64)
     size_of[list(known)] = list(known.values())

@@ -275,3 +275,23 @@ def test_a_record_of_unknown_kind_that_holds_the_bytes_of_a_known_one_is_not_mis
     assert cols[cc.RUNTIME]["correlation"].tolist() == [1, 2] and unread == 0
     cols, unread = cc.read_buffer(buf.copy(), {cc.RUNTIME: 40})
     assert cols[cc.RUNTIME]["correlation"].tolist() == [1] and unread == len(buf) - 40
+
+
+def test_a_buffer_of_many_windows_is_read_whole_with_each_size_asked_once() -> None:
+    """Records straddle the reader's window boundaries; every kind's size is asked of CUPTI once, when first
+    met, and every record is read."""
+    one = _buffer()
+    copies = 3 * cc.WALK_WINDOW_BYTES // len(one) + 7
+    buf = np.tile(one, copies)
+    asked: list[int] = []
+
+    def size_at(off: int) -> int:
+        asked.append(int(buf[off]))
+        return SIZES[int(buf[off])]
+
+    sizes: dict[int, int] = {}
+    cols, unread = cc.read_buffer(buf, sizes, size_at)
+    assert unread == 0 and sorted(asked) == sorted(set(asked)) and sizes == SIZES
+    once, _ = cc.read_buffer(one, dict(SIZES))
+    assert {k: len(v["start"]) for k, v in cols.items()} == {k: copies * len(v["start"]) for k, v in once.items()}
+    assert cols[cc.RUNTIME]["correlation"].tolist() == once[cc.RUNTIME]["correlation"].tolist() * copies
