@@ -2,10 +2,9 @@
 
 :class:`Sink` writes small parts at once and, given a function that makes chunk ``i`` (bytes-like) and the
 number of chunks, has worker threads make and compress chunks ahead of the writer, which appends them in
-order. Each chunk is raw
-deflate from a fresh compressor ending on a byte boundary (``Z_SYNC_FLUSH``); the last stream ends the
-member, so the file is an ordinary single-member gzip (as pigz writes it). zlib and the chunk functions
-this is used with (pyarrow compute) release the GIL, so the threads run in parallel.
+order. Each chunk is raw deflate from a fresh compressor ending on a byte boundary (``Z_SYNC_FLUSH``); an
+empty final block ends the member, so the file is an ordinary single-member gzip (as pigz writes it). zlib
+and the chunk functions this is used with (pyarrow compute) release the GIL, so the threads run in parallel.
 """
 
 from __future__ import annotations

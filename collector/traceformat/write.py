@@ -101,7 +101,7 @@ def _write(trace: Trace, out: Sink) -> None:
     small = _metadata_events(trace) + [e for block in _marker_events(trace.markers, base) for e in block]
     out.write((text[:-1] + ', "traceEvents": [\n' + ",\n".join(small)).encode())
     if len(iv):
-        make = _interval_chunks(iv, base, trace.lanes)
+        make, threads = _interval_chunks(iv, base, trace.lanes)
         count = -(-len(iv) // _CHUNK)
 
         def chunk(i: int) -> Any:
@@ -110,19 +110,24 @@ def _write(trace: Trace, out: Sink) -> None:
 
         if small:
             out.write(b",\n")
-        out.write_chunks(chunk, count)
+        out.write_chunks(chunk, count, threads)
     out.write(b"\n]}\n")
 
 
-def _interval_chunks(iv: pd.DataFrame, base: int, lanes: Sequence[Lane]) -> Callable[[int, int], Any]:
-    """A function of a row range -> its interval events' text, each event followed by ``,\\n`` (pyarrow's
-    compute kernels where pyarrow is installed, else Python's string formatting)."""
+def _interval_chunks(iv: pd.DataFrame, base: int, lanes: Sequence[Lane]) -> tuple[Callable[[int, int], Any], int]:
+    """(a function of a row range -> its interval events' text, each event followed by ``,\\n``; how many
+    threads may call it at once): pyarrow's compute kernels where pyarrow is installed (0: as many as
+    there are CPUs), else Python's string formatting, which reads the DataFrame (1: one thread)."""
     gpu_lane = np.array([LaneKind(ln.kind).is_gpu for ln in lanes], dtype=bool)
     try:
         from collector.traceformat.write_arrow import interval_text
     except ImportError:
-        return lambda lo, hi: "".join(e + ",\n" for e in _interval_events(iv.iloc[lo:hi], base, gpu_lane)).encode()
-    return interval_text(iv, base, gpu_lane, _heads)
+
+        def formatted(lo: int, hi: int) -> bytes:
+            return "".join(e + ",\n" for e in _interval_events(iv.iloc[lo:hi], base, gpu_lane)).encode()
+
+        return formatted, 1
+    return interval_text(iv, base, gpu_lane, _heads), 0
 
 
 def _metadata_events(trace: Trace) -> list[str]:
