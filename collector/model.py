@@ -241,7 +241,7 @@ def _conform(frame: pd.DataFrame, columns: Mapping[str, tuple[Any, str]]) -> pd.
         if str(col.dtype) != str(dtype) or isinstance(dtype, pd.CategoricalDtype):
             col = col.astype(dtype)
         out[name] = col.reset_index(drop=True)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)  # one block per column: consolidating would copy every column
 
 
 def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:

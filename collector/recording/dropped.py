@@ -36,7 +36,7 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
         dropped = first_covered(lane, start, end, work & inside, gpu_range) >= 0
         kept = first_covered(lane, start, end, work & ~inside, gpu_range) >= 0
         inside[gpu_range] = dropped & ~kept
-    return iv[~inside].reset_index(drop=True)
+    return iv[~inside].reset_index(drop=True) if inside.any() else iv
 
 
 def first_covered(

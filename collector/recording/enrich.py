@@ -102,7 +102,9 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     """The trace with the recorder's causes, lines, op names, annotations, steps and labels (module doc)."""
     lanes = list(trace.lanes)
     host_lane = np.array([ln.kind is LaneKind.CPU_THREAD for ln in lanes] + [False], dtype=bool)
-    iv = trace.intervals.sort_values("id").reset_index(drop=True)
+    iv = trace.intervals
+    if not iv["id"].is_monotonic_increasing:  # the importers write rows in id order
+        iv = iv.sort_values("id").reset_index(drop=True)
     tagged = _tagged_streams(iv, facts.stream_tags)
     iv = without_windows(iv, facts.dropped, host_lane)
     kind = iv["kind"].cat.codes.to_numpy()
@@ -396,7 +398,9 @@ def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
     """Sort by start (then lane) and renumber ids in that order, keeping launch links."""
-    frame = frame.sort_values(["start_ns", "lane"], kind="stable").reset_index(drop=True)
+    order = np.lexsort((frame["lane"].to_numpy(), frame["start_ns"].to_numpy()))
+    if (order != np.arange(len(order))).any():
+        frame = frame.take(order).reset_index(drop=True)
     old = frame["id"].to_numpy(np.int64)
     new = np.arange(len(frame), dtype=np.int64)
     pos = lookup_first(old, frame["launch_id"].to_numpy(np.int64))
