@@ -142,10 +142,36 @@ export class Timeline {
   }
 
   timelineUrl() {
+    return this.opts.api + "/timeline" + this.windowQuery() +
+      (this.opts.rank !== undefined ? "&rank=" + this.opts.rank : "") + this.ranksParam();
+  }
+
+  // "?start_ns=&end_ns=&width_px=" of the view (run-absolute ns): the window every view-following API takes
+  windowQuery() {
     const a = Math.max(0, Math.floor(this.view[0] + this.offset));
     const b = Math.max(a + 1, Math.ceil(this.view[1] + this.offset));
-    return this.opts.api + "/timeline?start_ns=" + a + "&end_ns=" + b + "&width_px=" + Math.round(this.plotW) +
-      (this.opts.rank !== undefined ? "&rank=" + this.opts.rank : "") + this.ranksParam();
+    return "?start_ns=" + a + "&end_ns=" + b + "&width_px=" + Math.max(1, Math.round(this.plotW));
+  }
+
+  // Fetch <api><path><window><extra()> each time the view settles (after the view's own debounce) and on
+  // first paint; extra() gives more query text, or null for no fetch now; got(json) receives the answer to
+  // the latest request only. A failed fetch leaves the lanes drawing (what it feeds stays empty).
+  followView(path, extra, got) {
+    let timer = null, seq = 0;
+    const run = (delay) => {
+      clearTimeout(timer);
+      const more = extra(), my = ++seq;
+      if (more === null) return;
+      const url = this.opts.api + path + this.windowQuery() + more;
+      timer = setTimeout(async () => {
+        try {
+          const json = await this.fetchJson(url);
+          if (my === seq && !this.destroyed) got(json);
+        } catch (e) { /* see above */ }
+      }, delay);
+    };
+    this.root.addEventListener("tl-view", (e) => run(e.detail.delay));
+    this.root.addEventListener("tl-firstpaint", () => run(0), { once: true });
   }
 
   // "&ranks=..." naming the expanded ranks when some are collapsed to a summary lane, else ""

@@ -10,32 +10,13 @@ export function attachHandoff(tl) {
   const links = new Map();  // interval id -> {interval, links} (or a pending Promise)
   tl.links = links;
   tl.queue = null;
-  let qTimer = null, qSeq = 0;
-
-  const queueUrl = () => {
-    const a = Math.max(0, Math.floor(tl.view[0] + tl.offset));
-    const b = Math.max(a + 1, Math.ceil(tl.view[1] + tl.offset));
-    const w = Math.max(1, Math.round(tl.plotW));
-    return tl.opts.api + "/queue?start_ns=" + a + "&end_ns=" + b + "&width_px=" + w +
-      (tl.opts.rank !== undefined ? "&rank=" + tl.opts.rank : "");
-  };
-  const fetchQueue = (delay) => {
-    clearTimeout(qTimer);
-    const seq = ++qSeq;
-    qTimer = setTimeout(async () => {
-      try {
-        const q = await tl.fetchJson(queueUrl());
-        if (seq !== qSeq || tl.destroyed) return;
-        q.byLane = {};
-        for (const l of q.lanes) q.byLane[l.lane] = l;
-        tl.queue = q;
-        tl.draw();
-        tl.root.dispatchEvent(new CustomEvent("tl-queue"));
-      } catch (e) { /* the lanes still draw; the queue row stays empty */ }
-    }, delay);
-  };
-  tl.root.addEventListener("tl-view", (e) => fetchQueue(e.detail.delay));
-  tl.root.addEventListener("tl-firstpaint", () => fetchQueue(0), { once: true });
+  tl.followView("/queue", () => (tl.opts.rank !== undefined ? "&rank=" + tl.opts.rank : ""), (q) => {
+    q.byLane = {};
+    for (const l of q.lanes) q.byLane[l.lane] = l;
+    tl.queue = q;
+    tl.draw();
+    tl.root.dispatchEvent(new CustomEvent("tl-queue"));
+  });
 
   tl.rowPainters.queue = (t, row) => {
     const q = t.queue && t.queue.byLane[row.index];

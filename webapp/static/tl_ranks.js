@@ -8,7 +8,6 @@ export function attachRanks(tl, threshold) {
   const ranks = [...new Set(tl.opts.lanes.map((l) => l.rank))].sort((a, b) => a - b);
   tl.collapsed = new Set(ranks.length > threshold ? ranks : []);
   tl.rankSummary = null;
-  let timer = null, seq = 0;
   tl.lanes = tl.layoutLanes(tl.opts.lanes);  // laid out before this; the first fetch comes after
   tl.cssW = 0;
   tl.resize();
@@ -38,32 +37,21 @@ export function attachRanks(tl, threshold) {
   };
 
   const shown = () => tl.lanes.filter((r) => r.extra === "ranksum").map((r) => r.rank);
-  const fetchSummary = (delay) => {
-    clearTimeout(timer);
-    const want = shown(), my = ++seq;
-    if (!want.length) { tl.rankSummary = null; return; }
-    const a = Math.max(0, Math.floor(tl.view[0] + tl.offset));
-    const b = Math.max(a + 1, Math.ceil(tl.view[1] + tl.offset));
-    const url = tl.opts.api + "/ranks?start_ns=" + a + "&end_ns=" + b + "&width_px=" + Math.max(1, Math.round(tl.plotW)) +
-      "&ranks=" + want.join(",");
-    timer = setTimeout(async () => {
-      try {
-        const got = await tl.fetchJson(url);
-        if (my !== seq || tl.destroyed) return;
-        got.byRank = {};
-        for (const r of got.ranks) got.byRank[r.rank] = r;
-        tl.rankSummary = got;
-        for (const row of tl.lanes) {
-          const r = row.extra === "ranksum" && got.byRank[row.rank];
-          if (r) row.label = "busy " + pct(r.busy_frac) + " · comm " + pct(r.comm_frac);
-        }
-        tl.draw();
-        tl.root.dispatchEvent(new CustomEvent("tl-rank-summary"));
-      } catch (e) { /* the lanes still draw; the summary rows stay empty */ }
-    }, delay);
-  };
-  tl.root.addEventListener("tl-view", (e) => fetchSummary(e.detail.delay));
-  tl.root.addEventListener("tl-firstpaint", () => fetchSummary(0), { once: true });
+  tl.followView("/ranks", () => {
+    const want = shown();
+    if (!want.length) { tl.rankSummary = null; return null; }
+    return "&ranks=" + want.join(",");
+  }, (got) => {
+    got.byRank = {};
+    for (const r of got.ranks) got.byRank[r.rank] = r;
+    tl.rankSummary = got;
+    for (const row of tl.lanes) {
+      const r = row.extra === "ranksum" && got.byRank[row.rank];
+      if (r) row.label = "busy " + pct(r.busy_frac) + " · comm " + pct(r.comm_frac);
+    }
+    tl.draw();
+    tl.root.dispatchEvent(new CustomEvent("tl-rank-summary"));
+  });
 
   tl.rowPainters.ranksum = (t, row) => {
     const sum = t.rankSummary, r = sum && sum.byRank[row.rank];
