@@ -128,13 +128,17 @@ def ddp_loop(plant: Plant) -> Generator[None, None, None]:
         batch_size=None,
     )
     extra = torch.rand(width, width, device=device)
-    reps = _calibrated_reps(torch, extra, delay_s, cuda) if plant.cause == "compute" else 0
+    reps = _calibrated_reps(torch, extra, delay_s, cuda) if plant.cause == "compute" and cuda else 0
+    busy_s = delay_s if plant.cause == "compute" and not cuda else 0.0
     sleep_cycles = _sleep_cycles(torch, delay_s) if plant.cause == "sync" and slow else 0
     for x, y in data:
         x = x.to(device, non_blocking=True)
         y = y.to(device, non_blocking=True)
         for _ in range(reps):
             extra = torch.tanh(extra @ extra)  # more compute on this rank than on the others
+        until = time.perf_counter() + busy_s  # a CPU rank computes for the planted time itself: a count of
+        while time.perf_counter() < until:  # products calibrated at start drifts with the host's load
+            extra = torch.tanh(extra @ extra)
         if sleep_cycles:
             torch.cuda._sleep(sleep_cycles)
             torch.cuda.synchronize()  # the host waits for the device, then issues the step
