@@ -339,13 +339,17 @@ def read_buffer(
             off = walked
             continue
         kind = int(words[off >> 2])
-        if kind in sizes:
-            break  # a record of a known kind that does not fit in what is left
-        step = size_at(off) if size_at is not None else 0  # a kind not met before: its size from CUPTI
-        if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
-            break  # stop rather than misread
-        if off + step < n:  # a buffer's last record ends at the buffer's end, not at its own size
-            sizes[kind] = step
+        step = sizes.get(kind, 0)
+        if step and 0 <= kind < 256:
+            break  # a record of a kind the walk knows, yet it did not fit in what is left
+        if not step:  # a kind not met before: its size from CUPTI
+            step = size_at(off) if size_at is not None else 0
+            if step < _MIN_SIZE.get(kind, 8) or step % 8 or off + step > n:
+                break  # stop rather than misread
+            if off + step < n:  # a buffer's last record ends at the buffer's end, not at its own size
+                sizes[kind] = step
+        elif off + step > n:
+            break
         runs.append((np.array([off], dtype=np.int64), np.array([kind], dtype=np.int64)))
         off += step
     all_at = np.concatenate([r[0] for r in runs]) if runs else np.array([], dtype=np.int64)

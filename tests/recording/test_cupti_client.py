@@ -295,3 +295,12 @@ def test_a_buffer_of_many_windows_is_read_whole_with_each_size_asked_once() -> N
     once, _ = cc.read_buffer(one, dict(SIZES))
     assert {k: len(v["start"]) for k, v in cols.items()} == {k: copies * len(v["start"]) for k, v in once.items()}
     assert cols[cc.RUNTIME]["correlation"].tolist() == once[cc.RUNTIME]["correlation"].tolist() * copies
+
+
+def test_a_kind_numbered_past_255_is_stepped_over_by_its_size() -> None:
+    """The fast walk reads kinds below 256 (one byte); a larger kind number is stepped over by its size."""
+    odd = struct.pack("<I", 300) + bytes(20)
+    buf = np.frombuffer(_api(cc.RUNTIME, LAUNCH, 1, 2, 1) + odd + _api(cc.RUNTIME, LAUNCH, 3, 4, 2), np.uint8)
+    for sizes, size_at in (({cc.RUNTIME: 40, 300: 24}, None), ({cc.RUNTIME: 40}, lambda off: 24)):
+        cols, unread = cc.read_buffer(buf.copy(), dict(sizes), size_at)
+        assert cols[cc.RUNTIME]["correlation"].tolist() == [1, 2] and unread == 0
