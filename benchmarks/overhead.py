@@ -9,7 +9,9 @@ step recorded, in each mode:
 * ``events``: ``record(timing="events")``;
 * ``prof``: torch.profiler with CPU + CUDA activities; ``prof-cuda``: with the CUDA activity only.
 
-Segments alternate (plain, cupti, events, prof, prof-cuda, plain, ...) and the median of ``--rounds`` is used.
+Segments alternate (plain, cupti, cupti-kineto, events, prof, prof-cuda, plain, ...); each round's ratio is
+a mode's time over that round's plain time, and the median over ``--rounds`` is reported with the lowest and
+highest round (host-bound loops of a few ms move by several percent between rounds).
 Stop time (resolving, joining, building the trace; for the profiler its own post-processing) is timed apart
 and reported per million intervals. Prints a Markdown section (``## overhead``), written to ``--md`` if given.
 
@@ -70,6 +72,13 @@ def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, flo
     return loop, time.perf_counter() - t1, n
 
 
+def paired_ratio(mode: list[float], plain: list[float]) -> dict[str, float]:
+    """Each round's time under a mode over that round's plain time (neighbouring segments, so a slow drift of
+    the host cancels): their median (``ratio``) and range (``lo``, ``hi``)."""
+    ratios = [m / p for m, p in zip(mode, plain, strict=True)]
+    return {"ratio": statistics.median(ratios), "lo": min(ratios), "hi": max(ratios)}
+
+
 def measure(name: str, rounds: int) -> dict[str, dict[str, float]]:
     step = step_fn(loop_steps(name))
     for _ in range(10):
@@ -85,11 +94,10 @@ def measure(name: str, rounds: int) -> dict[str, dict[str, float]]:
             loops[mode].append(loop)
             stops[mode].append(stop)
             counts[mode] = n
-    base = statistics.median(loops["plain"])
     return {
         m: {
             "ms": statistics.median(loops[m]) * 1e3 / steps,
-            "ratio": statistics.median(loops[m]) / base,
+            **paired_ratio(loops[m], loops["plain"]),
             "stop_s": statistics.median(stops[m]),
             "stop_s_per_m": statistics.median(stops[m]) / max(counts[m], 1) * 1e6,
             "intervals": counts[m],
@@ -124,9 +132,10 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
     lines = [
         "## overhead",
         "",
-        f"{when}, {device}. Warm loops, every step recorded, median of alternating segments; ratio = ms/step "
-        "over the unrecorded loop's in the same process. Stop = resolving and building the trace (ours) or "
-        "the profiler's post-processing, per million intervals.",
+        f"{when}, {device}. Warm loops, every step recorded, alternating segments; ratio = each round's "
+        "ms/step over the unrecorded loop's in the same round and process, median over rounds (lowest-highest "
+        "round in brackets). Stop = resolving and building the trace (ours) or the profiler's "
+        "post-processing, per million intervals.",
         "",
         "| loop | plain ms/step | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | "
         "torch.profiler CUDA | stop cupti s/M | stop via Kineto s/M | stop events s/M |",
@@ -134,12 +143,16 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
     ]
     for name, r in results.items():
         lines.append(
-            f"| {name} | {r['plain']['ms']:.2f} | {r['cupti']['ratio']:.3f}x | {r['cupti-kineto']['ratio']:.3f}x | "
-            f"{r['events']['ratio']:.3f}x | {r['prof']['ratio']:.3f}x | {r['prof-cuda']['ratio']:.3f}x | "
+            f"| {name} | {r['plain']['ms']:.2f} | {_ratio(r['cupti'])} | {_ratio(r['cupti-kineto'])} | "
+            f"{_ratio(r['events'])} | {_ratio(r['prof'])} | {_ratio(r['prof-cuda'])} | "
             f"{r['cupti']['stop_s_per_m']:.2f} | {r['cupti-kineto']['stop_s_per_m']:.2f} | "
             f"{r['events']['stop_s_per_m']:.2f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _ratio(r: dict[str, float]) -> str:
+    return f"{r['ratio']:.3f}x ({r['lo']:.2f}-{r['hi']:.2f})"
 
 
 def main() -> None:
