@@ -215,11 +215,11 @@ def event_table(
     launched = np.concatenate(rows.launched) if rows.launched else np.array([], dtype=np.int64)
     r = cols.get(cc.RUNTIME)
     if r:
-        cbids, codes = small_codes(r["cbid"])
+        cbids, codes = cc.small_codes(r["cbid"])
         rows.add("cuda_runtime", [_call(names[cc.RUNTIME], c) for c in cbids.tolist()], codes, timed(r), False)
     d = cols.get(cc.DRIVER)
     if d:
-        cbids, codes = small_codes(d["cbid"])
+        cbids, codes = cc.small_codes(d["cbid"])
         calls = [_call(names[cc.DRIVER], c) for c in cbids.tolist()]
         waits = np.array([c.startswith(WAITING_DRIVER_PREFIXES) for c in calls], dtype=bool)
         keep = contains(launched, d["correlation"]) | waits[codes]
@@ -241,20 +241,6 @@ def event_table(
         }
         rows.add("cpu_op", distinct.tolist(), codes, named, False)
     return rows.table()
-
-
-def small_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct values ascending, each value's index into them) for non-negative ints below a few
-    million (CUPTI callback ids), by counting instead of sorting; as ``np.unique(..., return_inverse=True)``."""
-    if not len(values):
-        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
-    if values.min() < 0 or values.max() >= 1 << 22:
-        distinct, codes = np.unique(values, return_inverse=True)
-        return distinct, codes.reshape(-1)
-    distinct = np.flatnonzero(np.bincount(values))
-    lookup = np.zeros(int(distinct[-1]) + 1, dtype=np.int64)
-    lookup[distinct] = np.arange(len(distinct))
-    return distinct, lookup[values]
 
 
 def contains(members: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -299,9 +299,7 @@ class CuptiClient:
         for kind, domain in ((RUNTIME, _DOMAIN_RUNTIME), (DRIVER, _DOMAIN_DRIVER)):
             api = records.columns.get(kind)
             if api:
-                cbid = api["cbid"]
-                small = len(cbid) and cbid.min() >= 0 and cbid.max() < 1 << 16  # callback ids: a few hundred
-                cbids = np.flatnonzero(np.bincount(cbid)) if small else np.unique(cbid)
+                cbids = small_codes(api["cbid"])[0]
                 records.names[kind] = {int(c): self.callback_name(domain, int(c)) or f"cbid {c}" for c in cbids}
 
 
@@ -318,6 +316,20 @@ def name_kernels(records: Records) -> None:
             i: _demangle(ctypes.string_at(int(p)).decode(errors="replace") if p else "")
             for i, p in enumerate(pointers.tolist())
         }
+
+
+def small_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values ascending, each value's index into them) for non-negative ints below a few
+    million (CUPTI callback ids), by counting instead of sorting; as ``np.unique(..., return_inverse=True)``."""
+    if not len(values):
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64)
+    if values.min() < 0 or values.max() >= 1 << 22:
+        distinct, codes = np.unique(values, return_inverse=True)
+        return distinct, codes.reshape(-1)
+    distinct = np.flatnonzero(np.bincount(values))
+    lookup = np.zeros(int(distinct[-1]) + 1, dtype=np.int64)
+    lookup[distinct] = np.arange(len(distinct))
+    return distinct, lookup[values]
 
 
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
@@ -362,7 +374,7 @@ def read_buffer(
     out: dict[int, dict[str, np.ndarray]] = {}
     u8 = buf
     u16 = buf[: n - n % 2].view(np.uint16)
-    u32 = buf[: n - n % 4].view(np.uint32)
+    u32 = words
     u64 = buf[: n - n % 8].view(np.uint64)
     views: dict[Any, tuple[np.ndarray, int]] = {np.uint32: (u32, 4), np.uint64: (u64, 8)}
     for kind, at in offsets.items():
@@ -395,10 +407,8 @@ def _walk(
     known = {k: v for k, v in sizes.items() if 0 <= k < 256 and v >= 8}
     if not known:
         return np.array([], dtype=np.int64), np.array([], dtype=np.int64), off
-    found = np.frombuffer(b"".join(_record_pattern(tuple(sorted(known.items()))).findall(data, off, end)), np.uint8)
-    kinds = found.astype(np.int64)
-    size_of = np.zeros(256, dtype=np.int64)
-    size_of[list(known)] = list(known.values())
+    pattern, size_of = _record_pattern(tuple(sorted(known.items())))
+    kinds = np.frombuffer(b"".join(pattern.findall(data, off, end)), np.uint8).astype(np.int64)
     ends = off + np.cumsum(size_of[kinds])
     at = ends - size_of[kinds]
     good = (at + 4 <= len(words) * 4) & (words[np.minimum(at, len(words) * 4 - 4) >> 2] == kinds)
@@ -407,8 +417,11 @@ def _walk(
 
 
 @functools.lru_cache(maxsize=16)
-def _record_pattern(sizes: tuple[tuple[int, int], ...]) -> re.Pattern[bytes]:
-    """One record of a kind in ``sizes`` ((kind, bytes) pairs), capturing the kind's low byte."""
+def _record_pattern(sizes: tuple[tuple[int, int], ...]) -> tuple[re.Pattern[bytes], np.ndarray]:
+    """One record of a kind in ``sizes`` ((kind, bytes) pairs), capturing the kind's low byte; and the size
+    of each kind below 256 as an array (0 for kinds not in ``sizes``)."""
+    size_of = np.zeros(256, dtype=np.int64)
+    size_of[[k for k, _ in sizes]] = [v for _, v in sizes]
     by_size: dict[int, list[int]] = {}
     for kind, size in sizes:
         by_size.setdefault(size, []).append(kind)
@@ -416,7 +429,7 @@ def _record_pattern(sizes: tuple[tuple[int, int], ...]) -> re.Pattern[bytes]:
         b"[" + b"".join(re.escape(bytes([k])) for k in kinds) + b"]\x00\x00\x00.{%d}" % (size - 4)
         for size, kinds in by_size.items()
     ]
-    return re.compile(b"(?s)(?=(.))(?:" + b"|".join(alternatives) + b")")
+    return re.compile(b"(?s)(?=(.))(?:" + b"|".join(alternatives) + b")"), size_of
 
 
 _DEMANGLED: dict[str, str] = {}

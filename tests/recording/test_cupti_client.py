@@ -252,7 +252,8 @@ def test_a_reader_refuses_cupti_held_by_torch_profiler_and_leaves_that_profiler_
 
 @pytest.mark.parametrize("top", [5, 1 << 23])  # counted, and past the counting range (sorted)
 def test_small_codes_and_contains_agree_with_numpy(top: int) -> None:
-    from collector.recording.client_capture import contains, small_codes
+    from collector.recording.client_capture import contains
+    from collector.recording.cupti_client import small_codes
 
     rng = np.random.default_rng(7)
     values = rng.integers(0, top, 1_000)
