@@ -17,28 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import FORMAT_VERSION, IntervalKind, Lane, LaneKind, MarkerKind, Trace
+from collector.model import FORMAT_VERSION, Lane, LaneKind, Trace
 from collector.traceformat.deflate import Sink
+from collector.traceformat.eventtext import CATEGORIES, category_texts, heads, json_arg, json_string
 from collector.traceformat.spec import STREAMSCOPE_KEY
 
 """Top-level key of our metadata object (format_version, meta, lanes)."""
-
-CATEGORIES: dict[str, str] = {
-    IntervalKind.KERNEL.value: "kernel",
-    IntervalKind.MEMCPY_H2D.value: "gpu_memcpy",
-    IntervalKind.MEMCPY_D2H.value: "gpu_memcpy",
-    IntervalKind.MEMCPY_D2D.value: "gpu_memcpy",
-    IntervalKind.MEMSET.value: "gpu_memset",
-    IntervalKind.CPU_OP.value: "cpu_op",
-    IntervalKind.LAUNCH.value: "cuda_runtime",
-    IntervalKind.SYNC_WAIT.value: "cuda_sync",
-    IntervalKind.COLLECTIVE.value: "kernel",
-    IntervalKind.ANNOTATION.value: "user_annotation",
-    MarkerKind.STEP.value: "step",
-    MarkerKind.MARK.value: "mark",
-}
-"""Chrome ``cat`` of each interval / marker kind (Kineto's names where the meaning is the same).
-An annotation on a GPU lane is written as ``gpu_user_annotation``."""
 
 MARKER_TID = 999_999_999
 """``tid`` of the per-rank thread that holds step and mark events."""
@@ -127,7 +111,7 @@ def _interval_chunks(iv: pd.DataFrame, base: int, lanes: Sequence[Lane]) -> tupl
             return "".join(e + ",\n" for e in _interval_events(iv.iloc[lo:hi], base, gpu_lane)).encode()
 
         return formatted, 1
-    return interval_text(iv, base, gpu_lane, _heads), 0
+    return interval_text(iv, base, gpu_lane), 0
 
 
 def _metadata_events(trace: Trace) -> list[str]:
@@ -155,14 +139,8 @@ def _us(ns: np.ndarray) -> list[str]:
 
 def _per_value(col: pd.Series, text: Callable[[str], str]) -> list[str]:
     """``text(value)`` for each row of a string column, computed once per distinct value."""
-    cat = col.astype("category") if not isinstance(col.dtype, pd.CategoricalDtype) else col
-    lits = [text(str(c)) for c in cat.cat.categories]
-    return [lits[c] for c in cat.cat.codes.tolist()]
-
-
-def _json_strings(col: pd.Series) -> list[str]:
-    """A string column as JSON string literals, escaping each distinct value once."""
-    return _per_value(col, lambda v: json.dumps(v, ensure_ascii=False))
+    codes, texts = category_texts(col, text)
+    return [texts[c] for c in codes.tolist()]
 
 
 def _marker_events(mk: pd.DataFrame, base: int) -> Iterator[list[str]]:
@@ -171,7 +149,7 @@ def _marker_events(mk: pd.DataFrame, base: int) -> Iterator[list[str]]:
     start = mk["start_ns"].to_numpy(np.int64)
     rows = zip(
         mk["kind"].astype(str).tolist(),
-        _json_strings(mk["name"].astype(str)),
+        _per_value(mk["name"].astype(str), json_string),
         mk["rank"].tolist(),
         _us(start - base),
         _us(mk["end_ns"].to_numpy(np.int64) - start),
@@ -189,39 +167,24 @@ def _optional(values: list[Any], default: Any, key: str) -> list[str]:
     return ["" if v == default else f',"{key}":{v}' for v in values]
 
 
-def _optional_strings(col: pd.Series, key: str) -> list[str]:
-    """``,"key":"value"`` for each row of a string column ('' where the value is ''), escaped once per value."""
-    return _per_value(col, lambda v: f',"{key}":{json.dumps(v, ensure_ascii=False)}' if v else "")
-
-
-def _heads(kinds: list[str]) -> list[str]:
-    """The head of an interval event per (lane on the GPU, kind): ``{"ph":"X","cat":"kernel","name":``, host
-    kinds first."""
-    return [
-        '{"ph":"X","cat":"%s","name":' % ("gpu_user_annotation" if g and k == "annotation" else CATEGORIES[k])
-        for g in (False, True)
-        for k in kinds
-    ]
-
-
 def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[str]:
     lane = iv["lane"].to_numpy(np.int64)
     on_gpu = gpu_lane[lane]
     kind_codes = iv["kind"].cat.codes.to_numpy()
     kinds = [str(k) for k in iv["kind"].cat.categories]
-    heads = _heads(kinds)
-    head = [heads[h] for h in (kind_codes + on_gpu * len(kinds)).tolist()]
+    head_texts = heads(kinds)
+    head = [head_texts[h] for h in (kind_codes + on_gpu * len(kinds)).tolist()]
     kind = [kinds[k] for k in kind_codes.tolist()]
     stream = ["" if not g else f',"stream":{s}' for g, s in zip(on_gpu.tolist(), iv["stream"].tolist(), strict=True)]
     extra = zip(
         _optional(iv["bytes"].tolist(), 0, "bytes"),
-        _optional_strings(iv["memory_kind"], "memory_kind"),
+        _per_value(iv["memory_kind"], json_arg("memory_kind")),
         ["" if not v else ',"non_blocking":true' for v in iv["non_blocking"].tolist()],
         _optional(iv["step"].tolist(), -1, "step"),
-        _optional_strings(iv["source"], "source"),
-        _optional_strings(iv["cause"], "cause"),
+        _per_value(iv["source"], json_arg("source")),
+        _per_value(iv["cause"], json_arg("cause")),
         _optional(iv["launch_id"].tolist(), -1, "launch_id"),
-        _optional_strings(iv["group"], "group"),
+        _per_value(iv["group"], json_arg("group")),
         stream,
         strict=True,
     )
@@ -230,7 +193,7 @@ def _interval_events(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> list[
     dur_us, dur_frac = np.divmod(iv["end_ns"].to_numpy(np.int64) - start, 1000)
     rows = zip(
         head,
-        _json_strings(iv["name"]),
+        _per_value(iv["name"], json_string),
         iv["rank"].tolist(),
         lane.tolist(),
         ts_us.tolist(),

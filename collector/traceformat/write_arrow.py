@@ -9,7 +9,6 @@ formatted and compressed in the same worker thread (collector.traceformat.deflat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,16 +17,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.traceformat.eventtext import category_texts, heads, json_arg, json_string
+
 INT_OPTIONALS = (("bytes", 0), ("step", -1), ("launch_id", -1))
 """Integer args written only where they differ from their default (and the string args likewise, below)."""
 
 
-def interval_text(
-    iv: pd.DataFrame, base: int, gpu_lane: np.ndarray, heads: Callable[[list[str]], list[str]]
-) -> Callable[[int, int], memoryview]:
+def interval_text(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> Callable[[int, int], memoryview]:
     """A function of a row range ``[lo, hi)`` of ``iv`` (INTERVAL_COLUMNS) -> its events' UTF-8 text, each
-    event followed by ``,\\n``. ``heads(kinds)`` gives the ``{"ph":"X","cat":...,"name":`` head of each
-    (host kinds, then GPU-lane kinds). Column data are taken once here; the returned function is thread-safe."""
+    event followed by ``,\\n``. Column data are taken once here; the returned function is thread-safe."""
     lane = iv["lane"].to_numpy(np.int64)
     on_gpu = gpu_lane[lane]
     kinds = [str(k) for k in iv["kind"].cat.categories]
@@ -49,9 +47,9 @@ def interval_text(
     non_blocking = iv["non_blocking"].to_numpy(bool)
     strings = {
         "head": (head_codes, pa.array(heads(kinds))),
-        "name": _literals(iv["name"], lambda v: json.dumps(v, ensure_ascii=False)),
+        "name": _literals(iv["name"], json_string),
         "kind": (iv["kind"].cat.codes.to_numpy(np.int64), pa.array([f'"kind":"{k}","id":' for k in kinds])),
-        **{key: _literals(iv[key], _arg(key)) for key in ("memory_kind", "source", "cause", "group")},
+        **{key: _literals(iv[key], json_arg(key)) for key in ("memory_kind", "source", "cause", "group")},
     }
 
     def text(lo: int, hi: int) -> memoryview:
@@ -105,17 +103,10 @@ def interval_text(
     return text
 
 
-def _arg(key: str) -> Callable[[str], str]:
-    """``,"key":"value"`` for a value, "" for no value."""
-    return lambda v: f',"{key}":{json.dumps(v, ensure_ascii=False)}' if v else ""
-
-
 def _literals(col: pd.Series, text: Callable[[str], str]) -> tuple[np.ndarray, pa.Array]:
-    """A string column as (codes, ``text(value)`` per distinct value); a missing value reads as ""."""
-    cat = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
-    labels = [text(str(c)) for c in cat.cat.categories] + [text("")]
-    codes = cat.cat.codes.to_numpy(np.int64)
-    return np.where(codes < 0, len(labels) - 1, codes), pa.array(labels, pa.string())
+    """A string column as (codes, ``text(value)`` per distinct value as a pyarrow array)."""
+    codes, texts = category_texts(col, text)
+    return codes, pa.array(texts, pa.string())
 
 
 def _data(rows: pa.Array) -> memoryview:

@@ -27,7 +27,7 @@ def _events(trace: Trace, arrow: bool) -> bytes:
     if arrow:
         from collector.traceformat.write_arrow import interval_text
 
-        return bytes(interval_text(iv, base, gpu_lane, w._heads)(0, len(iv)))
+        return bytes(interval_text(iv, base, gpu_lane)(0, len(iv)))
     return "".join(e + ",\n" for e in w._interval_events(iv, base, gpu_lane)).encode()
 
 
