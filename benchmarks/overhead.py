@@ -11,7 +11,9 @@ step recorded, in each mode:
 
 Segments alternate (plain, cupti, cupti-kineto, events, prof, prof-cuda, plain, ...); each round's ratio is
 a mode's time over that round's plain time, and the median over ``--rounds`` is reported with the lowest and
-highest round (host-bound loops of a few ms move by several percent between rounds).
+highest round (host-bound loops of a few ms move by several percent between rounds). The ratio is of the
+steps after the first (steady state); the first step, which pays one-time costs (the recorder names the
+first step's ops), is reported apart as ms over plain's first step, and folded into a whole-segment ratio.
 Stop time (resolving, joining, building the trace; for the profiler its own post-processing) is timed apart
 and reported per million intervals. Prints a Markdown section (``## overhead``), written to ``--md`` if given.
 
@@ -35,8 +37,9 @@ STEPS = {"transformer-large": 20, "overlap": 20, "sync-trap": 20}
 """Steps per segment (default 50)."""
 
 
-def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, float, int]:
-    """Run ``steps`` steps under ``mode``; (loop s, stop s, intervals recorded)."""
+def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, float, float, int]:
+    """Run ``steps`` steps under ``mode``; (first step s, later steps s, stop s, intervals recorded). The GPU
+    is waited for after the first step in every mode, so the later steps start from the same state."""
     import torch
 
     from collector.recording.api import record
@@ -56,12 +59,14 @@ def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, flo
         prof.start()
     sync()
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for i in range(steps):
         step()
         if rec is not None:
             rec.step()
+        if i == 0:
+            sync()
+            t_first = time.perf_counter()
     sync()
-    loop = time.perf_counter() - t0
     t1 = time.perf_counter()
     n = 0
     if rec is not None:
@@ -69,7 +74,7 @@ def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, flo
     if prof is not None:
         prof.stop()
         n = len(prof.events())  # the profiler's own post-processing, for the stop column
-    return loop, time.perf_counter() - t1, n
+    return t_first - t0, t1 - t_first, time.perf_counter() - t1, n
 
 
 def paired_ratio(mode: list[float], plain: list[float]) -> dict[str, float]:
@@ -85,19 +90,24 @@ def measure(name: str, rounds: int) -> dict[str, dict[str, float]]:
         step()
     sync()
     steps = STEPS.get(name, 50)
+    firsts: dict[str, list[float]] = {m: [] for m in MODES}
     loops: dict[str, list[float]] = {m: [] for m in MODES}
     stops: dict[str, list[float]] = {m: [] for m in MODES}
     counts: dict[str, int] = {m: 0 for m in MODES}
     for _ in range(rounds):
         for mode in MODES:
-            loop, stop, n = segment(step, steps, mode)
+            first, loop, stop, n = segment(step, steps, mode)
+            firsts[mode].append(first)
             loops[mode].append(loop)
             stops[mode].append(stop)
             counts[mode] = n
+    whole = {m: [f + s for f, s in zip(firsts[m], loops[m], strict=True)] for m in MODES}
     return {
         m: {
-            "ms": statistics.median(loops[m]) * 1e3 / steps,
+            "ms": statistics.median(loops[m]) * 1e3 / (steps - 1),
             **paired_ratio(loops[m], loops["plain"]),
+            "first_extra_ms": statistics.median(f - p for f, p in zip(firsts[m], firsts["plain"], strict=True)) * 1e3,
+            "whole_ratio": paired_ratio(whole[m], whole["plain"])["ratio"],
             "stop_s": statistics.median(stops[m]),
             "stop_s_per_m": statistics.median(stops[m]) / max(counts[m], 1) * 1e6,
             "intervals": counts[m],
@@ -133,18 +143,21 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
         "## overhead",
         "",
         f"{when}, {device}. Warm loops, every step recorded, alternating segments; ratio = each round's "
-        "ms/step over the unrecorded loop's in the same round and process, median over rounds (lowest-highest "
-        "round in brackets). Stop = resolving and building the trace (ours) or the profiler's "
-        "post-processing, per million intervals.",
+        "ms/step over the unrecorded loop's in the same round and process, steps after a segment's first, "
+        "median over rounds (lowest-highest round in brackets). First step = the recorder's first step over "
+        "plain's, ms (median); whole = the cupti ratio of whole segments, first step included. Stop = "
+        "resolving and building the trace (ours) or the profiler's post-processing, per million intervals.",
         "",
         "| loop | plain ms/step | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | "
-        "torch.profiler CUDA | stop cupti s/M | stop via Kineto s/M | stop events s/M |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "torch.profiler CUDA | cupti first step +ms | cupti whole | stop cupti s/M | stop via Kineto s/M | "
+        "stop events s/M |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         lines.append(
             f"| {name} | {r['plain']['ms']:.2f} | {_ratio(r['cupti'])} | {_ratio(r['cupti-kineto'])} | "
             f"{_ratio(r['events'])} | {_ratio(r['prof'])} | {_ratio(r['prof-cuda'])} | "
+            f"{r['cupti']['first_extra_ms']:.1f} | {r['cupti']['whole_ratio']:.3f}x | "
             f"{r['cupti']['stop_s_per_m']:.2f} | {r['cupti-kineto']['stop_s_per_m']:.2f} | "
             f"{r['events']['stop_s_per_m']:.2f} |"
         )

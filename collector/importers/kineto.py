@@ -41,6 +41,7 @@ from collector.importers.kineto_lanes import (
     KIND_CODE,
     build_lanes,
     cat_in,
+    group_numbers,
     lookup_first,
     per_lane,
     rank_of,
@@ -304,8 +305,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
             np.where(stream_arg[gpu_rows] >= 0, stream_arg[gpu_rows], _named_id(tid[gpu_rows], table.id_names)),
         ]
     )
-    lane_idx = pd.DataFrame({"g": is_gpu, "a": lane_a, "b": lane_b}).groupby(["g", "a", "b"]).ngroup()
-    lane_idx = lane_idx.to_numpy(np.int32)
+    lane_idx = group_numbers(is_gpu, lane_a, lane_b)
     lanes = build_lanes(ev, rank, lane_idx, is_gpu, lane_a, lane_b, kinds)
 
     # api_rows lead `rows`, so a position in api_rows is a position in `rows`
@@ -353,7 +353,8 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
             "source": _sparse_strings(nr, where_sync, sources[sync_o[where_sync]]),
             "launch_id": launch_id[order],
             "group": pd.Categorical.from_codes(group_codes[order], categories=ev["arg_group"].cat.categories),
-        }
+        },
+        copy=False,  # one block per column: consolidating would copy every column
     )
     meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist())
     return Trace(meta, tuple(lanes), conform_intervals(frame), steps)

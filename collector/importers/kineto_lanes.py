@@ -38,6 +38,17 @@ def cat_in(col: pd.Series, names: tuple[str, ...]) -> np.ndarray:
     return per_category(col, lambda c: c in names, bool, False)
 
 
+def group_numbers(*keys: np.ndarray) -> np.ndarray:
+    """Each row's group number (int32) in sorted order of its key tuple, as pandas' ``groupby(...).ngroup()``,
+    by hashing: each key is coded by ``pd.factorize`` and folded into the codes so far (kept dense, so the
+    combined code stays below rows squared)."""
+    combined = np.zeros(len(keys[0]) if keys else 0, dtype=np.int64)
+    for key in keys:
+        codes, uniques = pd.factorize(key, sort=True)
+        combined = pd.factorize(combined * len(uniques) + codes, sort=True)[0]
+    return combined.astype(np.int32)
+
+
 def lookup_first(ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Position in ``ids`` of the first occurrence of each query (-1 where absent or negative).
 

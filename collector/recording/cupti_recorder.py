@@ -32,6 +32,7 @@ from collector.recording.client_capture import ClientCapture
 from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
+from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.recorder import Recorder
 
@@ -166,6 +167,11 @@ class CuptiRecorder(Recorder):
         # reaches past the stop, so a runtime record a few microseconds off the mapped clock still falls in it
         self._own.append((now, time.monotonic_ns() + STOP_SLACK_NS))
         capture, self._capture = self._capture, None
+        with steady_heap():
+            return self._finish(capture, step_open, error)
+
+    def _finish(self, capture: ClientCapture | KinetoCapture, step_open: bool, error: str) -> Trace:
+        """Read the stopped capture, join the host facts, build the Trace and write it."""
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
         table = capture.stop(timings)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from collector.importers.kineto import memcpy_kind
-from collector.importers.kineto_lanes import lookup_first
+from collector.importers.kineto_lanes import group_numbers, lookup_first
 from collector.importers.kineto_sync import (
     PyFrames,
     api_sync_cause,
@@ -143,3 +143,16 @@ def test_lookup_first(offset: int) -> None:
     ids = np.array([5, 7, 5, -1, 9]) + np.where(np.array([5, 7, 5, -1, 9]) >= 0, offset, 0)
     queries = np.array([5, 9, 8, -1, 7]) + np.where(np.array([5, 9, 8, -1, 7]) >= 0, offset, 0)
     assert lookup_first(ids, queries).tolist() == [0, 4, -1, -1, 1]
+
+
+@pytest.mark.parametrize("rows", [0, 1, 2_000])
+def test_group_numbers_match_pandas_ngroup(rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    gpu = rng.random(rows) < 0.5
+    pid = rng.integers(-3, 5, rows)
+    tid = rng.integers(0, 7, rows) * (1 << 40) - (1 << 42)  # wide and negative values: kept apart
+    expected = pd.DataFrame({"g": gpu, "a": pid, "b": tid}).groupby(["g", "a", "b"]).ngroup().to_numpy()
+    got = group_numbers(gpu, pid, tid)
+    assert got.dtype == np.int32
+    assert got.tolist() == expected.tolist()
+    assert len(set(got.tolist())) == len(set(zip(gpu.tolist(), pid.tolist(), tid.tolist(), strict=True)))
