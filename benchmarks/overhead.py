@@ -23,9 +23,11 @@ and reported per million intervals. Prints a Markdown section (``## overhead``),
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,24 @@ STEPS = {"transformer-large": 20, "overlap": 20, "sync-trap": 20}
 """Steps per segment (default 50)."""
 
 
-def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, float, float, int]:
-    """Run ``steps`` steps under ``mode``; (first step s, later steps s, stop s, intervals recorded). The GPU
-    is waited for after the first step in every mode, so the later steps start from the same state."""
+@dataclass
+class Segment:
+    """One segment's times in seconds: the first step, each later step, the stop; and intervals recorded."""
+
+    first_s: float
+    steps_s: list[float]
+    stop_s: float
+    intervals: int
+
+
+def segment(step: Callable[[], None], steps: int, mode: str) -> Segment:
+    """Run ``steps`` steps under ``mode``. The GPU is waited for after the first step in every mode, so the
+    later steps start from the same state; garbage is collected before, so no mode pays for another's."""
     import torch
 
     from collector.recording.api import record
 
+    gc.collect()
     rec: Any = None
     prof: Any = None
     if mode in ("cupti", "cupti-kineto", "events"):
@@ -58,23 +71,24 @@ def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, flo
         prof = torch.profiler.profile(activities=acts)
         prof.start()
     sync()
-    t0 = time.perf_counter()
+    ends = [time.perf_counter()]
     for i in range(steps):
         step()
         if rec is not None:
             rec.step()
         if i == 0:
             sync()
-            t_first = time.perf_counter()
+        ends.append(time.perf_counter())
     sync()
-    t1 = time.perf_counter()
+    ends[-1] = t1 = time.perf_counter()  # the last step ends when its GPU work has
     n = 0
     if rec is not None:
         n = len(rec.stop().intervals)
     if prof is not None:
         prof.stop()
         n = len(prof.events())  # the profiler's own post-processing, for the stop column
-    return t_first - t0, t1 - t_first, time.perf_counter() - t1, n
+    times = [b - a for a, b in zip(ends, ends[1:], strict=False)]
+    return Segment(times[0], times[1:], time.perf_counter() - t1, n)
 
 
 def paired_ratio(mode: list[float], plain: list[float]) -> dict[str, float]:
@@ -90,30 +104,40 @@ def measure(name: str, rounds: int) -> dict[str, dict[str, float]]:
         step()
     sync()
     steps = STEPS.get(name, 50)
-    firsts: dict[str, list[float]] = {m: [] for m in MODES}
-    loops: dict[str, list[float]] = {m: [] for m in MODES}
-    stops: dict[str, list[float]] = {m: [] for m in MODES}
-    counts: dict[str, int] = {m: 0 for m in MODES}
+    runs: dict[str, list[Segment]] = {m: [] for m in MODES}
     for _ in range(rounds):
         for mode in MODES:
-            first, loop, stop, n = segment(step, steps, mode)
-            firsts[mode].append(first)
-            loops[mode].append(loop)
-            stops[mode].append(stop)
-            counts[mode] = n
-    whole = {m: [f + s for f, s in zip(firsts[m], loops[m], strict=True)] for m in MODES}
-    return {
-        m: {
-            "ms": statistics.median(loops[m]) * 1e3 / (steps - 1),
-            **paired_ratio(loops[m], loops["plain"]),
-            "first_extra_ms": statistics.median(f - p for f, p in zip(firsts[m], firsts["plain"], strict=True)) * 1e3,
-            "whole_ratio": paired_ratio(whole[m], whole["plain"])["ratio"],
-            "stop_s": statistics.median(stops[m]),
-            "stop_s_per_m": statistics.median(stops[m]) / max(counts[m], 1) * 1e6,
-            "intervals": counts[m],
+            runs[mode].append(segment(step, steps, mode))
+
+    def per_round(mode: str, of: Callable[[Segment], float]) -> list[float]:
+        return [of(r) for r in runs[mode]]
+
+    def later(r: Segment) -> float:
+        return sum(r.steps_s)
+
+    def typical(r: Segment) -> float:
+        return statistics.median(r.steps_s)
+
+    def whole(r: Segment) -> float:
+        return r.first_s + sum(r.steps_s)
+
+    out = {}
+    for m in MODES:
+        stop = statistics.median(per_round(m, lambda r: r.stop_s))
+        out[m] = {
+            "ms": statistics.median(per_round(m, later)) * 1e3 / (steps - 1),
+            **paired_ratio(per_round(m, later), per_round("plain", later)),
+            "typical_ratio": paired_ratio(per_round(m, typical), per_round("plain", typical))["ratio"],
+            "first_extra_ms": statistics.median(
+                r.first_s - p.first_s for r, p in zip(runs[m], runs["plain"], strict=True)
+            )
+            * 1e3,
+            "whole_ratio": paired_ratio(per_round(m, whole), per_round("plain", whole))["ratio"],
+            "stop_s": stop,
+            "stop_s_per_m": stop / max(runs[m][-1].intervals, 1) * 1e6,
+            "intervals": runs[m][-1].intervals,
         }
-        for m in MODES
-    }
+    return out
 
 
 def stop_scale(intervals: int, out: Path) -> dict[str, float]:
@@ -161,6 +185,17 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
             f"{r['cupti']['stop_s_per_m']:.2f} | {r['cupti-kineto']['stop_s_per_m']:.2f} | "
             f"{r['events']['stop_s_per_m']:.2f} |"
         )
+    lines += [
+        "",
+        "The same segments by their typical step (each segment's median step time after the first, so a few "
+        "slow steps, such as a garbage collection or a preempted host thread, do not move it):",
+        "",
+        "| loop | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | torch.profiler CUDA |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        typical = " | ".join(f"{r[m]['typical_ratio']:.3f}x" for m in MODES[1:])
+        lines.append(f"| {name} | {typical} |")
     return "\n".join(lines) + "\n"
 
 
@@ -182,7 +217,9 @@ def main() -> None:
     for name in args.loops.split(","):
         results[name] = measure(name, args.rounds)
         r = results[name]
-        print(name, {m: f"{r[m]['ms']:.3f} ms {r[m]['ratio']:.3f}x stop {r[m]['stop_s']:.3f}s" for m in MODES})
+        print(
+            name, {m: f"{r[m]['ms']:.3f} ms {r[m]['ratio']:.3f}x ({r[m]['typical_ratio']:.3f}x typical)" for m in MODES}
+        )
     text = markdown(results, torch.cuda.get_device_name(0))
     if args.stop_intervals:
         scale = stop_scale(args.stop_intervals, args.stop_out)
