@@ -159,12 +159,12 @@ class _Rows:
         """The rows of every part in time order."""
         if not self.parts:
             return columns_table({}, 0)
-        start = np.concatenate([p["start"] for p in self.parts]).astype(np.int64)
-        end = np.concatenate([p["end"] for p in self.parts]).astype(np.int64)
+        start = np.concatenate([p["start"] for p in self.parts], dtype=np.int64)
+        end = np.concatenate([p["end"] for p in self.parts], dtype=np.int64)
         order = np.argsort(start, kind="stable")
 
         def column(key: str) -> np.ndarray:
-            return np.concatenate([p[key] for p in self.parts]).astype(np.int64)[order]
+            return np.concatenate([p[key] for p in self.parts], dtype=np.int64).take(order)
 
         n = len(order)
         cols: dict[str, Any] = {
