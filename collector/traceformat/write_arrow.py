@@ -25,82 +25,129 @@ INT_OPTIONALS = (("bytes", 0), ("step", -1), ("launch_id", -1))
 
 def interval_text(iv: pd.DataFrame, base: int, gpu_lane: np.ndarray) -> Callable[[int, int], memoryview]:
     """A function of a row range ``[lo, hi)`` of ``iv`` (INTERVAL_COLUMNS) -> its events' UTF-8 text, each
-    event followed by ``,\\n``. Column data are taken once here; the returned function is thread-safe."""
+    event followed by ``,\\n``. Column data are taken once here; the returned function is thread-safe.
+
+    Joining a row's pieces costs per piece, so pieces that depend on few values are made once per distinct
+    value: the head with the name, the rank and lane before ``ts``, the stream after the args. The args that
+    most rows lack (bytes, memory kind, non-blocking, source, cause, group) are joined for the rows that
+    have one only."""
     lane = iv["lane"].to_numpy(np.int64)
     on_gpu = gpu_lane[lane]
     kinds = [str(k) for k in iv["kind"].cat.categories]
-    head_codes = iv["kind"].cat.codes.to_numpy(np.int64) + on_gpu * len(kinds)
+    kind_codes = iv["kind"].cat.codes.to_numpy(np.int64)
+    head_texts = heads(kinds)
+    name_codes, name_texts = category_texts(iv["name"], json_string)
     start = iv["start_ns"].to_numpy(np.int64)
     ts_us, ts_frac = np.divmod(start - base, 1000)
     dur_us, dur_frac = np.divmod(iv["end_ns"].to_numpy(np.int64) - start, 1000)
     ints = {
-        "rank": iv["rank"].to_numpy(np.int64),
-        "lane": lane,
         "ts": ts_us,
         "ts_frac": ts_frac,
         "dur": dur_us,
         "dur_frac": dur_frac,
         "id": iv["id"].to_numpy(np.int64),
-        "stream": iv["stream"].to_numpy(np.int64),
         **{name: iv[name].to_numpy(np.int64) for name, _ in INT_OPTIONALS},
     }
     non_blocking = iv["non_blocking"].to_numpy(bool)
+    rank, stream = iv["rank"].to_numpy(np.int64), iv["stream"].to_numpy(np.int64)
+    where = _by_lane(lane, len(gpu_lane), rank, stream)
+    per_head = len(name_texts)
     strings = {
-        "head": (head_codes, pa.array(heads(kinds))),
-        "name": _literals(iv["name"], json_string),
-        "kind": (iv["kind"].cat.codes.to_numpy(np.int64), pa.array([f'"kind":"{k}","id":' for k in kinds])),
+        "head": _distinct_texts(
+            (kind_codes + on_gpu * len(kinds)) * per_head + name_codes,
+            len(head_texts) * per_head,
+            lambda key: head_texts[key // per_head] + name_texts[key % per_head],
+        ),
+        "where": (where[0], pa.array([f',"pid":{rank[i]},"tid":{lane[i]},"ts":' for i in where[1]], pa.string())),
+        "tail": (
+            where[0],
+            pa.array([f',"stream":{stream[i]}}}}},\n' if on_gpu[i] else "}},\n" for i in where[1]], pa.string()),
+        ),
+        "kind": (kind_codes, pa.array([f',"args":{{"kind":"{k}","id":' for k in kinds])),
         **{key: _literals(iv[key], json_arg(key)) for key in ("memory_kind", "source", "cause", "group")},
     }
+    rare = (ints["bytes"] != 0) | non_blocking
+    for key in ("memory_kind", "source", "cause", "group"):
+        codes, texts = strings[key]
+        rare |= pc.not_equal(texts, "").to_numpy(zero_copy_only=False)[codes]
 
     def text(lo: int, hi: int) -> memoryview:
-        def num(key: str) -> pa.Array:
-            return pc.cast(pa.array(ints[key][lo:hi]), pa.string())
+        def num(key: str, rows: Any) -> pa.Array:
+            return pc.cast(pa.array(ints[key][rows]), pa.string())
 
-        def frac(key: str) -> pa.Array:
-            return pc.utf8_lpad(num(key), 3, "0")
+        def frac(key: str, rows: Any) -> pa.Array:
+            return pc.utf8_lpad(num(key, rows), 3, "0")
 
-        def take(key: str) -> pa.Array:
+        def take(key: str, rows: Any) -> pa.Array:
             codes, labels = strings[key]
-            return pc.take(labels, pa.array(codes[lo:hi]))
+            return pc.take(labels, pa.array(codes[rows]))
 
-        def optional(key: str, default: int) -> pa.Array:
-            keep = pa.array(ints[key][lo:hi] != default)
-            return pc.if_else(keep, pc.binary_join_element_wise(f',"{key}":', num(key), ""), "")
+        def optional(key: str, default: int, rows: Any) -> pa.Array:
+            keep = pa.array(ints[key][rows] != default)
+            return pc.if_else(keep, pc.binary_join_element_wise(f',"{key}":', num(key, rows), ""), "")
 
-        gpu = pa.array(on_gpu[lo:hi])
+        def args(rows: Any) -> pa.Array:
+            pieces: Sequence[Any] = [
+                optional("bytes", 0, rows),
+                take("memory_kind", rows),
+                pc.if_else(pa.array(non_blocking[rows]), ',"non_blocking":true', ""),
+                optional("step", -1, rows),
+                take("source", rows),
+                take("cause", rows),
+                optional("launch_id", -1, rows),
+                take("group", rows),
+            ]
+            return pc.binary_join_element_wise(*pieces, "")
+
+        rows = slice(lo, hi)
+        common = pc.binary_join_element_wise(optional("step", -1, rows), optional("launch_id", -1, rows), "")
+        has_rare = rare[rows]
+        if has_rare.any():
+            common = pc.replace_with_mask(common, pa.array(has_rare), args(lo + np.flatnonzero(has_rare)))
         pieces: Sequence[Any] = [
-            take("head"),
-            take("name"),
-            ',"pid":',
-            num("rank"),
-            ',"tid":',
-            num("lane"),
-            ',"ts":',
-            num("ts"),
+            take("head", rows),
+            take("where", rows),
+            num("ts", rows),
             ".",
-            frac("ts_frac"),
+            frac("ts_frac", rows),
             ',"dur":',
-            num("dur"),
+            num("dur", rows),
             ".",
-            frac("dur_frac"),
-            ',"args":{',
-            take("kind"),
-            num("id"),
-            optional("bytes", 0),
-            take("memory_kind"),
-            pc.if_else(pa.array(non_blocking[lo:hi]), ',"non_blocking":true', ""),
-            optional("step", -1),
-            take("source"),
-            take("cause"),
-            optional("launch_id", -1),
-            take("group"),
-            pc.if_else(gpu, pc.binary_join_element_wise(',"stream":', num("stream"), ""), ""),
-            "}},\n",
+            frac("dur_frac", rows),
+            take("kind", rows),
+            num("id", rows),
+            common,
+            take("tail", rows),
         ]
-        rows = pc.binary_join_element_wise(*pieces, "")
-        return _data(rows)
+        return _data(pc.binary_join_element_wise(*pieces, ""))
 
     return text
+
+
+def _by_lane(lane: np.ndarray, lanes: int, *values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's code, the first row of each code) for rows keyed by their lane and ``values`` (a lane's
+    rank and stream, which are the same on all its rows: then the lane is the code)."""
+    if not len(lane):
+        return lane, lane
+    first = np.zeros(lanes, dtype=np.int64)  # a lane without rows: row 0, a text no row uses
+    first[lane[::-1]] = np.arange(len(lane) - 1, -1, -1)
+    if all((v == v[first[lane]]).all() for v in values):
+        return lane, first
+    codes = np.zeros(len(lane), dtype=np.int64)
+    for key in (lane, *values):
+        part, uniques = pd.factorize(key)
+        codes = pd.factorize(codes * len(uniques) + part)[0]  # kept dense: below rows squared
+    first = np.empty(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
+    return codes, first
+
+
+def _distinct_texts(key: np.ndarray, space: int, text: Callable[[int], str]) -> tuple[np.ndarray, pa.Array]:
+    """(each row's code, ``text(key)`` per key in use as a pyarrow array) for keys in ``[0, space)``."""
+    used = np.flatnonzero(np.bincount(key, minlength=space)) if len(key) else np.array([], dtype=np.int64)
+    code_of = np.zeros(space, dtype=np.int64)
+    code_of[used] = np.arange(len(used))
+    return code_of[key], pa.array([text(int(k)) for k in used], pa.string())
 
 
 def _literals(col: pd.Series, text: Callable[[str], str]) -> tuple[np.ndarray, pa.Array]:

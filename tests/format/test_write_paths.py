@@ -38,6 +38,17 @@ def test_both_formatters_write_the_same_events(trace: Trace) -> None:
     assert _events(big, arrow=True) == _events(big, arrow=False)
 
 
+def test_both_formatters_agree_when_a_lane_mixes_streams_and_ranks(trace: Trace) -> None:
+    """The pyarrow formatter writes a lane's rank and stream once per lane; rows that disagree with their
+    lane's first row (a malformed or merged trace) are written as they are, as the Python formatter does."""
+    iv = trace.intervals.copy()
+    iv.loc[iv.index[::3], "stream"] = 99
+    iv.loc[iv.index[1::5], "rank"] = 3
+    mixed = Trace(trace.meta, trace.lanes, iv, trace.markers)
+    assert _events(mixed, arrow=True) == _events(mixed, arrow=False)
+    assert b'"stream":99' in _events(mixed, arrow=True) and b'"pid":3' in _events(mixed, arrow=True)
+
+
 @pytest.mark.parametrize("arrow", [True, False], ids=["pyarrow", "no-pyarrow"])
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_many_chunks_in_threads_make_the_file_one_chunk_makes(
