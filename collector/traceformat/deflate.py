@@ -3,8 +3,10 @@
 :class:`Sink` writes small parts at once and, given a function that makes chunk ``i`` (bytes-like) and the
 number of chunks, has worker threads make and compress chunks ahead of the writer, which appends them in
 order. Each chunk is raw deflate from a fresh compressor ending on a byte boundary (``Z_SYNC_FLUSH``); an
-empty final block ends the member, so the file is an ordinary single-member gzip (as pigz writes it). zlib
-and the chunk functions this is used with (pyarrow compute) release the GIL, so the threads run in parallel.
+empty final block ends the member, so the file is an ordinary single-member gzip (as pigz writes it). Each
+worker also takes its chunk's CRC-32, and the writer combines them (:func:`crc32_combine`), so no pass over
+the whole text runs in one thread. zlib and the chunk functions this is used with (pyarrow compute) release
+the GIL, so the threads run in parallel.
 """
 
 from __future__ import annotations
@@ -18,6 +20,43 @@ from typing import IO, Any
 
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 """gzip member header: deflate, no flags, mtime 0, no extra flags, unknown OS."""
+
+
+_CRC_POLY = 0xEDB88320  # CRC-32 (gzip's), bits reflected
+
+
+def _multmodp(a: int, b: int) -> int:
+    """a * b modulo the CRC-32 polynomial (reflected bit order, as zlib's crc32_combine)."""
+    m, p = 1 << 31, 0
+    while True:
+        if a & m:
+            p ^= b
+            if a & (m - 1) == 0:
+                return p
+        m >>= 1
+        b = (b >> 1) ^ _CRC_POLY if b & 1 else b >> 1
+
+
+def _x2n_table() -> list[int]:
+    table, p = [1 << 30], 1 << 30  # x^1
+    for _ in range(31):
+        p = _multmodp(p, p)
+        table.append(p)
+    return table
+
+
+_X2N = _x2n_table()  # x^(2^k) modulo the polynomial
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of ``a + b`` from ``crc32(a)``, ``crc32(b)`` and ``len(b)`` (zlib's crc32_combine)."""
+    p, k = 1 << 31, 3  # x^0; shift crc1 by 8 * len2 bits
+    while len2:
+        if len2 & 1:
+            p = _multmodp(_X2N[k & 31], p)
+        len2 >>= 1
+        k += 1
+    return _multmodp(p, crc1 & 0xFFFFFFFF) ^ (crc2 & 0xFFFFFFFF)
 
 
 def workers() -> int:
@@ -44,8 +83,12 @@ class GzipStream:
 
     def append(self, data: Any, compressed: bytes) -> None:
         """Append a part: its text (for the checksum and size) and what :meth:`compress` made of it."""
-        self._crc = zlib.crc32(data, self._crc)
-        self._size += memoryview(data).nbytes
+        self.append_compressed(compressed, zlib.crc32(data), memoryview(data).nbytes)
+
+    def append_compressed(self, compressed: bytes, crc: int, size: int) -> None:
+        """Append a part by what :meth:`compress` made of it and its text's CRC-32 and size in bytes."""
+        self._crc = crc32_combine(self._crc, crc, size)
+        self._size += size
         self._out.write(compressed)
 
     def close(self) -> None:
@@ -74,20 +117,22 @@ class Sink:
         threads = threads or workers()
         stream = self._stream
 
-        def job(i: int) -> tuple[Any, bytes]:
+        def job(i: int) -> tuple[Any, bytes, int, int]:
             data = make(i)
-            return data, stream.compress(data) if stream is not None else b""
+            if stream is None:
+                return data, b"", 0, 0
+            return data, stream.compress(data), zlib.crc32(data), memoryview(data).nbytes
 
         with ThreadPoolExecutor(threads) as pool:
-            pending: dict[int, Future[tuple[Any, bytes]]] = {}
+            pending: dict[int, Future[tuple[Any, bytes, int, int]]] = {}
             for i in range(min(count, 2 * threads)):
                 pending[i] = pool.submit(job, i)
             for i in range(count):
-                data, compressed = pending.pop(i).result()
+                data, compressed, crc, size = pending.pop(i).result()
                 if i + 2 * threads < count:
                     pending[i + 2 * threads] = pool.submit(job, i + 2 * threads)
                 if stream is not None:
-                    stream.append(data, compressed)
+                    stream.append_compressed(compressed, crc, size)
                 else:
                     self._out.write(data)
 

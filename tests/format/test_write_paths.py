@@ -71,3 +71,13 @@ def test_many_chunks_in_threads_make_the_file_one_chunk_makes(
     else:
         assert one == many
     assert_same(read_trace(tmp_path / f"many{suffix}"), trace)
+
+
+@pytest.mark.parametrize("sizes", [(0, 0), (0, 9), (9, 0), (1, 1), (1000, 3), (70_001, 123_457)])
+def test_crc32_combine_is_the_checksum_of_the_joined_text(sizes: tuple[int, int]) -> None:
+    """Worker threads checksum their own chunks; the writer's combination equals one pass over the whole."""
+    from collector.traceformat.deflate import crc32_combine
+
+    rng = np.random.default_rng(sum(sizes))
+    a, b = (rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes)
+    assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
