@@ -79,7 +79,7 @@ def main() -> None:
         t0 = time.perf_counter()
         table = event_table(records, ops, {77: 4242}, lambda ns: ns, lambda ns: ns)
         t1 = time.perf_counter()
-        raw = trace_from_kineto(table)
+        raw = trace_from_kineto(table, by_start=True)  # as the recorder imports
         t2 = time.perf_counter()
         trace = enrich(raw, facts, RunMeta.new(clock="unix_ns", notes={"timing": "cupti"}))
         t3 = time.perf_counter()

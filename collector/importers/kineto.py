@@ -182,9 +182,11 @@ def _named_id(values: np.ndarray, id_names: Mapping[int, str]) -> np.ndarray:
     return out
 
 
-def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
+def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: bool = False) -> Trace:
     """Turn a parsed torch.profiler Chrome trace into a :class:`Trace` (one rank). See the module docstring.
 
+    Rows (and ids) are in lane order, then by start (longest first among equal starts); with ``by_start``
+    by start, then lane, as the recorder keeps them.
     Raises TraceFileError (one line) when the table lacks the event-table columns.
     """
     ev = table.events
@@ -314,7 +316,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "") -> Trace:
     linked = launch_at >= 0
     step = step_at(steps, ts[rows])
     step[linked] = step[launch_at[linked]]  # GPU work belongs to the step that launched it
-    order = np.lexsort((-end[rows], ts[rows], lane_idx))
+    order = np.lexsort((-end[rows], lane_idx, ts[rows]) if by_start else (-end[rows], ts[rows], lane_idx))
     new_id = np.empty(nr, dtype=np.int64)
     new_id[order] = np.arange(nr)
     launch_id = np.where(linked, new_id[np.maximum(launch_at, 0)], NO_LAUNCH)

@@ -53,10 +53,14 @@ def lookup_first(ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Position in ``ids`` of the first occurrence of each query (-1 where absent or negative).
 
     Kineto's correlation and Python ids are dense counters, so a direct array index is used when the
-    largest id is small next to the count; a hash lookup otherwise.
+    largest id is small next to the count; a hash lookup otherwise. Ids that are their own positions (a
+    trace's interval ids) answer each query by itself.
     """
     ids = np.asarray(ids, dtype=np.int64)
     queries = np.asarray(queries, dtype=np.int64)
+    n = len(ids)
+    if n and ids[0] == 0 and ids[-1] == n - 1 and (n == 1 or bool((ids[1:] > ids[:-1]).all())):
+        return np.where((queries >= 0) & (queries < n), queries, -1)
     out = np.full(len(queries), -1, dtype=np.int64)
     valid = ids >= 0
     if not valid.any() or len(queries) == 0:

@@ -181,7 +181,7 @@ class CuptiRecorder(Recorder):
         clock1 = clock_pair()
         from collector.importers.kineto import trace_from_kineto
 
-        raw = trace_from_kineto(table, source_name=self.workload)
+        raw = trace_from_kineto(table, source_name=self.workload, by_start=True)
         t1 = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
         facts = HostFacts(

@@ -399,10 +399,12 @@ def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
     """Sort by start (then lane) and renumber ids in that order, keeping launch links."""
     order = np.lexsort((frame["lane"].to_numpy(), frame["start_ns"].to_numpy()))
-    if (order != np.arange(len(order))).any():
+    new = np.arange(len(frame), dtype=np.int64)
+    if (order != new).any():
         frame = frame.take(order).reset_index(drop=True)
     old = frame["id"].to_numpy(np.int64)
-    new = np.arange(len(frame), dtype=np.int64)
+    if np.array_equal(old, new):  # in order and numbered already (the recorder imports by start)
+        return frame
     pos = lookup_first(old, frame["launch_id"].to_numpy(np.int64))
     frame["launch_id"] = np.where(pos >= 0, new[np.maximum(pos, 0)], NO_LAUNCH)
     frame["id"] = new

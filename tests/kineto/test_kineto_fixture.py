@@ -199,3 +199,24 @@ def test_the_reader_folds_collective_metadata_into_bytes_and_group(
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"traceEvents": events[:1]}))
     assert read_events(plain, fast=fast).events["arg_group"].astype(str).tolist() == [""]
+
+
+def test_by_start_orders_rows_by_start_then_lane_and_keeps_every_link(gpu_fixture: EventTable, trace: Trace) -> None:
+    """The recorder imports by start: the same rows, ids in (start, lane) order, each launch link pointing
+    at the same launch as in the lane-ordered import."""
+    timed = trace_from_kineto(gpu_fixture, source_name="/runs/job7/rank1.pt.trace.json", by_start=True)
+    a, b = trace.intervals, timed.intervals
+    assert b["id"].tolist() == list(range(len(b)))
+    assert list(zip(b["start_ns"], b["lane"], strict=True)) == sorted(zip(b["start_ns"], b["lane"], strict=True))
+    assert list(zip(a["start_ns"], a["lane"], strict=True)) != list(zip(b["start_ns"], b["lane"], strict=True))
+
+    def links(iv: pd.DataFrame) -> set[tuple[str, int, str, int]]:
+        at = iv.set_index("id")
+        linked = iv[iv["launch_id"] >= 0]
+        return {
+            (str(r.name), int(r.start_ns), str(at.loc[r.launch_id, "name"]), int(at.loc[r.launch_id, "start_ns"]))
+            for r in linked.itertuples()
+        }
+
+    assert len(a) == len(b) and links(a) == links(b) and len(links(b)) > 0
+    assert timed.lanes == trace.lanes

@@ -145,6 +145,13 @@ def test_lookup_first(offset: int) -> None:
     assert lookup_first(ids, queries).tolist() == [0, 4, -1, -1, 1]
 
 
+def test_lookup_first_on_ids_that_are_their_positions() -> None:
+    """Interval ids 0..n-1 answer each query by itself; ids that only look so take the general path."""
+    assert lookup_first(np.arange(5), np.array([3, -1, 5, 0, 4])).tolist() == [3, -1, -1, 0, 4]
+    assert lookup_first(np.array([0, 1, 1, 3]), np.array([1, 2, 3])).tolist() == [1, -1, 3]
+    assert lookup_first(np.array([0, 2, 1, 3]), np.array([1, 2])).tolist() == [2, 1]
+
+
 @pytest.mark.parametrize("rows", [0, 1, 2_000])
 def test_group_numbers_match_pandas_ngroup(rows: int) -> None:
     rng = np.random.default_rng(rows)
