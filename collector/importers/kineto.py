@@ -168,6 +168,31 @@ def _sparse_strings(n: int, positions: np.ndarray, values: np.ndarray) -> pd.Cat
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories))
 
 
+def used_categories(codes: np.ndarray, categories: pd.Index) -> pd.Categorical:
+    """``pd.Categorical.from_codes(codes, categories)`` without the categories no row uses (counted, not
+    sorted: ``remove_unused_categories`` sorts every code)."""
+    used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0 if len(codes) else np.zeros(0, bool)
+    if used.all() and len(used) == len(categories):
+        return pd.Categorical.from_codes(codes, categories=categories)
+    keep = np.flatnonzero(used)
+    remap = np.full(len(categories) + 1, -1, dtype=codes.dtype if codes.dtype.kind == "i" else np.int64)
+    remap[keep] = np.arange(len(keep))
+    return pd.Categorical.from_codes(remap[codes], categories=categories[keep])
+
+
+def start_order(start: np.ndarray, lane: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The order of rows by start, then lane, then longest first: a stable sort of the starts (rows come in
+    a few runs already in time order, which it merges), then equal starts put in lane and length order."""
+    order = np.argsort(start, kind="stable")
+    s = start[order]
+    tied = np.flatnonzero(s[1:] == s[:-1])
+    if len(tied):
+        at = np.unique(np.concatenate([tied, tied + 1]))  # every row of every run of equal starts
+        sub = order[at]
+        order[at] = sub[np.lexsort((-end[sub], lane[sub], start[sub]))]
+    return order
+
+
 def _thread_key(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return (pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF)
 
@@ -195,7 +220,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
         raise TraceFileError(f"{source_name or 'trace'}: event table lacks columns {', '.join(missing)}")
     rank, world_size = rank_of(table.top)
     ph_x = cat_in(ev["ph"], ("X",))
-    cat = ev["cat"]
+    cat = ev["cat"] if isinstance(ev["cat"].dtype, pd.CategoricalDtype) else ev["cat"].astype("category")
     pid, tid = ev["pid"].to_numpy(np.int64), ev["tid"].to_numpy(np.int64)
     ts = ev["ts_ns"].to_numpy(np.int64)
     end = ts + np.maximum(ev["dur_ns"].to_numpy(np.int64), 0)
@@ -221,7 +246,8 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
     def launch_of(corr: np.ndarray) -> np.ndarray:
         return lookup_first(corr_r, corr)
 
-    g_is = {c: cat_in(cat.iloc[gpu_ev], (c,)) for c in GPU_CATS}
+    cat_of_gpu = cat.cat.codes.to_numpy()[gpu_ev]
+    g_is = {c: cat_of_gpu == (cat.cat.categories.get_loc(c) if c in cat.cat.categories else -2) for c in GPU_CATS}
     launch_pos_g = np.full(len(gpu_ev), -1, dtype=np.int64)
     work = ~g_is["gpu_user_annotation"]  # GPU-side ranges were not launched by one call
     launch_pos_g[work] = launch_of(_correlation(ev, gpu_ev[work], "f"))
@@ -316,7 +342,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
     linked = launch_at >= 0
     step = step_at(steps, ts[rows])
     step[linked] = step[launch_at[linked]]  # GPU work belongs to the step that launched it
-    order = np.lexsort((-end[rows], lane_idx, ts[rows]) if by_start else (-end[rows], ts[rows], lane_idx))
+    order = start_order(ts[rows], lane_idx, end[rows]) if by_start else np.lexsort((-end[rows], ts[rows], lane_idx))
     new_id = np.empty(nr, dtype=np.int64)
     new_id[order] = np.arange(nr)
     launch_id = np.where(linked, new_id[np.maximum(launch_at, 0)], NO_LAUNCH)
@@ -335,6 +361,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
     sync_o = sync_pos[order]
     where_sync = np.flatnonzero(sync_o >= 0)
     lane_o = lane_idx[order]
+    row_o = rows[order]
     frame = pd.DataFrame(
         {
             "id": np.arange(nr, dtype=np.int64),
@@ -344,9 +371,9 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
             "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
             "lane_label": per_lane([ln.label for ln in lanes], lane_o),
             "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
-            "name": pd.Categorical.from_codes(ncodes[rows][order], categories=ncats).remove_unused_categories(),
-            "start_ns": ts[rows][order],
-            "end_ns": end[rows][order],
+            "name": used_categories(ncodes[row_o], ncats),
+            "start_ns": ts[row_o],
+            "end_ns": end[row_o],
             "bytes": nbytes[order],
             "memory_kind": pd.Categorical.from_codes(mem[order], dtype=MEMORY_KIND_DTYPE),
             "non_blocking": non_blocking[order],
@@ -358,5 +385,5 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
         },
         copy=False,  # one block per column: consolidating would copy every column
     )
-    meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], np.unique(lane_a[is_gpu]).tolist())
+    meta = run_meta(table.top, source_name, world_size, rank, cat[unknown], sorted(pd.unique(lane_a[is_gpu]).tolist()))
     return Trace(meta, tuple(lanes), conform_intervals(frame), steps)

@@ -114,7 +114,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     tid = np.where(is_host, iv["stream"].to_numpy(np.int64), -1)
     launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
     main_lane = _main_host_lane(lanes, lane, is_host)
-    thread_of = _thread_matcher(set(np.unique(tid[is_host]).tolist()), set(facts.threads))
+    thread_of = _thread_matcher(set(pd.unique(tid[is_host]).tolist()), set(facts.threads))
 
     cause, source = _Strings(iv["cause"]), _Strings(iv["source"])
     sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source", "bytes"])
@@ -398,10 +398,11 @@ def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
     """Sort by start (then lane) and renumber ids in that order, keeping launch links."""
-    order = np.lexsort((frame["lane"].to_numpy(), frame["start_ns"].to_numpy()))
+    start, lane = frame["start_ns"].to_numpy(), frame["lane"].to_numpy()
     new = np.arange(len(frame), dtype=np.int64)
-    if (order != new).any():
-        frame = frame.take(order).reset_index(drop=True)
+    step = np.diff(start)
+    if not ((step > 0) | ((step == 0) & (np.diff(lane) >= 0))).all():
+        frame = frame.take(np.lexsort((lane, start))).reset_index(drop=True)
     old = frame["id"].to_numpy(np.int64)
     if np.array_equal(old, new):  # in order and numbered already (the recorder imports by start)
         return frame

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collector.importers.kineto import memcpy_kind
+from collector.importers.kineto import memcpy_kind, start_order, used_categories
 from collector.importers.kineto_lanes import group_numbers, lookup_first
 from collector.importers.kineto_sync import (
     PyFrames,
@@ -143,6 +143,28 @@ def test_lookup_first(offset: int) -> None:
     ids = np.array([5, 7, 5, -1, 9]) + np.where(np.array([5, 7, 5, -1, 9]) >= 0, offset, 0)
     queries = np.array([5, 9, 8, -1, 7]) + np.where(np.array([5, 9, 8, -1, 7]) >= 0, offset, 0)
     assert lookup_first(ids, queries).tolist() == [0, 4, -1, -1, 1]
+
+
+def test_start_order_breaks_ties_by_lane_then_longest_first() -> None:
+    start = np.array([5, 1, 5, 3, 5, 1, 9])
+    lane = np.array([2, 0, 1, 0, 1, 0, 0])
+    end = np.array([6, 2, 9, 4, 7, 8, 9])
+    expected = np.lexsort((-end, lane, start))
+    assert start_order(start, lane, end).tolist() == expected.tolist() == [5, 1, 3, 2, 4, 0, 6]
+    rng = np.random.default_rng(3)
+    start, lane = rng.integers(0, 50, 2_000), rng.integers(0, 4, 2_000)
+    end = start + rng.integers(0, 9, 2_000)
+    assert start_order(start, lane, end).tolist() == np.lexsort((-end, lane, start)).tolist()
+
+
+def test_used_categories_drops_names_no_row_uses() -> None:
+    cats = pd.Index(["a", "b", "c", "d"])
+    got = used_categories(np.array([3, 1, -1, 3], dtype=np.int16), cats)
+    assert list(got.categories) == ["b", "d"] and got.astype(object).tolist()[:2] == ["d", "b"]
+    assert got.codes.tolist() == [1, 0, -1, 1]
+    every = used_categories(np.array([0, 1, 2, 3]), cats)
+    assert list(every.categories) == list(cats) and every.tolist() == ["a", "b", "c", "d"]
+    assert len(used_categories(np.array([], dtype=np.int64), cats).categories) == 0
 
 
 def test_lookup_first_on_ids_that_are_their_positions() -> None:
