@@ -238,10 +238,34 @@ def _conform(frame: pd.DataFrame, columns: Mapping[str, tuple[Any, str]]) -> pd.
     out = {}
     for name, (dtype, _) in columns.items():
         col = frame[name]
-        if str(col.dtype) != str(dtype) or isinstance(dtype, pd.CategoricalDtype):
+        if isinstance(dtype, pd.CategoricalDtype):
+            col = col if _same_categories(col, dtype) else _recoded(col, dtype)
+        elif str(col.dtype) != str(dtype):
             col = col.astype(dtype)
         out[name] = col.reset_index(drop=True)
     return pd.DataFrame(out, copy=False)  # one block per column: consolidating would copy every column
+
+
+def _same_categories(col: pd.Series, dtype: pd.CategoricalDtype) -> bool:
+    """``col`` already has ``dtype``'s categories in its order (so its codes mean the same)."""
+    have = col.dtype
+    return (
+        isinstance(have, pd.CategoricalDtype)
+        and have.ordered == dtype.ordered
+        and have.categories.dtype == dtype.categories.dtype
+        and have.categories.equals(dtype.categories)
+    )
+
+
+def _recoded(col: pd.Series, dtype: pd.CategoricalDtype) -> pd.Series:
+    """``col`` with ``dtype``'s categories and codes. (``astype`` keeps a categorical's own order when its
+    categories are the same set, and code-based rules would then read the wrong kind.)"""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return col.astype(dtype)
+    where = dtype.categories.get_indexer(col.cat.categories)
+    codes = col.cat.codes.to_numpy()
+    new = np.where(codes >= 0, where[np.maximum(codes, 0)], -1) if len(where) else np.full(len(codes), -1)
+    return pd.Series(pd.Categorical.from_codes(new, dtype=dtype), index=col.index, name=col.name)
 
 
 def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:

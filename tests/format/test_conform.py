@@ -1,0 +1,51 @@
+"""conform_intervals: columns with fixed categories end with the model's codes, whatever order they came in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, conform_intervals
+
+
+def _frame(kind: pd.Categorical, memory: pd.Categorical) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": np.arange(3),
+            "lane": np.zeros(3, dtype=np.int32),
+            "lane_kind": "cpu_thread",
+            "kind": kind,
+            "name": ["a", "b", "c"],
+            "start_ns": [0, 5, 9],
+            "end_ns": [4, 8, 9],
+            "memory_kind": memory,
+        }
+    )
+
+
+def test_categories_in_another_order_are_recoded_to_the_models() -> None:
+    values = ["kernel", "launch", "memset"]
+    shuffled = pd.Categorical(values, categories=list(reversed(INTERVAL_KIND_DTYPE.categories)))
+    memory = pd.Categorical(["", "pinned", ""], categories=list(reversed(MEMORY_KIND_DTYPE.categories)))
+    out = conform_intervals(_frame(shuffled, memory))
+    assert out["kind"].dtype == INTERVAL_KIND_DTYPE and out["kind"].tolist() == values
+    expected = [INTERVAL_KIND_DTYPE.categories.get_loc(v) for v in values]
+    assert out["kind"].cat.codes.tolist() == expected
+    assert out["memory_kind"].cat.codes.tolist() == [
+        MEMORY_KIND_DTYPE.categories.get_loc(v) for v in ["", "pinned", ""]
+    ]
+
+
+def test_columns_already_in_the_models_categories_keep_their_codes() -> None:
+    kind = pd.Categorical(["kernel", "launch", "kernel"], dtype=INTERVAL_KIND_DTYPE)
+    memory = pd.Categorical(["", "", "device"], dtype=MEMORY_KIND_DTYPE)
+    out = conform_intervals(_frame(kind, memory))
+    assert out["kind"].cat.codes.tolist() == list(kind.codes)
+    assert out["memory_kind"].tolist() == ["", "", "device"]
+
+
+def test_a_column_of_no_categories_becomes_missing_values() -> None:
+    kind = pd.Categorical(["kernel", "launch", "kernel"], dtype=INTERVAL_KIND_DTYPE)
+    memory = pd.Categorical([np.nan, np.nan, np.nan], categories=[])
+    out = conform_intervals(_frame(kind, memory))
+    assert out["memory_kind"].dtype == MEMORY_KIND_DTYPE and out["memory_kind"].isna().all()
