@@ -59,13 +59,16 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
     return _multmodp(p, crc1 & 0xFFFFFFFF) ^ (crc2 & 0xFFFFFFFF)
 
 
+MAX_WORKERS = 16
+
+
 def workers() -> int:
-    """Threads for writing: the CPUs this process may run on, at most 8."""
+    """Threads for writing: the CPUs this process may run on, at most :data:`MAX_WORKERS`."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return max(1, min(8, cpus))
+    return max(1, min(MAX_WORKERS, cpus))
 
 
 class GzipStream:

@@ -28,7 +28,8 @@ MARKER_TID = 999_999_999
 """``tid`` of the per-rank thread that holds step and mark events."""
 
 _LANE_ORDER = {k.value: i for i, k in enumerate(LaneKind)}
-_CHUNK = 100_000
+_CHUNK = 25_000
+"""Rows per chunk of interval events: small enough that the last wave of chunks keeps the threads busy."""
 
 
 # ------------------------------------------------------------------------------------------ write
