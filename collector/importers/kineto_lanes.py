@@ -148,7 +148,7 @@ def build_lanes(
     kernels = count(kinds == KIND_CODE["kernel"])
     collectives = count(kinds == KIND_CODE["collective"])
     copies = count(np.isin(kinds, BYTES_KIND_CODES))
-    meta = ev[cat_in(ev["ph"], ("M",))]
+    meta = ev.iloc[np.flatnonzero(cat_in(ev["ph"], ("M",)))]  # few rows: no boolean indexing of every column
     meta = meta[meta["name"].astype(str) == "thread_name"]
     thread_names = {
         (int(p), int(t)): str(nm) for p, t, nm in zip(meta["pid"], meta["tid"], meta["arg_name"], strict=True)
