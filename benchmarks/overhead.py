@@ -121,13 +121,19 @@ def measure(name: str, rounds: int) -> dict[str, dict[str, float]]:
     def whole(r: Segment) -> float:
         return r.first_s + sum(r.steps_s)
 
-    out = {}
+    def quick(r: Segment) -> float:
+        return statistics.quantiles(r.steps_s, n=10)[0] if len(r.steps_s) > 1 else sum(r.steps_s)
+
+    plain = per_round("plain", later)
+    noise = [abs(b / a - 1) for a, b in zip(plain, plain[1:], strict=False)]
+    out: dict[str, dict[str, float]] = {"noise": {"plain_vs_plain": statistics.median(noise) if noise else 0.0}}
     for m in MODES:
         stop = statistics.median(per_round(m, lambda r: r.stop_s))
         out[m] = {
             "ms": statistics.median(per_round(m, later)) * 1e3 / (steps - 1),
             **paired_ratio(per_round(m, later), per_round("plain", later)),
             "typical_ratio": paired_ratio(per_round(m, typical), per_round("plain", typical))["ratio"],
+            "quick_ratio": paired_ratio(per_round(m, quick), per_round("plain", quick))["ratio"],
             "first_extra_ms": statistics.median(
                 r.first_s - p.first_s for r, p in zip(runs[m], runs["plain"], strict=True)
             )
@@ -196,6 +202,17 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
     for name, r in results.items():
         typical = " | ".join(f"{r[m]['typical_ratio']:.3f}x" for m in MODES[1:])
         lines.append(f"| {name} | {typical} |")
+    lines += [
+        "",
+        "And by their quick steps (each segment's 10th-percentile step: the loop when nothing else on the host "
+        "gets in its way); noise = the median difference between one round's plain segment and the next's:",
+        "",
+        "| loop | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | torch.profiler CUDA | noise |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        quick = " | ".join(f"{r[m]['quick_ratio']:.3f}x" for m in MODES[1:])
+        lines.append(f"| {name} | {quick} | {r['noise']['plain_vs_plain']:.1%} |")
     return "\n".join(lines) + "\n"
 
 
@@ -214,7 +231,7 @@ def main() -> None:
     parser.add_argument("--stop-out", type=Path, default=Path("/tmp/stop-scale.json.gz"))
     args = parser.parse_args()
     results = {}
-    for name in args.loops.split(","):
+    for name in filter(None, args.loops.split(",")):  # --loops "": the stop-scale run alone
         results[name] = measure(name, args.rounds)
         r = results[name]
         print(
