@@ -376,14 +376,15 @@ def read_buffer(
     u16 = buf[: n - n % 2].view(np.uint16)
     u32 = words
     u64 = buf[: n - n % 8].view(np.uint64)
-    views: dict[Any, tuple[np.ndarray, int]] = {np.uint32: (u32, 4), np.uint64: (u64, 8)}
     for kind, at in offsets.items():
         if not len(at):
             continue
         cols: dict[str, np.ndarray] = {}
         for name, (pos, dtype) in _FIELDS[kind].items():
-            view, width = views[dtype]
-            cols[name] = view[(at + pos) // width].astype(np.int64)
+            if dtype is np.uint64:  # times and pointers, below 2**63: read as int64 in place of a copy
+                cols[name] = u64[(at + pos) >> 3].view(np.int64)
+            else:
+                cols[name] = u32[(at + pos) >> 2].astype(np.int64)
         if kind == MEMCPY:
             for name, pos in _MEMCPY_BYTE_FIELDS.items():
                 cols[name] = u8[at + pos].astype(np.int64)

@@ -246,7 +246,9 @@ def _op_names(
     if len(ops) == 0 or len(work) == 0:
         return "kernel names (no op names were recorded)"
     lpos = launch[work]
-    inner = innermost_enclosing(key[ops], start[ops], end[ops], key[lpos], start[lpos])
+    inner = np.full(len(work), -1, dtype=np.int64)
+    near = np.flatnonzero(start[lpos] <= end[ops].max())  # launches after the last named op have no op
+    inner[near] = innermost_enclosing(key[ops], start[ops], end[ops], key[lpos[near]], start[lpos[near]])
     ok = inner >= 0
     op_of = np.full(len(work), -1, dtype=np.int64)
     op_of[ok] = names.codes[ops[inner[ok]]]
