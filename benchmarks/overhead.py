@@ -191,29 +191,39 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
             f"{r['cupti']['stop_s_per_m']:.2f} | {r['cupti-kineto']['stop_s_per_m']:.2f} | "
             f"{r['events']['stop_s_per_m']:.2f} |"
         )
-    lines += [
-        "",
+    lines += _ratio_table(
+        results,
+        "typical_ratio",
         "The same segments by their typical step (each segment's median step time after the first, so a few "
         "slow steps, such as a garbage collection or a preempted host thread, do not move it):",
-        "",
-        "| loop | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | torch.profiler CUDA |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in results.items():
-        typical = " | ".join(f"{r[m]['typical_ratio']:.3f}x" for m in MODES[1:])
-        lines.append(f"| {name} | {typical} |")
-    lines += [
-        "",
+    )
+    lines += _ratio_table(
+        results,
+        "quick_ratio",
         "And by their quick steps (each segment's 10th-percentile step: the loop when nothing else on the host "
         "gets in its way); noise = the median difference between one round's plain segment and the next's:",
+        noise=True,
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _ratio_table(
+    results: dict[str, dict[str, dict[str, float]]], key: str, intro: str, noise: bool = False
+) -> list[str]:
+    """A Markdown table of one ratio (``key``) per loop and mode, after a line saying what it is."""
+    extra = " noise |" if noise else ""
+    lines = [
         "",
-        "| loop | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | torch.profiler CUDA | noise |",
-        "|---|---|---|---|---|---|---|",
+        intro,
+        "",
+        "| loop | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | torch.profiler CUDA |" + extra,
+        "|---|---|---|---|---|---|" + ("---|" if noise else ""),
     ]
     for name, r in results.items():
-        quick = " | ".join(f"{r[m]['quick_ratio']:.3f}x" for m in MODES[1:])
-        lines.append(f"| {name} | {quick} | {r['noise']['plain_vs_plain']:.1%} |")
-    return "\n".join(lines) + "\n"
+        ratios = " | ".join(f"{r[m][key]:.3f}x" for m in MODES[1:])
+        tail = f" {r['noise']['plain_vs_plain']:.1%} |" if noise else ""
+        lines.append(f"| {name} | {ratios} |{tail}")
+    return lines
 
 
 def _ratio(r: dict[str, float]) -> str:
