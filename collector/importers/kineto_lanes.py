@@ -67,7 +67,7 @@ def _ordered_codes(key: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
         return key.astype(np.int64), 2
     if len(key) and key.dtype.kind in "iu":
         low, high = int(key.min()), int(key.max())
-        if high - low < limit:
+        if high - low < limit and high < 2**63:
             return key.astype(np.int64) - low, high - low + 1
     codes, uniques = pd.factorize(key, sort=True)
     return codes.astype(np.int64), max(len(uniques), 1)

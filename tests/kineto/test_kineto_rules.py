@@ -167,6 +167,19 @@ def test_used_categories_drops_names_no_row_uses() -> None:
     assert len(used_categories(np.array([], dtype=np.int64), cats).categories) == 0
 
 
+def test_group_numbers_of_narrow_and_wide_unsigned_keys() -> None:
+    """Keys coded by their value range (narrow) and hashed (wide, or past int64) number groups alike."""
+    top = np.uint64(2**64 - 1)
+    wide = np.array([top, 5, top, 7, 5], dtype=np.uint64)
+    narrow = np.array([3, 1, 3, 2, 1], dtype=np.uint64)
+    assert group_numbers(wide).tolist() == [2, 0, 2, 1, 0]
+    assert group_numbers(narrow).tolist() == [2, 0, 2, 1, 0]
+    assert group_numbers(narrow, wide).tolist() == [2, 0, 2, 1, 0]
+    two = np.array([1, 1, 0, 0, 1], dtype=np.uint64)
+    assert group_numbers(np.array([top, top - np.uint64(1), top], dtype=np.uint64)).tolist() == [1, 0, 1]
+    assert group_numbers(two, wide).tolist() == [3, 2, 1, 0, 2]
+
+
 def test_lookup_first_on_ids_that_are_their_positions() -> None:
     """Interval ids 0..n-1 answer each query by itself; ids that only look so take the general path."""
     assert lookup_first(np.arange(5), np.array([3, -1, 5, 0, 4])).tolist() == [3, -1, -1, 0, 4]
