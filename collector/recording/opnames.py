@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from collector.recording.dispatchmode import mode_base
 from collector.recording.ops import OpClass, classify_op
 
 
@@ -30,13 +31,11 @@ class OpNamer:
         self._names: dict[Any, str] = {}
 
     def start(self) -> None:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
         rows, names, threads = self.rows, self._names, self.threads
         clock, ident, native = time.monotonic_ns, threading.get_ident, threading.get_native_id
         namer = self
 
-        class _Mode(TorchDispatchMode):
+        class _Mode(mode_base()):  # type: ignore[misc]
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 if not namer.on:
                     return func(*args, **(kwargs or {}))
@@ -78,15 +77,14 @@ _warm = False
 
 
 def warm_up() -> None:
-    """Pay, once per process, what torch does on a dispatch mode's first op (imports that take seconds).
-    Call before the capture starts, so the recording neither waits for it nor counts it as naming time."""
+    """Pay, once per process, what torch does on a dispatch mode's first op. Call before the capture starts,
+    so the recording neither waits for it nor counts it as naming time."""
     global _warm
     if _warm:
         return
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    class _Pass(TorchDispatchMode):
+    class _Pass(mode_base()):  # type: ignore[misc]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             return func(*args, **(kwargs or {}))
 

@@ -156,8 +156,7 @@ class Recorder:
     def _start_timing(self) -> None:
         """CUDA events: anchor the clock, patch host waits and ranges, enter the dispatch mode."""
         torch = self._torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-
+        from collector.recording.dispatchmode import mode_base
         from collector.recording.probe import event_overhead_ms
 
         with torch.cuda.device(self._device):
@@ -175,7 +174,7 @@ class Recorder:
         self._install_step_hook()
         recorder = self
 
-        class _Mode(TorchDispatchMode):
+        class _Mode(mode_base()):  # type: ignore[misc]
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 return recorder._dispatch(func, args, kwargs or {})
 

@@ -1,0 +1,96 @@
+"""The recorder's dispatch modes leave torch._dynamo unimported until Dynamo is in use, and then behave as
+torch's own modes do under torch.compile. Each case runs in a fresh interpreter (this one has Dynamo loaded)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_naming_ops_does_not_import_dynamo_and_dynamo_later_wraps_the_mode() -> None:
+    out = _run(
+        """
+        import sys
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from collector.recording.opnames import OpNamer, warm_up
+        assert "torch._dynamo" not in sys.modules
+        warm_up()
+        namer = OpNamer()
+        namer.start()
+        torch.ones(4).mul_(2).sum()
+        mode_cls = type(namer._mode)
+        raw = mode_cls.__dict__["__torch_dispatch__"]
+        print("dynamo after naming:", "torch._dynamo" in sys.modules)
+        print("named:", sorted({name for _, name, _, _ in namer.rows}))
+        import torch._dynamo
+        wrapped = mode_cls.__dict__["__torch_dispatch__"]
+        print("wrapped after import:", wrapped is not raw and getattr(wrapped, "__wrapped__", None) is raw)
+        torch.ones(2).add_(1)
+        print("still naming:", "aten::add_" in {name for _, name, _, _ in namer.rows})
+        namer.stop()
+        print("left meta_path:", not any(type(f).__name__ == "_DynamoWatch" for f in sys.meta_path))
+        """
+    )
+    assert "dynamo after naming: False" in out
+    assert "'aten::mul_'" in out and "'aten::sum'" in out
+    assert "wrapped after import: True" in out
+    assert "still naming: True" in out
+    assert "left meta_path: True" in out
+
+
+def test_under_torch_compile_a_recorder_mode_acts_as_torchs_own() -> None:
+    """torch.compile inside an active mode compiles no graph through it (torch's modes skip Dynamo); the
+    recorder's mode, made before Dynamo was imported, does the same."""
+    out = _run(
+        """
+        import sys
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from collector.recording.dispatchmode import mode_base
+
+        class Ours(mode_base()):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        assert "torch._dynamo" not in sys.modules
+        import torch._dynamo
+        import torch._dynamo.testing
+
+        class Torchs(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        x = torch.ones(5)
+        for mode in (Ours, Torchs):
+            backend = torch._dynamo.testing.EagerAndRecordGraphs()
+            torch._dynamo.reset()
+            with mode():
+                out = torch.compile(lambda a, b: a + b, backend=backend)(x, x)
+            print(mode.__name__, "graphs:", len(backend.graphs), "sum:", float(out.sum()))
+        """
+    )
+    lines = dict(line.split(" graphs: ") for line in out.splitlines() if " graphs: " in line)
+    assert lines["Ours"] == lines["Torchs"], out
+    assert lines["Ours"].endswith("sum: 10.0")
