@@ -295,7 +295,8 @@ def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
         frame["id"] = np.arange(len(frame), dtype=np.int64)
     frame["dur_ns"] = frame["end_ns"].astype("int64") - frame["start_ns"].astype("int64")
     for name in ("source", "cause", "lane_label", "name"):
-        frame[name] = frame[name].astype(str) if not isinstance(frame[name].dtype, pd.CategoricalDtype) else frame[name]
+        if not isinstance(frame[name].dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype(str)
     return _conform(frame, INTERVAL_COLUMNS)
 
 

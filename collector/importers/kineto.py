@@ -58,6 +58,7 @@ from collector.importers.kineto_sync import (
 )
 from collector.model import (
     INTERVAL_KIND_DTYPE,
+    LANE_KIND_DTYPE,
     MEMORY_KIND_DTYPE,
     NO_LAUNCH,
     MarkerKind,
@@ -367,7 +368,12 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
             "id": np.arange(nr, dtype=np.int64),
             "rank": np.full(nr, rank, dtype=np.int32),
             "lane": lane_o,
-            "lane_kind": per_lane([ln.kind.value for ln in lanes], lane_o),
+            "lane_kind": pd.Categorical.from_codes(
+                np.array([LANE_KIND_DTYPE.categories.get_loc(ln.kind.value) for ln in lanes], dtype=np.int8)[lane_o]
+                if lanes
+                else lane_o,
+                dtype=LANE_KIND_DTYPE,
+            ),
             "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
             "lane_label": per_lane([ln.label for ln in lanes], lane_o),
             "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
