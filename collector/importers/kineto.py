@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collector.grouping import group_numbers
 from collector.importers.kineto_lanes import (
     BYTES_KIND_CODES,
     KIND_CODE,
     build_lanes,
     cat_in,
-    group_numbers,
     lookup_first,
     per_lane,
     rank_of,
@@ -369,9 +369,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
             "rank": np.full(nr, rank, dtype=np.int32),
             "lane": lane_o,
             "lane_kind": pd.Categorical.from_codes(
-                np.array([LANE_KIND_DTYPE.categories.get_loc(ln.kind.value) for ln in lanes], dtype=np.int8)[lane_o]
-                if lanes
-                else lane_o,
+                np.array([LANE_KIND_DTYPE.categories.get_loc(ln.kind.value) for ln in lanes], dtype=np.int8)[lane_o],
                 dtype=LANE_KIND_DTYPE,
             ),
             "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],

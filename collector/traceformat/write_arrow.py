@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.grouping import group_numbers
 from collector.traceformat.eventtext import category_texts, heads, json_arg, json_string
 
 INT_OPTIONALS = (("bytes", 0), ("step", -1), ("launch_id", -1))
@@ -133,10 +134,7 @@ def _by_lane(lane: np.ndarray, lanes: int, *values: np.ndarray) -> tuple[np.ndar
     first[lane[::-1]] = np.arange(len(lane) - 1, -1, -1)
     if all((v == v[first[lane]]).all() for v in values):
         return lane, first
-    codes = np.zeros(len(lane), dtype=np.int64)
-    for key in (lane, *values):
-        part, uniques = pd.factorize(key)
-        codes = pd.factorize(codes * len(uniques) + part)[0]  # kept dense: below rows squared
+    codes = group_numbers(lane, *values).astype(np.int64)
     first = np.empty(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)
     return codes, first

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from collector.grouping import group_numbers
 from collector.importers.kineto import memcpy_kind, start_order, used_categories
-from collector.importers.kineto_lanes import group_numbers, lookup_first
+from collector.importers.kineto_lanes import lookup_first
 from collector.importers.kineto_sync import (
     PyFrames,
     api_sync_cause,
