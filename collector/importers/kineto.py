@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.grouping import group_numbers
 from collector.importers.kineto_lanes import (
     BYTES_KIND_CODES,
     KIND_CODE,
@@ -69,6 +68,7 @@ from collector.model import (
     step_at,
 )
 from collector.traceformat.events import EventTable
+from collector.traceformat.grouping import group_numbers
 from collector.traceformat.spec import TraceFileError
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")

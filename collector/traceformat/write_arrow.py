@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.grouping import group_numbers
 from collector.traceformat.eventtext import category_texts, heads, json_arg, json_string
+from collector.traceformat.grouping import group_numbers
 
 INT_OPTIONALS = (("bytes", 0), ("step", -1), ("launch_id", -1))
 """Integer args written only where they differ from their default (and the string args likewise, below)."""

@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collector.grouping import group_numbers
 from collector.importers.kineto import memcpy_kind, start_order, used_categories
 from collector.importers.kineto_lanes import lookup_first
 from collector.importers.kineto_sync import (
@@ -20,6 +19,7 @@ from collector.importers.kineto_sync import (
     outermost_enclosing,
     python_sources,
 )
+from collector.traceformat.grouping import group_numbers
 
 
 @pytest.mark.parametrize(
