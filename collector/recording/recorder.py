@@ -51,7 +51,8 @@ _CAPTURE_LIMIT = "work inside captured CUDA graphs is recorded as one graph laun
 EVENTS_NOTE = (
     "GPU intervals from CUDA events around each op, starts bounded by the end of the op's host call: "
     "exact on a busy stream; on a drained stream each interval also holds a few us of launch and event "
-    "latency, so kernels of about 1 us read several times too long"
+    "latency, so kernels of about 1 us read several times too long, and an op whose host call goes on after "
+    "its first launch (a convolution) loses that part of its GPU time"
 )
 
 
