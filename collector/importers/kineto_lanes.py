@@ -38,12 +38,17 @@ def cat_in(col: pd.Series, names: tuple[str, ...]) -> np.ndarray:
     return per_category(col, lambda c: c in names, bool, False)
 
 
+DENSE_SPAN = 16
+"""Ids spanning up to this many values per id are looked up through a direct table: CUPTI's correlation ids
+skip the calls it was told not to record (a few per launch), so a launch's ids are sparse by that much."""
+
+
 def lookup_first(ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Position in ``ids`` of the first occurrence of each query (-1 where absent or negative).
 
-    Kineto's correlation and Python ids are dense counters, so a direct array index is used when the
-    largest id is small next to the count; a hash lookup otherwise. Ids that are their own positions (a
-    trace's interval ids) answer each query by itself.
+    Kineto's correlation and Python ids are counters, so a direct table is used when the ids span at most
+    :data:`DENSE_SPAN` values each; a hash lookup otherwise. Ids that are their own positions (a trace's
+    interval ids) answer each query by itself.
     """
     ids = np.asarray(ids, dtype=np.int64)
     queries = np.asarray(queries, dtype=np.int64)
@@ -54,13 +59,13 @@ def lookup_first(ids: np.ndarray, queries: np.ndarray) -> np.ndarray:
     valid = ids >= 0
     if not valid.any() or len(queries) == 0:
         return out
-    top = int(ids.max())
-    if top <= 4 * len(ids) + 4096:
-        where = np.full(top + 1, -1, dtype=np.int64)
+    low, top = int(ids[valid].min()), int(ids.max())
+    if top - low <= DENSE_SPAN * len(ids) + 4096:
+        where = np.full(top - low + 1, -1, dtype=np.int32 if n < 2**31 else np.int64)
         pos = np.flatnonzero(valid)[::-1]
-        where[ids[pos]] = pos  # reversed: the first occurrence is written last
-        ok = (queries >= 0) & (queries <= top)
-        out[ok] = where[queries[ok]]
+        where[ids[pos] - low] = pos  # reversed: the first occurrence is written last
+        ok = (queries >= low) & (queries <= top)
+        out[ok] = where[queries[ok] - low]
         return out
     index = pd.Index(ids)
     first = np.flatnonzero(~index.duplicated() & valid)

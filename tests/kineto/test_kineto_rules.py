@@ -199,3 +199,20 @@ def test_group_numbers_match_pandas_ngroup(rows: int) -> None:
     assert got.dtype == np.int32
     assert got.tolist() == expected.tolist()
     assert len(set(got.tolist())) == len(set(zip(gpu.tolist(), pid.tolist(), tid.tolist(), strict=True)))
+
+
+@pytest.mark.parametrize("span", [1, 5, 15, 40])
+def test_lookup_first_on_sparse_ids_far_from_zero_matches_a_plain_search(span: int) -> None:
+    """CUPTI's correlation ids skip the calls it does not record and need not start near 0: a direct table over
+    their range (up to 16 values per id) and the hash lookup give what a plain search does."""
+    rng = np.random.default_rng(span)
+    ids = 10**9 + rng.choice(span * 3_000, 3_000, replace=False)
+    ids[rng.integers(0, 3_000, 50)] = -1
+    ids[rng.integers(0, 3_000, 50)] = ids[rng.integers(0, 3_000, 50)]  # repeats: the first one counts
+    queries = np.concatenate([ids[::3], 10**9 + rng.integers(-5, span * 3_000 + 5, 500), [-1, 0, 2**40]])
+    first: dict[int, int] = {}
+    for pos, value in enumerate(ids.tolist()):
+        if value >= 0:
+            first.setdefault(value, pos)
+    expected = [first.get(q, -1) if q >= 0 else -1 for q in queries.tolist()]
+    assert lookup_first(ids, queries).tolist() == expected
