@@ -68,6 +68,7 @@ from collector.model import (
     step_at,
 )
 from collector.traceformat.events import EventTable
+from collector.traceformat.gather import take_all
 from collector.traceformat.grouping import group_numbers
 from collector.traceformat.spec import TraceFileError
 
@@ -359,33 +360,40 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
     mem[nh : nh + len(gpu_ev)] = np.where(kind_g == KIND_CODE["annotation"], 0, mem_g)
     sync_pos = np.full(nr, -1, dtype=np.int64)
     sync_pos[syn] = np.arange(len(syn))  # api_rows leads `rows`, so api_rows positions are row positions
-    sync_o = sync_pos[order]
+    lane_o, row_o, sync_o, kinds_o, bytes_o, mem_o, non_blocking_o, step_o, launch_o, group_o = take_all(
+        [(a, order) for a in (lane_idx, rows, sync_pos, kinds, nbytes, mem, non_blocking, step, launch_id, group_codes)]
+    )
+    lane_kinds = np.array([LANE_KIND_DTYPE.categories.get_loc(ln.kind.value) for ln in lanes], dtype=np.int8)
+    start_o, end_o, name_o, stream_o, lane_kind_o = take_all(
+        [
+            (ts, row_o),
+            (end, row_o),
+            (ncodes, row_o),
+            (np.array([ln.ident for ln in lanes], dtype=np.int64), lane_o),
+            (lane_kinds, lane_o),
+        ]
+    )
     where_sync = np.flatnonzero(sync_o >= 0)
-    lane_o = lane_idx[order]
-    row_o = rows[order]
     frame = pd.DataFrame(
         {
             "id": np.arange(nr, dtype=np.int64),
             "rank": np.full(nr, rank, dtype=np.int32),
             "lane": lane_o,
-            "lane_kind": pd.Categorical.from_codes(
-                np.array([LANE_KIND_DTYPE.categories.get_loc(ln.kind.value) for ln in lanes], dtype=np.int8)[lane_o],
-                dtype=LANE_KIND_DTYPE,
-            ),
-            "stream": np.array([ln.ident for ln in lanes], dtype=np.int64)[lane_o],
+            "lane_kind": pd.Categorical.from_codes(lane_kind_o, dtype=LANE_KIND_DTYPE),
+            "stream": stream_o,
             "lane_label": per_lane([ln.label for ln in lanes], lane_o),
-            "kind": pd.Categorical.from_codes(kinds[order], dtype=INTERVAL_KIND_DTYPE),
-            "name": used_categories(ncodes[row_o], ncats),
-            "start_ns": ts[row_o],
-            "end_ns": end[row_o],
-            "bytes": nbytes[order],
-            "memory_kind": pd.Categorical.from_codes(mem[order], dtype=MEMORY_KIND_DTYPE),
-            "non_blocking": non_blocking[order],
-            "step": step[order],
+            "kind": pd.Categorical.from_codes(kinds_o, dtype=INTERVAL_KIND_DTYPE),
+            "name": used_categories(name_o, ncats),
+            "start_ns": start_o,
+            "end_ns": end_o,
+            "bytes": bytes_o,
+            "memory_kind": pd.Categorical.from_codes(mem_o, dtype=MEMORY_KIND_DTYPE),
+            "non_blocking": non_blocking_o,
+            "step": step_o,
             "cause": _sparse_strings(nr, where_sync, api_cause[syn][sync_o[where_sync]]),
             "source": _sparse_strings(nr, where_sync, sources[sync_o[where_sync]]),
-            "launch_id": launch_id[order],
-            "group": pd.Categorical.from_codes(group_codes[order], categories=ev["arg_group"].cat.categories),
+            "launch_id": launch_o,
+            "group": pd.Categorical.from_codes(group_o, categories=ev["arg_group"].cat.categories),
         },
         copy=False,  # one block per column: consolidating would copy every column
     )

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.kineto_lanes import lookup_first
+from collector.traceformat.gather import take_rows
 
 
 def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_lane: np.ndarray) -> pd.DataFrame:
@@ -22,6 +23,8 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
         return iv
     w = np.array(sorted(windows), dtype=np.int64).reshape(-1, 2)
     start = iv["start_ns"].to_numpy(np.int64)
+    if not _host_row_inside(start, w, host_lane[iv["lane"].to_numpy(np.int32)]):
+        return iv  # the usual case (the recorder's own calls leave no records): no pass over every row
     i = np.searchsorted(w[:, 0], start, side="right") - 1
     inside = (i >= 0) & (start < w[np.maximum(i, 0), 1]) & host_lane[iv["lane"].to_numpy(np.int32)]
     launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
@@ -36,7 +39,17 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
         dropped = first_covered(lane, start, end, work & inside, gpu_range) >= 0
         kept = first_covered(lane, start, end, work & ~inside, gpu_range) >= 0
         inside[gpu_range] = dropped & ~kept
-    return iv[~inside].reset_index(drop=True) if inside.any() else iv
+    return take_rows(iv, np.flatnonzero(~inside)) if inside.any() else iv
+
+
+def _host_row_inside(start: np.ndarray, windows: np.ndarray, on_host: np.ndarray) -> bool:
+    """Whether a host row starts inside one of ``windows`` (sorted (start, end) rows); by binary search when
+    the rows are in start order (as the importer leaves them), else by a pass over them."""
+    if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+        return True  # not in start order: let the full pass decide
+    lo = np.searchsorted(start, windows[:, 0], side="left")
+    hi = np.searchsorted(start, windows[:, 1], side="left")
+    return any(on_host[a:b].any() for a, b in zip(lo.tolist(), hi.tolist(), strict=True))
 
 
 def first_covered(

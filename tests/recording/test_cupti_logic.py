@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from collector.importers.kineto import trace_from_kineto
@@ -330,3 +331,27 @@ def test_a_gpu_side_range_takes_the_step_of_the_work_it_covers() -> None:
     iv = enrich(raw, facts, RunMeta.new(workload="t", clock="unix_ns")).intervals
     ranges = iv[(iv["kind"] == "annotation") & (iv["lane_kind"] != "cpu_thread")]
     assert ranges["name"].astype(str).tolist() == ["fwd"] and ranges["step"].tolist() == [0]
+
+
+def test_windows_with_no_host_row_inside_leave_the_frame_as_it_is() -> None:
+    """The usual stop (the recorder's own calls left no records): the frame comes back untouched, whether its
+    rows are in start order (binary search) or not (a pass over them); GPU rows in a window stay."""
+    from collector.recording.dropped import without_windows
+
+    frame = pd.DataFrame(
+        {
+            "start_ns": [10, 20, 30, 40],
+            "end_ns": [15, 25, 35, 45],
+            "lane": [0, 1, 0, 1],
+            "id": [0, 1, 2, 3],
+            "launch_id": [-1, 0, -1, 2],
+            "kind": ["launch", "kernel", "launch", "kernel"],
+        }
+    )
+    host_lane = np.array([True, False, False])
+    assert without_windows(frame, [(18, 26)], host_lane) is frame  # only a kernel starts inside
+    shuffled = frame.iloc[[2, 0, 3, 1]].reset_index(drop=True)
+    assert without_windows(shuffled, [(18, 26)], host_lane) is shuffled
+    for rows in (frame, shuffled):
+        kept = without_windows(rows, [(28, 31)], host_lane)  # the second launch and its kernel go
+        assert sorted(kept["start_ns"]) == [10, 20]
