@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.kineto_capture import LAZY_LOADING, CaptureUnavailable, columns_table, refuse_if_profiling
 from collector.recording.opnames import OpNamer, warm_up
 from collector.traceformat.events import EventTable
+from collector.traceformat.gather import side_by_side
 
 WAITING_DRIVER_PREFIXES = ("cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cuMemcpy", "cuMemFree")
 """Driver calls kept even when they launched nothing: they can make the host wait."""
@@ -70,6 +72,11 @@ class ClientCapture:
         if self.naming and not on:
             self._namer.stop()
             self.naming = False
+
+    def stop_api_records(self) -> None:
+        """No more host API records (the recorder's own calls while it stops): nothing of them to drop."""
+        if self._client is not None:
+            self._client.stop_api_records()
 
     def stop(self, timings: dict[str, float] | None = None) -> EventTable:
         """Stop collecting (the GPU must be idle); the records as an event table on the wall clock.
@@ -163,22 +170,25 @@ class _Rows:
         end = np.concatenate([p["end"] for p in self.parts], dtype=np.int64)
         order = np.argsort(start, kind="stable")
 
-        def column(key: str) -> np.ndarray:
-            return np.concatenate([p[key] for p in self.parts], dtype=np.int64).take(order)
+        def column(key: str) -> Callable[[], np.ndarray]:
+            return lambda: np.concatenate([p[key] for p in self.parts], dtype=np.int64).take(order)
 
         n = len(order)
+        keys = ("cat", "name", "pid", "tid", "stream", "device", "correlation", "bytes")
+        made = side_by_side([*map(column, keys), lambda: start.take(order), lambda: (end - start).take(order)], n)
+        c = dict(zip((*keys, "ts_ns", "dur_ns"), made, strict=True))
         cols: dict[str, Any] = {
             "ph": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index(["X"])),
-            "cat": pd.Categorical.from_codes(column("cat"), categories=pd.Index(list(self.cats))),
-            "name": pd.Categorical.from_codes(column("name"), categories=pd.Index(list(self.labels))),
-            "pid": column("pid"),
-            "tid": column("tid"),
-            "ts_ns": start[order],
-            "dur_ns": (end - start)[order],
-            "arg_stream": column("stream"),
-            "arg_device": column("device"),
-            "arg_correlation": column("correlation"),
-            "arg_bytes": column("bytes"),
+            "cat": pd.Categorical.from_codes(c["cat"], categories=pd.Index(list(self.cats))),
+            "name": pd.Categorical.from_codes(c["name"], categories=pd.Index(list(self.labels))),
+            "pid": c["pid"],
+            "tid": c["tid"],
+            "ts_ns": c["ts_ns"],
+            "dur_ns": c["dur_ns"],
+            "arg_stream": c["stream"],
+            "arg_device": c["device"],
+            "arg_correlation": c["correlation"],
+            "arg_bytes": c["bytes"],
         }
         return columns_table(cols, n)
 

@@ -25,6 +25,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,8 @@ LAZY_FUNCTION_LOADING = 5 << 16
 _SUCCESS, _MAX_LIMIT_REACHED, _FLUSH_FORCED = 0, 12, 1
 _DOMAIN_DRIVER, _DOMAIN_RUNTIME = 1, 2
 BUFFER_BYTES = 16 << 20
+GATHER_THREADS = 4
+"""Threads gathering fields of buffers already walked, while the main thread walks the next."""
 WALK_WINDOW_BYTES = 256 << 10
 """How much of a buffer one regular-expression walk covers (see :func:`_walk`)."""
 
@@ -250,6 +253,14 @@ class CuptiClient:
             if name in names:
                 enable(ctypes.c_uint32(cbid), ctypes.c_uint8(0))
 
+    def stop_api_records(self) -> None:
+        """Stop recording runtime and driver calls; GPU work already launched is still recorded. Calls made
+        after this (a recorder's own, while it stops) leave no records."""
+        for kind in (RUNTIME, DRIVER):
+            if kind in self._enabled:
+                self._lib.cuptiActivityDisable(kind)
+                self._enabled.remove(kind)
+
     def _disable(self) -> None:
         while self._enabled:
             self._lib.cuptiActivityDisable(self._enabled.pop())
@@ -266,18 +277,22 @@ class CuptiClient:
         buffers, self._buffers = self._buffers, {}
         records = Records()
         parts: dict[int, list[dict[str, np.ndarray]]] = {k: [] for k in KINDS}
-        for context, stream, addr, valid in done:
-            dropped = ctypes.c_size_t()
-            if self._lib.cuptiActivityGetNumDroppedRecords(context, stream, ctypes.byref(dropped)) == _SUCCESS:
-                records.dropped += int(dropped.value)
-            buf = buffers.get(addr)
-            if buf is None or valid <= 0:
-                continue
-            size_at = functools.partial(self._size_at, addr, valid)
-            found, unread = read_buffer(buf[:valid], records.record_sizes, size_at)
-            records.unread_bytes += unread
-            for kind, cols in found.items():
-                parts[kind].append(cols)
+        with ThreadPoolExecutor(GATHER_THREADS) as pool:  # one buffer's fields gathered while the next is walked
+            gathers = []
+            for context, stream, addr, valid in done:
+                dropped = ctypes.c_size_t()
+                if self._lib.cuptiActivityGetNumDroppedRecords(context, stream, ctypes.byref(dropped)) == _SUCCESS:
+                    records.dropped += int(dropped.value)
+                buf = buffers.get(addr)
+                if buf is None or valid <= 0:
+                    continue
+                size_at = functools.partial(self._size_at, addr, valid)
+                offsets, unread = record_offsets(buf[:valid], records.record_sizes, size_at)
+                records.unread_bytes += unread
+                gathers.append(pool.submit(record_fields, buf[:valid], offsets))
+            for gathered in gathers:
+                for kind, cols in gathered.result().items():
+                    parts[kind].append(cols)
         for kind, chunks in parts.items():
             if chunks:
                 records.columns[kind] = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
@@ -343,6 +358,15 @@ def read_buffer(
     """The fields of every record of a wanted kind in one filled buffer (uint8 array), and the bytes left
     unread. A record of a kind not in ``sizes`` gets its size from ``size_at(offset)`` (added to
     ``sizes``); without it, or with a size that cannot be right, reading stops there."""
+    offsets, unread = record_offsets(buf, sizes, size_at)
+    return record_fields(buf, offsets), unread
+
+
+def record_offsets(
+    buf: np.ndarray, sizes: dict[int, int], size_at: Callable[[int], int] | None = None
+) -> tuple[dict[int, np.ndarray], int]:
+    """Where each record of a wanted kind starts in one filled buffer (byte offsets per kind), and the bytes
+    left unread: the walk half of :func:`read_buffer` (it holds the GIL; the gathers do not)."""
     n = len(buf)
     words = buf[: n - n % 4].view(np.uint32)
     data = buf.data
@@ -371,14 +395,18 @@ def read_buffer(
     all_at = np.concatenate([r[0] for r in runs]) if runs else np.array([], dtype=np.int64)
     all_kinds = np.concatenate([r[1] for r in runs]) if runs else np.array([], dtype=np.int64)
     offsets = {k: all_at[all_kinds == k] for k in _FIELDS}
+    return {k: at for k, at in offsets.items() if len(at)}, max(n - off, 0)
+
+
+def record_fields(buf: np.ndarray, offsets: dict[int, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
+    """Per kind, the fields (int64 columns) of the records starting at ``offsets`` in ``buf``."""
+    n = len(buf)
     out: dict[int, dict[str, np.ndarray]] = {}
     u8 = buf
     u16 = buf[: n - n % 2].view(np.uint16)
-    u32 = words
+    u32 = buf[: n - n % 4].view(np.uint32)
     u64 = buf[: n - n % 8].view(np.uint64)
     for kind, at in offsets.items():
-        if not len(at):
-            continue
         cols: dict[str, np.ndarray] = {}
         for name, (pos, dtype) in _FIELDS[kind].items():
             if dtype is np.uint64:  # times and pointers, below 2**63: read as int64 in place of a copy
@@ -391,7 +419,7 @@ def read_buffer(
         elif kind == MEMSET:
             cols["memory_kind"] = u16[(at + _MEMSET_MEMORY_KIND) // 2].astype(np.int64)
         out[kind] = cols
-    return out, max(n - off, 0)
+    return out
 
 
 def _walk(

@@ -153,6 +153,7 @@ class CuptiRecorder(Recorder):
         torch = self._torch
         self.error = error
         now = time.monotonic_ns()
+        self._capture.stop_api_records()  # the calls below are ours: no rows to drop (a copy of every column)
         step_open, self._on = self._on, False
         while self._undo:
             self._undo.pop()()

@@ -76,6 +76,9 @@ class KinetoCapture:
     def note_thread(self) -> None:
         """Nothing to do: Kineto names threads itself (the same interface as ClientCapture)."""
 
+    def stop_api_records(self) -> None:
+        """Kineto's session cannot leave out API calls alone: the recorder's own are dropped by their window."""
+
     def set_naming(self, on: bool) -> None:
         """Collect ``aten::`` ops (names for GPU work) while ``on``; the CUDA activity is always collected."""
         if self._prof is None or on == self.naming:

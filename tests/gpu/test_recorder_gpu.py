@@ -398,3 +398,35 @@ def test_cupti_readers_and_the_fallback_when_cupti_is_taken(timing: str) -> None
     assert trace.meta.notes["timing"] == "events"
     assert "CUPTI unavailable" in trace.meta.notes["timing_note"]
     assert (trace.intervals["kind"] == "kernel").sum() == 6
+
+
+def test_the_stop_leaves_no_rows_of_its_own_to_drop(timing: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder's own calls while it stops (its synchronize) are not recorded at all, so stopping does not
+    copy the whole frame to drop them."""
+    if timing != "cupti":
+        pytest.skip("the events timing records its intervals itself")
+    import torch
+
+    from collector.recording import enrich
+
+    dropped: list[int] = []
+    real = enrich.without_windows
+
+    def counted(iv: pd.DataFrame, windows, host_lane) -> pd.DataFrame:
+        out = real(iv, windows, host_lane)
+        dropped.append(len(iv) - len(out))
+        return out
+
+    monkeypatch.setattr(enrich, "without_windows", counted)
+    x = torch.ones(1 << 16, device="cuda")
+
+    def steps(rec) -> None:
+        for _ in range(3):
+            x.mul_(1.0001)
+            rec.step()
+
+    trace = _record(steps)
+    assert dropped == [0]
+    names = trace.intervals["name"].astype(str)
+    assert not names.str.contains("Synchronize").any(), sorted(set(names))
+    assert (trace.intervals["kind"] == "kernel").sum() >= 3
