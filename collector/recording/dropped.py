@@ -23,33 +23,32 @@ def without_windows(iv: pd.DataFrame, windows: Sequence[tuple[int, int]], host_l
         return iv
     w = np.array(sorted(windows), dtype=np.int64).reshape(-1, 2)
     start = iv["start_ns"].to_numpy(np.int64)
-    if not _host_row_inside(start, w, host_lane[iv["lane"].to_numpy(np.int32)]):
+    lane = iv["lane"].to_numpy(np.int32)
+    if iv["start_ns"].is_monotonic_increasing and not _host_row_inside(start, lane, w, host_lane):
         return iv  # the usual case (the recorder's own calls leave no records): no pass over every row
+    on_host = host_lane[lane]
     i = np.searchsorted(w[:, 0], start, side="right") - 1
-    inside = (i >= 0) & (start < w[np.maximum(i, 0), 1]) & host_lane[iv["lane"].to_numpy(np.int32)]
+    inside = (i >= 0) & (start < w[np.maximum(i, 0), 1]) & on_host
     launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
     linked = launch >= 0
     inside[linked] |= inside[launch[linked]]
     # GPU-side ranges (record_function on the stream) launch nothing: they go with the GPU work they cover
-    lane = iv["lane"].to_numpy(np.int32)
-    gpu_range = ~host_lane[lane] & ~linked & (iv["kind"] == "annotation").to_numpy(bool)
+    gpu_range = ~on_host & ~linked & (iv["kind"] == "annotation").to_numpy(bool)
     if gpu_range.any():
         end = iv["end_ns"].to_numpy(np.int64)
-        work = ~host_lane[lane] & linked
+        work = ~on_host & linked
         dropped = first_covered(lane, start, end, work & inside, gpu_range) >= 0
         kept = first_covered(lane, start, end, work & ~inside, gpu_range) >= 0
         inside[gpu_range] = dropped & ~kept
     return take_rows(iv, np.flatnonzero(~inside)) if inside.any() else iv
 
 
-def _host_row_inside(start: np.ndarray, windows: np.ndarray, on_host: np.ndarray) -> bool:
-    """Whether a host row starts inside one of ``windows`` (sorted (start, end) rows); by binary search when
-    the rows are in start order (as the importer leaves them), else by a pass over them."""
-    if len(start) > 1 and not (start[1:] >= start[:-1]).all():
-        return True  # not in start order: let the full pass decide
+def _host_row_inside(start: np.ndarray, lane: np.ndarray, windows: np.ndarray, host_lane: np.ndarray) -> bool:
+    """Whether a host row starts inside one of ``windows`` (sorted (start, end) rows), for rows in start order
+    (as the importer leaves them): by binary search, looking only at the rows inside."""
     lo = np.searchsorted(start, windows[:, 0], side="left")
     hi = np.searchsorted(start, windows[:, 1], side="left")
-    return any(on_host[a:b].any() for a, b in zip(lo.tolist(), hi.tolist(), strict=True))
+    return any(host_lane[lane[a:b]].any() for a, b in zip(lo.tolist(), hi.tolist(), strict=True))
 
 
 def first_covered(
