@@ -53,6 +53,7 @@ class IntervalKind(str, enum.Enum):
     SYNC_WAIT = "sync_wait"
     COLLECTIVE = "collective"
     ANNOTATION = "annotation"
+    SAMPLE = "sample"  # host thread: a stretch over which its sampled Python stack (the name) stayed the same
 
 
 COPY_KINDS = (IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)

@@ -45,17 +45,20 @@ FEW_STEPS = 3
 """With this many steps or fewer, each step is drawn as a stacked bar of where its time went."""
 
 BREAKDOWN: tuple[tuple[str, str, str], ...] = (
-    ("compute_busy_ns", "compute", "#4c78a8"),
-    ("exposed_copy_ns", "copy, not overlapped", "#e45756"),
-    ("idle_sync_stall_ns", "GPU idle: sync", "#f58518"),
-    ("idle_launch_bound_ns", "GPU idle: launches", "#eeca3b"),
-    ("idle_other_ns", "GPU idle: other", "#bab0ac"),
+    ("cp_compute_ns", "GPU compute", "#4c78a8"),
+    ("cp_copy_ns", "copies", "#e45756"),
+    ("cp_comm_ns", "communication", "#b279a2"),
+    ("cp_host_ns", "host work", "#f58518"),
+    ("cp_launch_ns", "launch latency", "#eeca3b"),
+    ("cp_sync_ns", "sync waits", "#9d755d"),
+    ("cp_other_ns", "other", "#bab0ac"),
 )
-"""Per-step columns (ns) that add up to the step time, drawn as the stacked breakdown of few-step runs."""
+"""Per-step critical-path columns (ns) that add up to the step time, drawn as the stacked breakdown of
+few-step runs."""
 
 
 def step_breakdown_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step time") -> dict[str, Any]:
-    """One stacked bar (ms) per (rank, step): compute, exposed copy and GPU idle by cause; labels on x."""
+    """One stacked bar (ms) per (rank, step): its critical path by part; labels on x."""
     labels = [f"rank {int(r.get('rank', 0))} step {int(r['step'])}" for r in per_step]
     if len({int(r.get("rank", 0)) for r in per_step}) == 1:
         labels = [f"step {int(r['step'])}" for r in per_step]

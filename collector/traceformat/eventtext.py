@@ -23,6 +23,7 @@ CATEGORIES: dict[str, str] = {
     IntervalKind.SYNC_WAIT.value: "cuda_sync",
     IntervalKind.COLLECTIVE.value: "kernel",
     IntervalKind.ANNOTATION.value: "user_annotation",
+    IntervalKind.SAMPLE.value: "python_sample",
     MarkerKind.STEP.value: "step",
     MarkerKind.MARK.value: "mark",
 }

@@ -47,29 +47,31 @@ def test_busy_overlap_and_exposed_copy_are_exact() -> None:
     assert row["copy_compute_overlap_frac"] == pytest.approx(2 / 3)
 
 
-def test_idle_split_sync_launch_other() -> None:
+def test_critical_path_splits_the_step_by_what_it_waited_on() -> None:
     row = analyze(_one_step()).per_step.iloc[0]
     assert row["gpu_idle_ns"] == 300 * US
-    assert row["idle_launch_bound_ns"] == 100 * US  # [0, 100): the host was launching k1
-    assert row["idle_sync_stall_ns"] == 200 * US  # [800, 1000): overlaps the item() wait
-    assert row["idle_other_ns"] == 0
+    # back from the step's end: 50 us after the wait (nothing known), the wait's 150 us wake-up after k2,
+    # k2 (300 us) queued 100 us behind k1 (300 us), k1 100 us after its launch
+    assert row["cp_other_ns"] == 50 * US and row["cp_sync_ns"] == 150 * US
+    assert row["cp_compute_ns"] == 700 * US and row["cp_launch_ns"] == 100 * US
+    assert row["cp_host_ns"] == 0 and row["cp_copy_ns"] == 0
     assert row["sync_wait_count"] == 1 and row["sync_wait_ns"] == 150 * US
 
 
-def test_queued_gap_counts_as_other() -> None:
-    # k2 was launched long before the gap [400, 500) began: the device waited on itself
+def test_host_work_between_launches_is_host_on_the_critical_path() -> None:
+    # k2 is launched at 600 us, after 590 us of host work: the GPU waits for the host
     t = trace(
         [
             iv(CPU, "launch", 0, 5 * US, id=0),
-            iv(CPU, "launch", 5 * US, 10 * US, id=1),
             iv(COMPUTE, "kernel", 10 * US, 400 * US, "k1", launch_id=0, id=2),
-            iv(COMPUTE, "kernel", 500 * US, 900 * US, "k2", launch_id=1, id=3),
-            iv(CPU, "cpu_op", 300 * US, 600 * US, "busy host", id=4),
+            iv(CPU, "launch", 600 * US, 605 * US, id=1),
+            iv(COMPUTE, "kernel", 610 * US, 900 * US, "k2", launch_id=1, id=3),
         ],
         steps((10 * US, 900 * US)),
     )
     row = analyze(t).per_step.iloc[0]
-    assert row["idle_other_ns"] == 100 * US and row["idle_launch_bound_ns"] == 0
+    assert row["cp_compute_ns"] == 290 * US and row["cp_launch_ns"] == 10 * US
+    assert row["cp_host_ns"] == 590 * US
 
 
 def test_run_level_metrics_medians_and_bandwidth() -> None:
@@ -87,7 +89,7 @@ def test_run_level_metrics_medians_and_bandwidth() -> None:
     assert k.loc["k1", "gpu_frac"] == pytest.approx(300 / 700)
     s = result.sync_sources.iloc[0]
     assert (s["cause"], s["source"], s["count"], s["total_ns"]) == ("item", "t.py:3", 1, 150 * US)
-    assert s["gpu_idle_ns"] == 200 * US
+    assert s["saving_ns"] == 150 * US  # without the wait the step ends when the host would have gone on
 
 
 def test_without_markers_the_run_is_one_step() -> None:

@@ -57,7 +57,8 @@ def test_compare_writes_the_report_whatever_the_verdict(tmp_path: Path, capsys: 
     assert diff.is_file() and "FAIL: B is" in diff.read_text()
     assert text.startswith("### Streamscope: naive (B) vs overlap (A)")
     assert "❌ **FAIL: B is" in text and "| Median step |" in text and str(diff) in text
-    assert "**New in B:** `pageable-copy`" in text
+    new = next(line for line in text.splitlines() if line.startswith("**New in B:**"))
+    assert "`pageable-copy`" in new and "`no-copy-overlap`" in new
     assert main(["compare", NAIVE, OVERLAP, "--fail-if-slower", "5%", "--report", str(diff)]) == 0
     assert "report: " in capsys.readouterr().out
 
@@ -68,7 +69,8 @@ def test_markdown_summary_escapes_names(prepared_samples: dict[str, PreparedRun]
     text = markdown_summary(result, "base|line", EVIL, verdict_of(result, None))
     assert "<img" not in text and "&lt;/script&gt;&lt;img" in text and "base\\|line" in text
     assert re.search(r"ℹ️ \*\*B is \d+\.\d% faster than A \(median step time\)\*\*", text), text
-    assert "**Findings fixed in B:** `pageable-copy`" in text
+    fixed = next(line for line in text.splitlines() if line.startswith("**Findings fixed in B:**"))
+    assert "`pageable-copy`" in fixed and "`no-copy-overlap`" in fixed
     rows = [line for line in text.splitlines() if line.startswith("| ") and "Metric" not in line]
     assert len(rows) >= 8 and all(line.count(" | ") == 3 for line in rows)
     assert md("a\nb `c`") == "a b \\`c\\`"

@@ -36,7 +36,7 @@ def test_load_gives_the_run_frame_and_the_analysis(run: streamscope.Run) -> None
     assert isinstance(run.frame, pd.DataFrame) and len(run.frame) == n
     assert {"start_ns", "end_ns", "kind", "name", "lane"} <= set(run.frame.columns)
     assert run.metrics["steps"] == 100 and run.metrics.name == "naive"
-    assert [f.rule for f in run.findings][:1] == ["pageable-copy"]
+    assert {f.rule for f in run.findings[:2]} == {"pageable-copy", "no-copy-overlap"}
     assert len(run.per_step) == 100 and "step_time_ns" in run.per_step
     assert repr(run) == f"<streamscope.Run 'naive': {n:,} intervals, 100 steps, {len(run.findings)} findings>"
 

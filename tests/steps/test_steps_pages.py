@@ -23,16 +23,18 @@ def test_one_step_is_a_stacked_breakdown() -> None:
         "rank": 0,
         "step": 0,
         "step_time_ns": 5_000_000,
-        "compute_busy_ns": 3_000_000,
-        "exposed_copy_ns": 1_000_000,
-        "idle_sync_stall_ns": 1_000_000,
-        "idle_launch_bound_ns": 0,
-        "idle_other_ns": 0,
+        "cp_compute_ns": 3_000_000,
+        "cp_copy_ns": 1_000_000,
+        "cp_comm_ns": 0,
+        "cp_host_ns": 1_000_000,
+        "cp_launch_ns": 0,
+        "cp_sync_ns": 0,
+        "cp_other_ns": 0,
     }
     fig = step_time_figure([row])
     assert fig is not None and fig["layout"]["barmode"] == "stack"
     assert fig["layout"]["xaxis"]["type"] == "category"
-    assert [t["name"] for t in fig["data"]] == ["compute", "copy, not overlapped", "GPU idle: sync"]
+    assert [t["name"] for t in fig["data"]] == ["GPU compute", "copies", "host work"]
     assert sum(t["y"][0] for t in fig["data"]) == 5.0 and fig["data"][0]["x"] == ["step 0"]
     many = step_time_figure([{**row, "step": k} for k in range(10)])
     assert many is not None and many["data"][0]["x"] == list(range(10))

@@ -85,6 +85,22 @@ class RunData:
         pos = np.minimum(np.searchsorted(self.ids[order], wanted), n - 1)
         return np.where(self.ids[order][pos] == wanted, order[pos], -1)
 
+    def step_win(self, rows: np.ndarray) -> np.ndarray:
+        """Step window of each row by its ``step`` tag (the step whose marker held its host call), else by its
+        start; -1 outside every window. Host work of a step issued before its GPU window opens counts there."""
+        rows = np.asarray(rows, dtype=np.int64)
+        by_time = self.win_row[rows]
+        if not len(self.win) or not len(rows):
+            return by_time
+        tag = np.asarray(self.trace.intervals["step"], dtype=np.int64)[rows]
+        span = int(self.win_step.max()) + 2
+        key = self.win_rank * span + self.win_step
+        order = np.argsort(key, kind="stable")
+        want = self.rank[rows] * span + tag
+        pos = np.minimum(np.searchsorted(key[order], want), len(key) - 1)
+        hit = (tag >= 0) & (key[order][pos] == want)
+        return np.where(hit, order[pos], by_time)
+
     def codes_of(self, column: str) -> tuple[np.ndarray, list[str]]:
         """Category codes and categories (as str) of a categorical column of the run DataFrame."""
         col = self.trace.intervals[column]

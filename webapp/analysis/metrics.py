@@ -6,11 +6,11 @@ Definitions (all over the step windows; a rank without ``step`` markers is one s
 - compute busy: union of kernels and memsets; transfer busy: union of copies (``copy`` for short).
 - copy/compute overlap: time a copy and a compute interval run at once; ``copy_compute_overlap_frac`` is
   that over transfer busy time. Exposed copy: transfer busy time with no compute running.
-- GPU idle = step time - GPU busy, split by the cause of each idle gap (webapp.analysis.gaps; host =
-  all CPU lanes of the rank): ``idle_sync_stall`` the gap overlaps a host ``sync_wait`` or follows a
-  blocking copy; ``idle_launch_bound`` the host was busy issuing (``launch``/``cpu_op``) the work that
-  ends the gap; ``idle_other`` the rest: device-side bubbles (the next work was already queued) and
-  gaps while the host did other things.
+- GPU idle = step time - GPU busy.
+- Critical path: each step's time split by what it waited on, walked back through the replayed dependency
+  graph (webapp.analysis.causal.critical): ``cp_host`` the host's own work, ``cp_launch`` launch latency,
+  ``cp_compute``/``cp_copy``/``cp_comm`` GPU work, ``cp_sync`` waits' own time and wake-ups, ``cp_other``
+  what the graph does not know. The parts add up to the step time.
 - Queue depth: GPU ops of the rank launched and not yet finished (webapp.analysis.queue); per step its
   time-weighted median over the window.
 - Interval counts and sums (sync waits, copy bytes) go to the step whose window holds their start.
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from collector.model import GPU_KINDS, INTERVAL_KIND_DTYPE, IntervalKind
-from webapp.analysis import gaps as gp
 from webapp.analysis import intervals as iv
+from webapp.analysis.causal.critical import PARTS
 from webapp.analysis.context import RunData
 from webapp.analysis.queue import LaneQueue, enqueue_times, windowed_median
 
@@ -46,9 +46,13 @@ PER_STEP_COLUMNS: dict[str, str] = {
     "copy_compute_overlap_frac": "copy_compute_overlap_ns / transfer_busy_ns (NaN without copies)",
     "gpu_busy_frac": "gpu_busy_ns / step_time_ns",
     "gpu_idle_ns": "step_time_ns - gpu_busy_ns, ns",
-    "idle_sync_stall_ns": "GPU idle while the host waits in (or returns from) a sync or blocking copy, ns",
-    "idle_launch_bound_ns": "GPU idle while the host is busy issuing the next work (launch, cpu_op), ns",
-    "idle_other_ns": "other GPU idle: device bubbles, host busy elsewhere, ns",
+    "cp_host_ns": "critical path: the host's own work (Python, framework, CUDA calls), ns",
+    "cp_launch_ns": "critical path: launch latency (a launch call to its GPU op's start on an idle stream), ns",
+    "cp_compute_ns": "critical path: kernels and memsets, ns",
+    "cp_copy_ns": "critical path: copies, ns",
+    "cp_comm_ns": "critical path: collectives, ns",
+    "cp_sync_ns": "critical path: waits' own time and their wake-up after the GPU work they waited for, ns",
+    "cp_other_ns": "critical path: time the dependency graph cannot attribute, ns",
     "host_issue_ns": "host busy in launch/cpu_op and not waiting in a sync, ns",
     "sync_wait_count": "sync_wait intervals starting in the step",
     "sync_wait_ns": "their total duration, ns",
@@ -68,9 +72,11 @@ STAT_COLUMNS = (
     "transfer_busy",
     "exposed_copy",
     "gpu_idle",
-    "idle_sync_stall",
-    "idle_launch_bound",
-    "idle_other",
+    "cp_host",
+    "cp_launch",
+    "cp_compute",
+    "cp_copy",
+    "cp_sync",
     "sync_wait",
 )
 """Per-step ``<name>_ns`` columns that get run-level median and p90 (``<name>_step_median_ns`` etc.)."""
@@ -93,8 +99,9 @@ def queue_depth_median(rd: RunData) -> np.ndarray:
     return windowed_median(queue, rd.win.starts, rd.win.ends)
 
 
-def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
-    """One row per (rank, step) with the columns of :data:`PER_STEP_COLUMNS` (times int64 ns)."""
+def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:
+    """One row per (rank, step) with the columns of :data:`PER_STEP_COLUMNS` (times int64 ns);
+    ``critical`` holds the critical-path ns per window and part (webapp.analysis.causal.critical.PARTS)."""
     a, b = rd.win.starts, rd.win.ends
     step_time = b - a
     gpu = rd.gpu.measure_in(a, b)
@@ -102,9 +109,6 @@ def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
     xfer = rd.copy.measure_in(a, b)
     overlap = iv.intersect(rd.copy, rd.compute).measure_in(a, b)
     sync_t = rd.sync.measure_in(a, b)
-    n = len(rd.win)
-    idle_sync = gaps.per_window(n, (gaps.cause == gp.SYNC) | (gaps.cause == gp.BLOCKING))
-    idle_launch = gaps.per_window(n, gaps.cause == gp.STARVED)
     idle = step_time - gpu
     dur = rd.e - rd.s
     page = rd.copy_mask & (rd.mem == rd.mem_code("pageable"))
@@ -125,9 +129,7 @@ def per_step_frame(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
                 "copy_compute_overlap_frac": np.where(xfer > 0, overlap / np.maximum(xfer, 1), np.nan),
                 "gpu_busy_frac": np.where(step_time > 0, gpu / np.maximum(step_time, 1), np.nan),
                 "gpu_idle_ns": idle,
-                "idle_sync_stall_ns": idle_sync,
-                "idle_launch_bound_ns": idle_launch,
-                "idle_other_ns": idle - idle_sync - idle_launch,
+                **{f"cp_{part}_ns": critical[:, i] for i, part in enumerate(PARTS)},
                 "host_issue_ns": rd.host.measure_in(a, b) - sync_t,
                 "sync_wait_count": _by_window(rd, rd.sync_mask),
                 "sync_wait_ns": _by_window(rd, rd.sync_mask, dur[rd.sync_mask]),

@@ -71,7 +71,7 @@ class Evidence:
 class Finding:
     """A problem found in a run, what it costs per step and the fix in PyTorch terms."""
 
-    rule: str  # "pageable-copy", "blocking-copy", "no-copy-overlap", "sync-in-loop", "launch-bound", "idle-gaps"
+    rule: str  # a rule's name (webapp.analysis.rules.RULES) or "straggler"
     title: str
     severity: str  # "info" | "warning" | "critical"
     cost_per_step_ns: int  # mean over steps
@@ -139,6 +139,8 @@ class RunAnalysis:
     ranks: dict[str, Any] = field(default_factory=dict)
     """Multi-rank runs only: collectives, per-rank breakdown, straggler, what-if and clock alignment
     (webapp.analysis.ranks.analyze_ranks); empty for one rank."""
+    host_frames: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Host time by Python frame over the steps (webapp.analysis.hoststacks.FRAME_COLUMNS)."""
 
     def summary(self) -> dict[str, Any]:
         """Small dict for the run catalog."""
@@ -166,6 +168,7 @@ class RunAnalysis:
             "phases": frame_records(self.phases),
             "minor_findings": [f.to_dict() for f in self.minor_findings],
             "ranks": _plain(dict(self.ranks)),
+            "host_frames": frame_records(self.host_frames),
         }
 
     @classmethod
@@ -188,4 +191,5 @@ class RunAnalysis:
             phases=pd.DataFrame(d.get("phases") or []),
             minor_findings=tuple(Finding.from_dict(f) for f in d.get("minor_findings") or ()),
             ranks=dict(d.get("ranks") or {}),
+            host_frames=pd.DataFrame(d.get("host_frames") or []),
         )

@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from collector.model import IntervalKind, Trace
-from webapp.analysis import gaps as gp
+from webapp.analysis.causal import causal_model
+from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
-from webapp.analysis.findings import RULES, find_all
+from webapp.analysis.findings import find_all
+from webapp.analysis.hoststacks import frame_table
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
-from webapp.analysis.records import RunAnalysis
+from webapp.analysis.records import Finding, RunAnalysis
+from webapp.analysis.rules import RULES, RuleContext
+from webapp.analysis.rules.base import Change, pinned_gbps
+from webapp.analysis.rules.sync_in_loop import dropped, sync_groups
 from webapp.analysis.whatif import fixed_per_step, what_if
 
 EXTRA_STEP_COLUMNS: dict[str, str] = {
-    **{f"cost_{r.replace('-', '_')}_ns": f"what the {r} finding costs in this step, ns" for r in RULES},
-    "step_time_fixed_ns": "estimated step time with the copy and sync findings fixed (webapp.analysis.whatif), ns",
+    "step_time_unrecorded_ns": "step time without the recorder's own host cost, as replayed, ns",
+    "replay_error_frac": "|replayed - measured| / measured step time of the unchanged dependency graph",
+    **{
+        f"cost_{r.name.replace('-', '_')}_ns": f"step time the {r.name} fix saves in this step, replayed, ns"
+        for r in RULES
+    },
+    "step_time_fixed_ns": "step time with every listed finding's fix replayed together (webapp.analysis.whatif), ns",
 }
 """Columns analyze() adds to the per-step table after the findings."""
 
@@ -68,24 +79,27 @@ READERS = {"client": "read from libcupti by the recorder", "kineto": "read throu
 """How the CUPTI records of a recording were read (``notes.cupti_reader``), as the page says it."""
 
 
-def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
-    """Sync waits per (cause, source) over the whole run, most costly first. Columns: ``cause``,
+SYNC_SAVING_GROUPS = 10
+"""Sync sources (cause, line) whose removal is replayed one by one for the sync table, most waited first."""
+
+
+def sync_table(rd: RunData, ctx: RuleContext) -> pd.DataFrame:
+    """Sync waits per (cause, source) over the whole run, largest saving first. Columns: ``cause``,
     ``source`` (user file:line, '' if unknown), ``count``, ``steps`` (step windows holding one), ``total_ns``,
-    ``mean_ns``, ``max_ns`` (wait durations, ns), ``gpu_idle_ns`` (GPU idle gaps blamed on these syncs, ns)."""
+    ``mean_ns``, ``max_ns`` (wait durations, ns), ``saving_ns`` (step time saved per step if these waits were
+    read every few steps instead, replayed; NaN where not replayed: copies' own waits, other threads, beyond
+    the SYNC_SAVING_GROUPS most waited)."""
     df = rd.trace.intervals
     rows = np.flatnonzero(rd.sync_mask)
-    cols = ["cause", "source", "count", "steps", "total_ns", "mean_ns", "max_ns", "gpu_idle_ns"]
+    cols = ["cause", "source", "count", "steps", "total_ns", "mean_ns", "max_ns", "saving_ns"]
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype="object" if c in ("cause", "source") else "int64") for c in cols})
-    hit = gaps.sync_row >= 0
-    blamed = pd.Series(gaps.length[hit]).groupby(gaps.sync_row[hit]).sum()
     frame = pd.DataFrame(
         {
             "cause": df["cause"].iloc[rows].astype(str).to_numpy(dtype=object),
             "source": df["source"].iloc[rows].astype(str).to_numpy(dtype=object),
             "dur": rd.e[rows] - rd.s[rows],
             "win": rd.win_row[rows],
-            "idle": blamed.reindex(rows, fill_value=0).to_numpy(),
         }
     )
     g = frame.groupby(["cause", "source"], sort=False)
@@ -94,58 +108,84 @@ def sync_table(rd: RunData, gaps: gp.Gaps) -> pd.DataFrame:
         steps=("win", lambda w: int(np.unique(w[w >= 0]).size)),
         total_ns=("dur", "sum"),
         max_ns=("dur", "max"),
-        gpu_idle_ns=("idle", "sum"),
     ).reset_index()
     out["mean_ns"] = out["total_ns"] / out["count"]
-    out = out.sort_values(["gpu_idle_ns", "total_ns"], ascending=False, kind="stable").reset_index(drop=True)
-    return out[cols]
+    out["saving_ns"] = np.nan
+    groups = sync_groups(ctx)
+    if len(groups):
+        waited = ctx.graph.h_end - ctx.graph.h_start
+        groups = groups.assign(dur=waited[groups["node"].to_numpy()])
+        top = groups.groupby(["cause", "source"])["dur"].sum().nlargest(SYNC_SAVING_GROUPS)
+        for cause, source in top.index:
+            nodes = groups.loc[(groups["cause"] == cause) & (groups["source"] == source), "node"].to_numpy()
+            drop = dropped(ctx, nodes)
+            saving = np.maximum(ctx.saving(partial(drop_waits, waits=drop)), 0)
+            hit = (out["cause"] == cause) & (out["source"] == source)
+            out.loc[hit, "saving_ns"] = float(saving.sum()) / ctx.n_win
+    out = out.sort_values(["saving_ns", "total_ns"], ascending=False, kind="stable", na_position="last")
+    return out.reset_index(drop=True)[cols]
 
 
 def analyze(trace: Trace) -> RunAnalysis:
     """Analyze one run. Raises ValueError (one line) for a run that cannot be analysed."""
     rd = prepare(trace)
-    blocked = gp.blocked_copies(rd)
-    gaps = gp.find_gaps(rd, blocked)
-    per_step = per_step_frame(rd, gaps)
+    causal = causal_model(rd)
+    per_step = per_step_frame(rd, causal.critical)
     metrics = run_metrics(rd, per_step)
-    findings, minor, costs = find_all(rd, per_step, metrics, gaps, blocked)
     phases = phase_frame(rd)
     for kind in ("setup", "tail"):
         metrics[f"{kind}_ns"] = float(phases.loc[phases["phase"] == kind, "dur_ns"].sum())
+    ctx = RuleContext(rd, causal.graph, causal.steps, causal.base_steps, metrics, pinned_gbps(metrics))
+    cpu_only = not (rd.gpu_mask & ~kind_mask(rd.kind, IntervalKind.COLLECTIVE)).any() and len(rd.kind)
+    measured = (rd.win.ends - rd.win.starts).astype(np.int64)
+    now = measured - (causal.raw_steps - causal.base_steps)
+    findings: tuple[Finding, ...] = ()
+    minor: tuple[Finding, ...] = ()
+    costs = {r.name: np.zeros(len(rd.win), dtype=np.int64) for r in RULES}
+    changes: dict[str, Change] = {}
+    if not cpu_only:
+        findings, minor, costs, changes = find_all(ctx)
+    applied = [f for f in findings if f.rule in changes]
+    fixed = fixed_per_step(ctx, now, [changes[f.rule] for f in applied])
     order = np.lexsort((rd.win_step, rd.win_rank))  # per_step rows are sorted by (rank, step)
-    pinned = metrics.get("h2d_pinned_probe_gbps", math.nan)
-    if pinned != pinned:
-        pinned = metrics.get("h2d_pinned_achieved_gbps", math.nan)
-    ordered = {rule: costs[rule][order] for rule in RULES}
+    per_step["step_time_unrecorded_ns"] = now[order]
+    per_step["replay_error_frac"] = causal.error[order]
     for rule in RULES:
-        per_step[f"cost_{rule.replace('-', '_')}_ns"] = ordered[rule]
-    listed = {rule: ordered[rule] for rule in dict.fromkeys(f.rule for f in findings)}  # what-if: listed only
-    per_step["step_time_fixed_ns"] = fixed_per_step(per_step, listed, pinned).round().astype(np.int64)
+        per_step[f"cost_{rule.name.replace('-', '_')}_ns"] = costs[rule.name][order]
     ranks: dict[str, object] = {}
     rank_notes: tuple[str, ...] = ()
-    if not (rd.gpu_mask & ~kind_mask(rd.kind, IntervalKind.COLLECTIVE)).any() and len(rd.kind):
-        findings, minor = (), ()  # CPU ranks: the GPU rules do not apply
+    if cpu_only:
         rank_notes = (CPU_ONLY_NOTE,)
+    straggler = None
     if len(trace.ranks) > 1:
         straggler, ranks, more_notes = analyze_ranks(rd)
         rank_notes = (*rank_notes, *more_notes)
         if straggler is not None:
             findings = tuple(sorted([*findings, straggler], key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns)))
+            applied.append(straggler)
+            fixed = np.maximum(fixed - straggler.cost_per_step_ns, 0)
+    per_step["step_time_fixed_ns"] = np.round(fixed[order]).astype(np.int64)
+    metrics["step_time_unrecorded_median_ns"] = float(np.median(now)) if len(now) else math.nan
+    metrics["replay_error_max_frac"] = float(causal.error.max()) if len(causal.error) else math.nan
+    metrics["recorder_call_ns"] = causal.recorder_call_ns
+    recorded = measured if causal.recorder_call_ns > 0 else None
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),
         per_step=per_step,
         kernels=kernel_table(rd),
-        sync_sources=sync_table(rd, gaps),
+        sync_sources=sync_table(rd, ctx),
         findings=findings,
-        what_if=what_if(per_step, listed, pinned),
+        what_if=what_if(now, fixed, applied, recorded),
         notes=(
             *step_notes(trace.meta.step_method, rd.step_basis),
             *phase_notes(phases),
             *timing_note(trace),
+            *causal.notes,
             *rank_notes,
         ),
         phases=phases,
         minor_findings=minor,
         ranks=ranks,
+        host_frames=frame_table(rd),
     )

@@ -1,43 +1,12 @@
-"""Titles and fixes of the findings, in PyTorch terms (kept apart from the rules that measure them)."""
+"""What to do about a host sync, by its cause, in PyTorch terms (the sync-in-loop rule's fix text)."""
 
 from __future__ import annotations
 
-FIXES: dict[str, tuple[str, str]] = {
-    "pageable-copy": (
-        "Copies through pageable host memory",
-        "Copy from pinned memory: DataLoader(..., pin_memory=True), or tensor.pin_memory() once for a reused "
-        "buffer, then .to(device, non_blocking=True). For large device-to-host reads, copy into a preallocated "
-        "pinned buffer: buf = torch.empty(shape, pin_memory=True); buf.copy_(x, non_blocking=True).",
-    ),
-    "blocking-copy": (
-        "Copies block the host",
-        "Pass non_blocking=True to .to()/.cuda()/copy_() (the source must be pinned for this to be "
-        "asynchronous), so the host keeps queueing kernels while the copy runs.",
-    ),
-    "no-copy-overlap": (
-        "Copies do not overlap compute",
-        "Prefetch the next batch on a side stream: copy_stream = torch.cuda.Stream(); with "
-        "torch.cuda.stream(copy_stream): nxt = batch.to(device, non_blocking=True); before using it, "
-        "torch.cuda.current_stream().wait_stream(copy_stream) and nxt.record_stream(torch.cuda.current_stream()). "
-        "Needs pinned host memory.",
-    ),
-    "sync-in-loop": (
-        "Host syncs inside the loop",
-        "Keep values on the GPU and read them every N steps; move checks out of the hot loop. "
-        "torch.cuda.set_sync_debug_mode('warn') reports every sync with its stack.",
-    ),
-    "launch-bound": (
-        "GPU starved by kernel launches",
-        "Cut per-op launch overhead: torch.compile(model, mode='reduce-overhead') (CUDA graphs plus fusion), "
-        "capture the step with torch.cuda.CUDAGraph, or do more work per op (larger batches, fused ops).",
-    ),
-    "idle-gaps": (
-        "Long GPU idle gaps",
-        "See what the host does in these gaps (data loading, logging, checkpointing, Python work): load data "
-        "with DataLoader(num_workers>0, pin_memory=True, persistent_workers=True), and move other work off the "
-        "step path or run it every N steps.",
-    ),
-}
+SYNC_ADVICE = (
+    "Keep values on the GPU and read them every N steps; move checks out of the hot loop. "
+    "torch.cuda.set_sync_debug_mode('warn') reports every sync with its stack."
+)
+"""What to do about any sync, after the advice for its cause."""
 
 _SYNC_FIXES = {
     "item": "`.item()`, float(t), `if t:` or print(t) copy a value to the host and wait for the GPU: "
@@ -72,4 +41,4 @@ def sync_fix(causes: tuple[str, ...]) -> str:
         key = _SYNC_ALIASES.get(cause, cause)
         if key in _SYNC_FIXES and _SYNC_FIXES[key] not in seen:
             seen.append(_SYNC_FIXES[key])
-    return " ".join([*seen, FIXES["sync-in-loop"][1]])
+    return " ".join([*seen, SYNC_ADVICE])

@@ -1,65 +1,55 @@
-"""What-if: the step time if the copy and sync findings were fixed.
+"""What-if: the step time if every listed finding were fixed, their graph changes replayed together.
 
-Per step window: ``fixed = step_time - savings`` where savings are the costs of ``pageable-copy`` (pageable
-copies made pinned, at the probed pinned bandwidth), ``no-copy-overlap`` (the remaining exposed copy time
-hidden behind compute), ``blocking-copy`` and ``sync-in-loop`` (the GPU gaps they cause removed). A step
-cannot get shorter than its compute, its copies at pinned speed, or the host's time to issue the work, so
-``fixed`` is raised to that floor. The estimate is the median of ``fixed`` over all steps.
-``launch-bound`` and ``idle-gaps`` savings are reported as potentials but not applied: their fixes
-(CUDA graphs, data loading) change more than one can predict from the trace. ``costs`` holds the rules
-of the listed findings only, so every saving matches a finding the user sees.
+Per step window: ``fixed = now - (base - replayed)`` where ``now`` is the step time unrecorded (the measured
+time less the recorder's own cost, as replayed), ``base`` the replay of the graph without the recorder and
+``replayed`` its replay with every listed finding's change applied one after another (rule order). The
+estimate is the median over steps. A straggler across ranks (webapp.analysis.ranks) is not a graph change:
+its own estimate is subtracted on top.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
-APPLIED = ("pageable-copy", "no-copy-overlap", "blocking-copy", "sync-in-loop")
-
-
-def fixed_per_step(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_gbps: float) -> np.ndarray:
-    """Estimated step time per row of ``per_step`` (ns) once the APPLIED findings are fixed."""
-    now = per_step["step_time_ns"].to_numpy(np.float64)
-    saving = np.zeros(len(per_step))
-    for rule in APPLIED:
-        if rule in costs:
-            saving += costs[rule]
-    copy_floor = (
-        per_step["copy_bytes"].to_numpy(np.float64) / pinned_gbps
-        if pinned_gbps == pinned_gbps and pinned_gbps > 0
-        else 0.0
-    )
-    floor = (
-        np.maximum.reduce(
-            [
-                per_step["compute_busy_ns"].to_numpy(np.float64),
-                per_step["host_issue_ns"].to_numpy(np.float64),
-                np.broadcast_to(copy_floor, now.shape),
-            ]
-        )
-        if len(now)
-        else now
-    )
-    return np.minimum(now, np.maximum(now - saving, floor))
+from webapp.analysis.causal.graph import Graph
+from webapp.analysis.records import Finding
+from webapp.analysis.rules.base import Change, RuleContext
 
 
-def what_if(per_step: pd.DataFrame, costs: dict[str, np.ndarray], pinned_gbps: float) -> dict[str, float]:
+def fixed_per_step(ctx: RuleContext, now: np.ndarray, changes: Sequence[Change]) -> np.ndarray:
+    """Estimated step time per window (ns) with ``changes`` applied together."""
+    if not changes:
+        return now.astype(np.float64)
+
+    def together(graph: Graph) -> Graph:
+        for change in changes:
+            graph = change(graph)
+        return graph
+
+    return np.maximum(now - ctx.saving(together), 0).astype(np.float64)
+
+
+def what_if(
+    now: np.ndarray, fixed: np.ndarray, applied: Sequence[Finding], recorded: np.ndarray | None = None
+) -> dict[str, float]:
     """``step_time_now_ns`` and ``step_time_fixed_ns`` (medians over steps), ``speedup`` (now / fixed),
-    ``saving_<rule>_ns`` (mean per step, every rule in ``costs``) and ``applied`` rules' total ``saving_applied_ns``."""
-    if per_step.empty:
+    ``saving_applied_ns`` and ``saving_<rule>_ns`` for exactly the applied findings (each its own replayed
+    cost per step); ``step_time_recorded_ns`` (the measured median) when the recorder's cost was taken out."""
+    if not len(now):
         return {"step_time_now_ns": math.nan, "step_time_fixed_ns": math.nan, "speedup": math.nan}
-    fixed = fixed_per_step(per_step, costs, pinned_gbps)
-    now = float(per_step["step_time_ns"].median())
+    med_now = float(np.median(now))
     est = float(np.median(fixed))
     out = {
-        "step_time_now_ns": now,
+        "step_time_now_ns": med_now,
         "step_time_fixed_ns": est,
-        "speedup": now / est if est > 0 else math.nan,
-        "saving_applied_ns": now - est,
+        "speedup": med_now / est if est > 0 else math.nan,
+        "saving_applied_ns": med_now - est,
     }
-    for rule, cost in costs.items():
-        out[f"saving_{rule.replace('-', '_')}_ns"] = float(np.mean(cost)) if len(cost) else 0.0
+    if recorded is not None:
+        out["step_time_recorded_ns"] = float(np.median(recorded))
+    for f in applied:
+        out[f"saving_{f.rule.replace('-', '_')}_ns"] = float(f.cost_per_step_ns)
     return out

@@ -81,7 +81,7 @@ function runPage() {
     "tab-kernels": () => fillTable(document.getElementById("kernels-table"), tables.kernels,
       ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
     "tab-syncs": () => fillTable(document.getElementById("syncs-table"), tables.sync_sources,
-      ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
+      ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"]),
   };
   for (const fn of Object.values(build)) fn();
   document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {

@@ -153,7 +153,7 @@ const tables = {
   "tab-kernels": () => fillTable(document.getElementById("kernels-table"), full.kernels,
     ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
   "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
-    ["cause", "source", "count", "steps", "total_ns", "mean_ns", "gpu_idle_ns"]),
+    ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"]),
   "tab-colls": () => fillTable(document.getElementById("colls-table"), (full.ranks || {}).collectives || [],
     ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"]),
 };

@@ -19,6 +19,8 @@ const COL_LABELS = {
   delta_step_ns: "B − A per step", cause: "Cause", source: "Source", a_last: "A last", b_last: "B last",
   seq: "#", group: "Process group", ranks: "Ranks", comm_latency_ns: "Transfer (min over ranks)",
   start_skew_ns: "Start skew", end_skew_ns: "End skew", max_wait_ns: "Longest wait", last_rank: "Last rank",
+  saving_ns: "Saved per step if read every few steps (replayed)", steps: "Steps", frame: "Frame",
+  self_ns: "Self", total_frac: "Share of host time", per_step_ns: "Per step",
 };
 // the compare page's per-rank columns: a_<col>, b_<col>, delta_<col> -> "A step", "B step", "B − A step"
 for (const [col, label] of [["step_time_ns", "step"], ["wait_ns", "wait"], ["comm_ns", "comm"],

@@ -1,0 +1,209 @@
+"""The dependency graph and its replay on hand-made runs whose step times are worked out by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from analysis_traces import COMPUTE, CPU, MS, US, iv, steps, trace
+
+from collector.load import load_trace
+from collector.model import Trace
+from webapp.analysis.causal import CausalModel, causal_model, fixes
+from webapp.analysis.causal.critical import PARTS
+from webapp.analysis.causal.graph import Graph
+from webapp.analysis.causal.replay import replay
+from webapp.analysis.causal.stepmap import step_times
+from webapp.analysis.context import RunData, prepare
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_traces").glob("*.json.gz"))
+
+
+def _model(t: Trace) -> tuple[RunData, CausalModel]:
+    rd = prepare(t)
+    return rd, causal_model(rd)
+
+
+def _parts(cm: CausalModel, step: int) -> dict[str, int]:
+    return dict(zip(PARTS, cm.critical[step].tolist(), strict=True))
+
+
+def _steps_after(rd: RunData, cm: CausalModel, change: Callable[[Graph], Graph]) -> np.ndarray:
+    return step_times(rd, cm.steps, replay(change(cm.graph)))
+
+
+def gpu_bound(n: int = 5) -> Trace:
+    """A host that runs ahead: a 5 us launch every 1 ms, each of a 10 ms kernel."""
+    rows = []
+    for k in range(n):
+        rows += [
+            iv(CPU, "launch", k * MS, k * MS + 5 * US, id=2 * k, step=k),
+            iv(
+                COMPUTE,
+                "kernel",
+                k * 10 * MS + 10 * US,
+                (k + 1) * 10 * MS + 10 * US,
+                "gemm",
+                launch_id=2 * k,
+                id=2 * k + 1,
+                step=k,
+            ),
+        ]
+    return trace(rows, steps(*[(k * MS, (k + 1) * MS) for k in range(n)]))
+
+
+def host_bound(n: int = 5) -> Trace:
+    """8 ms of host work per step, then a 5 us launch of a 2 ms kernel that starts 10 us after it."""
+    rows = []
+    for k in range(n):
+        t = k * 8 * MS
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=2 * k, step=k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 2 * MS + 10 * US, "gemm", launch_id=2 * k, id=2 * k + 1, step=k),
+        ]
+    return trace(rows, steps(*[(k * 8 * MS, (k + 1) * 8 * MS) for k in range(n)]))
+
+
+def drained(n: int = 12) -> Trace:
+    """Per 11.02 ms step: launch an 8 ms kernel, wait for it (item), then 3 ms of host work."""
+    rows, marks = [], []
+    for k in range(n):
+        t = k * 11_020 * US
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=3 * k, step=k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 8 * MS + 10 * US, "gemm", launch_id=3 * k, id=3 * k + 1, step=k),
+            iv(
+                CPU,
+                "sync_wait",
+                t + 10 * US,
+                t + 8 * MS + 20 * US,
+                "cudaStreamSynchronize",
+                cause="item",
+                source="l.py:3",
+                id=3 * k + 2,
+                step=k,
+            ),
+        ]
+        marks.append((t, t + 11_020 * US))
+    return trace(rows, steps(*marks))
+
+
+def serial_copy(n: int = 6) -> Trace:
+    """Per step on one stream: a pinned 64 MiB copy (1.25 ms) then an 8 ms kernel; the host runs ahead."""
+    rows = []
+    for k in range(n):
+        t = k * 9_252 * US
+        h = k * 100 * US
+        rows += [
+            iv(CPU, "launch", h, h + 5 * US, "cudaMemcpyAsync", id=4 * k, step=k),
+            iv(
+                COMPUTE,
+                "memcpy_h2d",
+                t + 10 * US,
+                t + 1_260 * US,
+                "copy",
+                bytes=64 << 20,
+                memory_kind="pinned",
+                non_blocking=True,
+                launch_id=4 * k,
+                source="d.py:5",
+                id=4 * k + 1,
+                step=k,
+            ),
+            iv(CPU, "launch", h + 10 * US, h + 15 * US, id=4 * k + 2, step=k),
+            iv(COMPUTE, "kernel", t + 1_261 * US, t + 9_261 * US, "gemm", launch_id=4 * k + 2, id=4 * k + 3, step=k),
+        ]
+    return trace(rows, steps(*[(k * 100 * US, (k + 1) * 100 * US) for k in range(n)]))
+
+
+@pytest.mark.parametrize("make", [gpu_bound, host_bound, drained, serial_copy])
+def test_unchanged_replay_reproduces_every_time(make: Callable[[], Trace]) -> None:
+    rd, cm = _model(make())
+    rep = replay(cm.graph)
+    assert (rep.g_start == cm.graph.g_start).all() and (rep.g_end == cm.graph.g_end).all()
+    assert (rep.h_start == cm.graph.h_start).all() and (rep.h_end == cm.graph.h_end).all()
+    assert (cm.raw_steps == rd.win.ends - rd.win.starts).all() and cm.error.max() == 0
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_samples_replay_within_two_percent(path: Path) -> None:
+    rd, cm = _model(load_trace(path))
+    assert len(cm.error) and cm.error.max() <= 0.02
+    assert cm.notes[0].startswith("Replay self-check: the dependency graph reproduces every step")
+    # the critical path accounts for every step's time
+    measured = rd.win.ends - rd.win.starts
+    assert np.abs(cm.critical.sum(axis=1) - measured).max() <= 0.001 * measured.max()
+
+
+def test_gpu_bound_steps_are_gpu_on_the_critical_path_and_a_faster_host_saves_nothing() -> None:
+    rd, cm = _model(gpu_bound())
+    assert _parts(cm, 1)["compute"] == 10 * MS
+    faster = _steps_after(rd, cm, fixes.faster_host)
+    assert (faster == cm.base_steps).all()
+
+
+def test_host_bound_steps_are_host_work_and_the_bound_is_the_gpu() -> None:
+    rd, cm = _model(host_bound())
+    parts = _parts(cm, 1)
+    assert parts["launch"] == 10 * US and parts["host"] == 8 * MS - 10 * US
+    faster = _steps_after(rd, cm, fixes.faster_host)
+    # every launch at once: kernels back to back, a 1 us bubble apart
+    assert faster[1] == 2 * MS + 1 * US
+
+
+def test_a_drained_sync_costs_the_host_work_behind_it_when_the_gpu_bounds_the_step() -> None:
+    rd, cm = _model(drained())
+    parts = _parts(cm, 1)
+    # the step: 8 ms kernel, 10 us wake-up, 3 ms host work, 10 us launch latency
+    assert parts == {**dict.fromkeys(PARTS, 0), "compute": 8 * MS, "sync": 10 * US, "host": 3 * MS, "launch": 10 * US}
+    waits = np.flatnonzero(cm.graph.h_wait)
+    after = _steps_after(rd, cm, lambda g: fixes.drop_waits(g, waits))
+    # without the wait the host issues each 8 ms kernel 3.01 ms after the last: the GPU bounds the step
+    assert after[3] == 8 * MS + 1 * US
+
+
+def test_a_drained_sync_saves_nothing_when_the_host_bounds_the_step() -> None:
+    rows, marks = [], []
+    for k in range(6):  # 1 ms kernel, wait for it, then 6 ms of host work: the host bounds the step
+        t = k * 7_020 * US
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=3 * k, step=k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 1 * MS + 10 * US, "k", launch_id=3 * k, id=3 * k + 1, step=k),
+            iv(CPU, "sync_wait", t + 10 * US, t + 1 * MS + 20 * US, "sync", cause="item", id=3 * k + 2, step=k),
+        ]
+        marks.append((t, t + 7_020 * US))
+    rd, cm = _model(trace(rows, steps(*marks)))
+    waits = np.flatnonzero(cm.graph.h_wait)
+    saved = cm.base_steps - _steps_after(rd, cm, lambda g: fixes.drop_waits(g, waits))
+    # only the host's 1.01 ms in the wait goes: 6.01 ms of host work a step remain
+    assert saved[2] == 1_010 * US
+
+
+def test_prefetch_on_a_side_stream_hides_the_copy() -> None:
+    rd, cm = _model(serial_copy())
+    g = cm.graph
+    assert _parts(cm, 2)["copy"] == 1_251 * US  # the copy and the bubble before the kernel behind it
+    copies = np.flatnonzero(g.g_bytes > 0)
+    after = _steps_after(rd, cm, lambda graph: fixes.prefetch(graph, copies, np.zeros(len(copies), dtype=np.int64)))
+    # each step's kernel follows the previous one (1 us bubble); its copy ran a step earlier on its own stream
+    assert after[3] == 8 * MS + 1 * US
+
+
+def test_captured_launches_cost_one_graph_launch() -> None:
+    rows = []
+    for i in range(100):  # 20 us of host per launch, 2 us kernels: launch-bound
+        t = i * 20 * US
+        rows += [
+            iv(CPU, "launch", t, t + 8 * US, id=2 * i, step=i // 50),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 12 * US, "tiny", launch_id=2 * i, id=2 * i + 1, step=i // 50),
+        ]
+    rd, cm = _model(trace(rows, steps((0, 50 * 20 * US), (50 * 20 * US, 100 * 20 * US))))
+    g = cm.graph
+    step = rd.step_win(g.h_row)
+    captured = fixes.captured(g, np.arange(g.n_host), step)
+    # one graph launch per step: the host time between the launches of a step is gone
+    assert (captured.h_delta == np.where(np.arange(100) % 50 == 0, g.h_delta + fixes.GRAPH_LAUNCH_NS, 0)).all()
+    after = step_times(rd, cm.steps, replay(captured))
+    assert after[0] == 50 * 2 * US + 50 * 1 * US  # the 50 kernels back to back, 1 us apart

@@ -1,0 +1,157 @@
+"""Where the host's time goes: host time by Python frame from the recorder's sampled stacks.
+
+The recorder samples the Python stack of the issuing thread and writes each stretch during which the stack
+stayed the same as one ``sample`` interval whose name is the stack in folded form: frames ``func
+(file:line)`` from the outermost to the innermost, joined by ``;``. Without samples (a torch.profiler
+trace), host time by CPU op (self time, nested ops taken out) stands in.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from collector.model import IntervalKind
+from webapp.analysis import intervals as iv
+from webapp.analysis.causal.graph import Graph
+from webapp.analysis.context import RunData, kind_mask
+
+SEP = ";"
+FRAME = re.compile(r"^(?P<func>.*) \((?P<where>[^()]*)\)$")
+LOADING = re.compile(r"^(__next__|_next_data) \(.*torch/utils/data/dataloader\.py:\d+\)$")
+"""Frames of a DataLoader's ``__next__``: the step waiting for its batch to be loaded in this process."""
+OUTER_SHARE = 0.9
+"""Frames holding more than this share of the host's time are the loop around everything (``main``,
+``train``), not an answer to where the time went."""
+SPECIFIC = 0.8
+"""A frame inside a named one replaces it when it holds at least this share of its time."""
+
+FRAME_COLUMNS = {
+    "frame": "function and file:line ('func (file.py:12)'), or a CPU op's name",
+    "self_ns": "host time with this frame innermost, over the steps, ns",
+    "total_ns": "host time with this frame anywhere on the stack, over the steps, ns",
+    "total_frac": "total_ns over all sampled host time in the steps",
+    "per_step_ns": "total_ns per step, ns",
+}
+
+
+def sample_rows(rd: RunData) -> np.ndarray:
+    """Rows of sampled host stacks inside the step windows."""
+    return np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0))
+
+
+def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
+    """Host time by frame over the steps, most time first; columns :data:`FRAME_COLUMNS`. Empty without
+    samples or CPU ops."""
+    rows = sample_rows(rd)
+    n_steps = max(len(rd.win), 1)
+    if len(rows):
+        dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
+        stacks = rd.trace.intervals["name"].iloc[rows].astype(str).to_numpy(dtype=object)
+        by_stack = pd.Series(dur, index=stacks).groupby(level=0).sum()
+        self_t: dict[str, int] = {}
+        total_t: dict[str, int] = {}
+        for stack, t in by_stack.items():
+            frames = str(stack).split(SEP)
+            self_t[frames[-1]] = self_t.get(frames[-1], 0) + int(t)
+            for f in dict.fromkeys(frames):
+                total_t[f] = total_t.get(f, 0) + int(t)
+        whole = int(dur.sum())
+    else:
+        self_t, whole = _cpu_op_self(rd)
+        total_t = dict(self_t)
+    if not total_t:
+        return pd.DataFrame({c: pd.Series(dtype="object" if c == "frame" else "float64") for c in FRAME_COLUMNS})
+    out = pd.DataFrame(
+        {
+            "frame": list(total_t),
+            "self_ns": [self_t.get(f, 0) for f in total_t],
+            "total_ns": list(total_t.values()),
+        }
+    )
+    out["total_frac"] = out["total_ns"] / max(whole, 1)
+    out["per_step_ns"] = out["total_ns"] / n_steps
+    return out.sort_values(["total_ns", "self_ns"], ascending=False, kind="stable").head(limit).reset_index(drop=True)
+
+
+def _cpu_op_self(rd: RunData) -> tuple[dict[str, int], int]:
+    """Self time of host CPU ops in the steps by name (children's time taken out), and their union."""
+    rows = np.flatnonzero(kind_mask(rd.kind, IntervalKind.CPU_OP) & (rd.win_row >= 0))
+    if not len(rows):
+        return {}, 0
+    lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[rows]
+    order = np.lexsort((-(rd.e[rows] - rd.s[rows]), rd.s[rows], lane))
+    rows, lane = rows[order], lane[order]
+    s, e = rd.s[rows].tolist(), rd.e[rows].tolist()
+    child = [0] * len(rows)
+    stack: list[int] = []
+    lanes = lane.tolist()
+    for i in range(len(rows)):
+        while stack and (lanes[stack[-1]] != lanes[i] or e[stack[-1]] <= s[i]):
+            stack.pop()
+        if stack:
+            child[stack[-1]] += e[i] - s[i]
+        stack.append(i)
+    own = np.maximum(rd.e[rows] - rd.s[rows] - np.array(child, dtype=np.int64), 0)
+    names = rd.trace.intervals["name"].iloc[rows].astype(str).to_numpy(dtype=object)
+    by = pd.Series(own, index=names).groupby(level=0).sum()
+    return {str(k): int(v) for k, v in by.items()}, iv.union(rd.s[rows], rd.e[rows]).total
+
+
+def top_frames(rd: RunData, count: int = 3) -> str:
+    """The few frames that say where the host's time went, with their share: the heaviest frames that are not
+    the loop around everything, each replaced by a frame inside it that holds most of its time. '' without
+    samples."""
+    rows = sample_rows(rd)
+    if not len(rows):
+        return ""
+    table = frame_table(rd, limit=200)
+    table = table[table["total_frac"] <= OUTER_SHARE]
+    stacks = rd.trace.intervals["name"].iloc[rows].astype(str).unique()
+    inside: dict[str, set[str]] = {}
+    for stack in stacks:
+        frames = str(stack).split(SEP)
+        for i, f in enumerate(frames):
+            inside.setdefault(f, set()).update(frames[i + 1 :])
+    share = dict(zip(table["frame"], table["total_frac"], strict=True))
+    chosen: list[str] = []
+    for frame in table["frame"]:
+        if any(frame in inside.get(c, ()) for c in chosen) or any(c in inside.get(frame, ()) for c in chosen):
+            continue
+        best = frame
+        for deeper in sorted(inside.get(frame, ()), key=lambda f: -share.get(f, 0.0)):
+            if share.get(deeper, 0.0) >= SPECIFIC * share[frame]:
+                best = deeper
+            break
+        chosen.append(best)
+        if len(chosen) == count:
+            break
+    return ", ".join(f"{f} {share.get(f, 0.0):.0%}" for f in chosen)
+
+
+def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray, workers: int) -> np.ndarray | None:
+    """Host time per host node (its ``h_delta``) spent in a DataLoader's ``__next__`` that ``workers``
+    worker processes would take off the step path (all but 1/workers of it), ns; None without samples."""
+    rows = sample_rows(rd)
+    if not len(rows):
+        return None
+    stacks = rd.trace.intervals["name"].iloc[rows].astype(str)
+    codes, uniq = pd.factorize(stacks)
+    loads = np.array([any(LOADING.match(f) for f in str(u).split(SEP)) for u in uniq], dtype=bool)
+    hit = rows[loads[codes]] if len(uniq) else rows[:0]
+    if not len(hit):
+        return np.zeros(g.n_host, dtype=np.int64)
+    loading = iv.union(rd.s[hit], rd.e[hit])
+    prev = g.h_start - g.h_delta  # the previous node's start (or the epoch's start)
+    cut = loading.measure_in(prev, g.h_start) * (workers - 1) // workers
+    keep = np.zeros(g.n_host, dtype=bool)
+    keep[nodes] = True
+    return np.where(keep, cut, 0).astype(np.int64)
+
+
+def split_frame(frame: str) -> tuple[str, str]:
+    """A frame's function and its file:line ('' where the frame is a bare name)."""
+    m = FRAME.match(frame)
+    return (m.group("func"), m.group("where")) if m else (frame, "")

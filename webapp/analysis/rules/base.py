@@ -1,0 +1,161 @@
+"""What every finding rule shares: the context it reads, the detection it returns, evidence helpers.
+
+A rule is a unit with a name, a title, a default fix text and ``detect(ctx) -> Detection | None``. A
+detection carries the facts for the page (detail, source lines, evidence) and the fix as a change to the
+dependency graph (webapp.analysis.causal.fixes). The engine (webapp.analysis.findings) replays every
+change and turns the saving into the finding's cost, so a rule never estimates a cost by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from webapp.analysis.causal.graph import Graph
+from webapp.analysis.causal.replay import replay
+from webapp.analysis.causal.segs import take
+from webapp.analysis.causal.stepmap import StepMap, step_times
+from webapp.analysis.context import RunData
+from webapp.analysis.records import Evidence
+
+EVIDENCE_LIMIT = 20
+"""Evidence items kept per finding (the largest), enough to zoom the timeline to."""
+MIN_COPY_BYTES = 1 << 20
+"""Copies under 1 MiB (scalars read by .item(), small tensors) are latency, not bandwidth problems."""
+
+Change = Callable[[Graph], Graph]
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What a rule found: ``change`` is its fix as a graph change; ``fix`` overrides the rule's fix text;
+    ``saving`` is the change's replayed saving per step window (ns) when the rule already replayed it."""
+
+    detail: str
+    change: Change
+    sources: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    fix: str | None = None
+    saving: np.ndarray | None = None
+
+
+class Rule(Protocol):
+    name: str
+    title: str
+    fix: str
+
+    def detect(self, ctx: RuleContext) -> Detection | None: ...
+
+
+@dataclass
+class RuleContext:
+    """What rules read: the run's arrays (``rd``), its dependency graph with the recorder's own cost taken
+    out (``graph``), the replayed step times of that graph (``base_steps``, ns per window), metrics and the
+    pinned bandwidth (GB/s, NaN if unknown)."""
+
+    rd: RunData
+    graph: Graph
+    steps: StepMap
+    base_steps: np.ndarray
+    metrics: dict[str, float]
+    pinned_gbps: float
+    _cache: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_win(self) -> int:
+        return max(len(self.rd.win), 1)
+
+    @property
+    def step_ref(self) -> float:
+        return float(np.median(self.base_steps)) if len(self.base_steps) else 0.0
+
+    def host_win(self) -> np.ndarray:
+        """Step window of each host node (its step tag, else its start), -1 outside the steps."""
+        if "host_win" not in self._cache:
+            self._cache["host_win"] = self.rd.step_win(self.graph.h_row)
+        return self._cache["host_win"]
+
+    def gpu_win(self) -> np.ndarray:
+        """Step window of each GPU op: that of the host node that launched it, else its own start's."""
+        if "gpu_win" not in self._cache:
+            g = self.graph
+            own = self.rd.win_row[g.g_row]
+            launched = take(self.host_win(), g.g_launch, -1)
+            self._cache["gpu_win"] = np.where(launched >= 0, launched, own)
+        return self._cache["gpu_win"]
+
+    def saving(self, change: Change) -> np.ndarray:
+        """Replayed step time saved by ``change`` in each step window (ns; negative if it made a step slower)."""
+        rep = replay(change(self.graph))
+        return self.base_steps - step_times(self.rd, self.steps, rep)
+
+    def column(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """A column of the run DataFrame at ``rows`` as an object array of str."""
+        return self.rd.trace.intervals[name].iloc[rows].astype(str).to_numpy(dtype=object)
+
+    def sources(self, rows: np.ndarray) -> np.ndarray:
+        """User source of each row: its own, else that of the CPU interval that launched it."""
+        own = self.column("source", rows)
+        lid = np.asarray(self.rd.trace.intervals["launch_id"], dtype=np.int64)[rows]
+        lrow = self.rd.rows_of_ids(lid)
+        missing = (own == "") & (lrow >= 0)
+        if missing.any():
+            own[missing] = self.column("source", lrow[missing])
+        return own
+
+    def launch_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Row of the CPU interval that launched each row (-1 where unknown)."""
+        return self.rd.rows_of_ids(np.asarray(self.rd.trace.intervals["launch_id"], dtype=np.int64)[rows])
+
+    def evidence(self, rows: np.ndarray, weight: np.ndarray, extra: Sequence[np.ndarray] = ()) -> tuple[Evidence, ...]:
+        """The EVIDENCE_LIMIT heaviest rows as evidence (their own time range; ``extra`` rows as more ids)."""
+        return evidence_items(self.rd, rows, self.rd.s[rows], self.rd.e[rows], weight, extra)
+
+
+def evidence_items(
+    rd: RunData,
+    rows: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    weight: np.ndarray,
+    extra: Sequence[np.ndarray] = (),
+) -> tuple[Evidence, ...]:
+    """The EVIDENCE_LIMIT heaviest items; ``start``/``end`` on the axis, ``rows`` (and extra rows) as ids."""
+    if not len(weight):
+        return ()
+    top = np.argsort(-np.asarray(weight), kind="stable")[:EVIDENCE_LIMIT]
+    rank = (start[top] // rd.tb.stride).astype(np.int64)
+    s = rd.tb.from_axis(rank, start[top])
+    e = rd.tb.from_axis(rank, end[top])
+    out = []
+    for k, i in enumerate(top):
+        rid = [r for r in (rows[i], *(x[i] for x in extra)) if r >= 0]
+        out.append(Evidence(int(rank[k]), int(s[k]), int(e[k]), tuple(int(rd.ids[r]) for r in rid)))
+    return tuple(out)
+
+
+def top_sources(sources: np.ndarray, weights: np.ndarray, limit: int = 5) -> tuple[str, ...]:
+    """The ``limit`` source lines with the largest summed weight ('' left out)."""
+    if not len(sources):
+        return ()
+    s = pd.Series(weights, index=sources).groupby(level=0).sum().sort_values(ascending=False)
+    return tuple(str(k) for k in s.index if k)[:limit]
+
+
+def ms(ns: float) -> str:
+    """A duration in ns as milliseconds for a sentence."""
+    return f"{ns / 1e6:.2f} ms" if ns == ns else "unknown"
+
+
+def pinned_gbps(metrics: dict[str, float]) -> float:
+    """Pinned host-to-device bandwidth (GB/s): the probe's, else the run's achieved; NaN if neither."""
+    for key in ("h2d_pinned_probe_gbps", "h2d_pinned_achieved_gbps"):
+        value = metrics.get(key, math.nan)
+        if value == value and value > 0:
+            return float(value)
+    return math.nan

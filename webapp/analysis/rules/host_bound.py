@@ -1,0 +1,90 @@
+"""host-bound: the host needs longer to issue a step than the GPU needs to run it.
+
+The fixes that fit are replayed: CUDA graphs (``torch.compile(mode="reduce-overhead")``), which cut the
+host time between launches to one graph launch, and DataLoader workers, which take the data loading the
+host's sampled stacks show off the step path. A faster host bounds every host-side fix. The finding's cost
+is the best replayed fix; the detail lists each one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collector.model import IntervalKind
+from webapp.analysis import hoststacks
+from webapp.analysis.causal import fixes
+from webapp.analysis.causal.graph import Graph
+from webapp.analysis.rules.base import Change, Detection, RuleContext, ms
+
+LOADER_WORKERS = 4
+"""Workers the DataLoader fix is replayed with: data loading per step divided among them."""
+
+
+class HostBound:
+    name = "host-bound"
+    title = "The host cannot keep the GPU busy"
+    fix = (
+        "Cut the host's time per step: torch.compile(model, mode='reduce-overhead') or CUDA graphs "
+        "(torch.cuda.CUDAGraph) replay the step with one launch; more work per op (larger batches, fused ops) "
+        "means fewer launches; DataLoader(num_workers=4, pin_memory=True, persistent_workers=True) moves data "
+        "loading off the step path; log and check every N steps."
+    )
+
+    def detect(self, ctx: RuleContext) -> Detection | None:
+        rd, g = ctx.rd, ctx.graph
+        win = ctx.host_win()
+        inside = win >= 0
+        n = len(rd.win)
+        if not n or not inside.any():
+            return None
+        host = np.bincount(win[inside], weights=np.maximum(g.h_delta[inside], 0), minlength=n)
+        gpu = rd.gpu.measure_in(rd.win.starts, rd.win.ends)
+        if not float(np.median(host)) > float(np.median(gpu)):
+            return None
+        nodes = np.flatnonzero(inside)
+        calls = nodes[rd.kind[g.h_row[nodes]] == rd.code(IntervalKind.LAUNCH)]
+        per_step = len(calls) / ctx.n_win
+        options: list[tuple[str, str, Change]] = []
+        if len(calls):
+            options.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", "graphs", _graphs(calls, win)))
+        loading = hoststacks.loading_cut(rd, g, nodes, LOADER_WORKERS)
+        if loading is not None and loading.sum() > 0:
+            options.append((f"DataLoader(num_workers={LOADER_WORKERS})", "loader", _cut(loading)))
+        bound = ctx.saving(lambda graph: fixes.faster_host(graph, nodes))
+        savings = [(label, ctx.saving(change), change) for label, _, change in options]
+        facts = (
+            f"The host took {ms(float(np.median(host)))} per step to issue work the GPU ran in "
+            f"{ms(float(np.median(gpu)))} ({float(np.median(host)) / max(float(np.median(gpu)), 1):.1f}x)"
+        )
+        if len(calls):
+            each = float(np.median(host)) / max(per_step, 1) / 1e3
+            facts += f"; {per_step:.0f} launches per step, {each:.1f} us of host time each"
+        detail = facts + "."
+        frames = hoststacks.top_frames(rd)
+        if frames:
+            detail += f" Where the host's time went: {frames}."
+        else:
+            detail += " The trace has no sampled host stacks to say where the host's time went."
+        replayed = "; ".join(f"{label} saves {ms(float(s.mean()))}" for label, s, _ in savings)
+        detail += (
+            f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
+            f"{ms(float(bound.mean()))} per step (the bound on any host-side fix)."
+        )
+        if not savings:
+            return Detection(detail, lambda graph: graph, saving=np.zeros(n, dtype=np.int64))
+        best = max(savings, key=lambda x: float(x[1].mean()))
+        return Detection(detail, best[2], saving=best[1], fix=f"Best replayed fix: {best[0]}. " + self.fix)
+
+
+def _graphs(calls: np.ndarray, step: np.ndarray) -> Change:
+    def change(graph: Graph) -> Graph:
+        return fixes.captured(graph, calls, step)
+
+    return change
+
+
+def _cut(cut_ns: np.ndarray) -> Change:
+    def change(graph: Graph) -> Graph:
+        return fixes.cut_host(graph, cut_ns)
+
+    return change

@@ -1,0 +1,96 @@
+"""sync-in-loop: host syncs seen in most steps (or every few), fixed by reading values every N steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from webapp.analysis.causal import fixes
+from webapp.analysis.causal.graph import Graph
+from webapp.analysis.context import COPY_SYNC_CAUSES
+from webapp.analysis.rules.base import Detection, RuleContext, ms
+from webapp.analysis.texts import sync_fix
+
+IN_LOOP_STEP_FRAC = 0.5
+"""A sync seen in at least half the steps is part of the loop, not a one-off (checkpoint, eval)."""
+RECURRING_MIN_STEPS = 3
+"""A sync in fewer steps but in at least this many (logging every N steps) is named beside the per-step
+ones: the same fix applies, and one-offs stay out."""
+READ_EVERY = 10
+"""The fix keeps one read every READ_EVERY steps: the value is still read, just not every step."""
+
+
+def sync_groups(ctx: RuleContext) -> pd.DataFrame:
+    """Waits of the issuing thread inside steps that are not a copy's own, one row per wait: ``node`` (graph
+    index), ``cause``, ``source``, ``win`` (step window)."""
+    g = ctx.graph
+    waits = np.flatnonzero(g.h_wait & (ctx.host_win() >= 0))
+    frame = pd.DataFrame(
+        {
+            "node": waits,
+            "cause": ctx.column("cause", g.h_row[waits]),
+            "source": ctx.sources(g.h_row[waits]),
+            "win": ctx.host_win()[waits],
+        }
+    )
+    return frame[~frame["cause"].isin(list(COPY_SYNC_CAUSES))]
+
+
+def dropped(ctx: RuleContext, nodes: np.ndarray) -> np.ndarray:
+    """The waits the fix removes: all but those in every READ_EVERY-th step (all of them in a run of no more
+    than READ_EVERY steps)."""
+    if len(ctx.rd.win) <= READ_EVERY:
+        return nodes
+    step = ctx.rd.win_step[ctx.host_win()[nodes]]
+    return nodes[step % READ_EVERY != 0]
+
+
+class SyncInLoop:
+    name = "sync-in-loop"
+    title = "Host syncs inside the loop"
+    fix = sync_fix(())
+
+    def detect(self, ctx: RuleContext) -> Detection | None:
+        frame = sync_groups(ctx)
+        if frame.empty:
+            return None
+        g = ctx.graph
+        n_win = ctx.n_win
+        per = frame.groupby(["cause", "source"]).agg(steps=("win", "nunique"), count=("win", "size"))
+        loop = per[per["steps"] >= IN_LOOP_STEP_FRAC * n_win]
+        recurring = per[(per["steps"] < IN_LOOP_STEP_FRAC * n_win) & (per["steps"] >= RECURRING_MIN_STEPS)]
+        named = pd.concat([loop.sort_values("count", ascending=False), recurring.sort_values("steps", ascending=False)])
+        if loop.empty:
+            return None
+        keep = frame.set_index(["cause", "source"]).index.isin(named.index)
+        nodes = frame["node"].to_numpy()[keep]
+        drop = dropped(ctx, nodes)
+
+        def change(graph: Graph) -> Graph:
+            return fixes.drop_waits(graph, drop)
+
+        waited = int((g.h_end[nodes] - g.h_start[nodes]).sum())
+        parts = [
+            f"{c or 'sync'} at {s or 'unknown source'} ({n / n_win:.1f}/step)"
+            for (c, s), n in zip(loop.index, loop["count"], strict=True)
+        ][:5]
+        detail = f"Host syncs in the loop: {'; '.join(parts)}."
+        if len(recurring):
+            more = [
+                f"{c or 'sync'} at {s or 'unknown source'} (every ~{n_win / k:.0f} steps)"
+                for (c, s), k in zip(recurring.index, recurring["steps"], strict=True)
+            ][:5]
+            detail += f" Also in the loop, less often: {'; '.join(more)}."
+        detail += (
+            f" The host waited {ms(waited / n_win)} per step in them. Replayed with the value read every "
+            f"{READ_EVERY} steps" + (" (not within this trace's steps)." if n_win <= READ_EVERY else ".")
+        )
+        rows = g.h_row[nodes]
+        dur = g.h_end[nodes] - g.h_start[nodes]
+        return Detection(
+            detail,
+            change,
+            tuple(dict.fromkeys(s for (_, s) in named.index if s))[:5],
+            ctx.evidence(rows, dur),
+            sync_fix(tuple(dict.fromkeys(c for (c, _) in named.index))),
+        )
