@@ -131,11 +131,11 @@ CATALOG: tuple[Metric, ...] = (
     Metric("h2d_pageable_probe_gbps", "H2D pageable probe", GBPS),
     # one-time phases: work before the first step and after the last (never per-step cost)
     Metric("setup_ns", "Set-up (before the steps)", NS, headline=True),
+    Metric("tail_ns", "Tail (after the steps)", NS, headline=True),
     # the replay (webapp.analysis.causal): its self-check and the recorder's own cost taken out
     Metric("step_time_unrecorded_median_ns", "Unrecorded step (median)", NS, LOWER, headline=True),
     Metric("recorder_call_ns", "Recorder cost per CUDA call", NS),
     Metric("replay_error_max_frac", "Replay error, worst step", FRAC, LOWER),
-    Metric("tail_ns", "Tail (after the steps)", NS, headline=True),
     # the run's size
     Metric("steps", "Steps", COUNT, card=True),
     Metric("ranks", "Ranks", COUNT, card=True),

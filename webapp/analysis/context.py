@@ -7,6 +7,7 @@ compute, copy, host and sync time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +85,25 @@ class RunData:
         order = np.argsort(self.ids, kind="stable")
         pos = np.minimum(np.searchsorted(self.ids[order], wanted), n - 1)
         return np.where(self.ids[order][pos] == wanted, order[pos], -1)
+
+    def strings(self, column: str, rows: np.ndarray) -> np.ndarray:
+        """A text column of the run DataFrame at ``rows``, as an object array of str ('' for missing), read
+        through the categorical codes (no conversion of the whole column)."""
+        col = self.trace.intervals[column]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            cats = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
+            codes = np.asarray(col.cat.codes)[np.asarray(rows, dtype=np.int64)]
+            return cats[np.where(codes >= 0, codes, len(cats) - 1)]
+        return col.iloc[rows].astype(str).to_numpy(dtype=object)
+
+    def matches(self, column: str, rows: np.ndarray, pred: Callable[[str], bool]) -> np.ndarray:
+        """Whether the text of ``column`` at each row satisfies ``pred`` (asked once per distinct value)."""
+        col = self.trace.intervals[column]
+        if not isinstance(col.dtype, pd.CategoricalDtype):
+            return np.array([pred(str(v)) for v in col.iloc[rows]], dtype=bool)
+        ok = np.array([pred(str(c)) for c in col.cat.categories] + [pred("")], dtype=bool)
+        codes = np.asarray(col.cat.codes)[np.asarray(rows, dtype=np.int64)]
+        return ok[np.where(codes >= 0, codes, len(ok) - 1)]
 
     def step_win(self, rows: np.ndarray) -> np.ndarray:
         """Step window of each row by its ``step`` tag (the step whose marker held its host call), else by its

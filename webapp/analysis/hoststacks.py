@@ -49,7 +49,7 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     n_steps = max(len(rd.win), 1)
     if len(rows):
         dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
-        stacks = rd.trace.intervals["name"].iloc[rows].astype(str).to_numpy(dtype=object)
+        stacks = rd.strings("name", rows)
         by_stack = pd.Series(dur, index=stacks).groupby(level=0).sum()
         self_t: dict[str, int] = {}
         total_t: dict[str, int] = {}
@@ -95,7 +95,7 @@ def _cpu_op_self(rd: RunData) -> tuple[dict[str, int], int]:
             child[stack[-1]] += e[i] - s[i]
         stack.append(i)
     own = np.maximum(rd.e[rows] - rd.s[rows] - np.array(child, dtype=np.int64), 0)
-    names = rd.trace.intervals["name"].iloc[rows].astype(str).to_numpy(dtype=object)
+    names = rd.strings("name", rows)
     by = pd.Series(own, index=names).groupby(level=0).sum()
     return {str(k): int(v) for k, v in by.items()}, iv.union(rd.s[rows], rd.e[rows]).total
 
@@ -109,7 +109,7 @@ def top_frames(rd: RunData, count: int = 3) -> str:
         return ""
     table = frame_table(rd, limit=200)
     table = table[table["total_frac"] <= OUTER_SHARE]
-    stacks = rd.trace.intervals["name"].iloc[rows].astype(str).unique()
+    stacks = np.unique(rd.strings("name", rows))
     inside: dict[str, set[str]] = {}
     for stack in stacks:
         frames = str(stack).split(SEP)
@@ -137,7 +137,7 @@ def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray, workers: int) -> np.nd
     rows = sample_rows(rd)
     if not len(rows):
         return None
-    stacks = rd.trace.intervals["name"].iloc[rows].astype(str)
+    stacks = pd.Series(rd.strings("name", rows))
     codes, uniq = pd.factorize(stacks)
     loads = np.array([any(LOADING.match(f) for f in str(u).split(SEP)) for u in uniq], dtype=bool)
     hit = rows[loads[codes]] if len(uniq) else rows[:0]

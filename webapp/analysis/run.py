@@ -89,15 +89,14 @@ def sync_table(rd: RunData, ctx: RuleContext) -> pd.DataFrame:
     ``mean_ns``, ``max_ns`` (wait durations, ns), ``saving_ns`` (step time saved per step if these waits were
     read every few steps instead, replayed; NaN where not replayed: copies' own waits, other threads, beyond
     the SYNC_SAVING_GROUPS most waited)."""
-    df = rd.trace.intervals
     rows = np.flatnonzero(rd.sync_mask)
     cols = ["cause", "source", "count", "steps", "total_ns", "mean_ns", "max_ns", "saving_ns"]
     if not len(rows):
         return pd.DataFrame({c: pd.Series(dtype="object" if c in ("cause", "source") else "int64") for c in cols})
     frame = pd.DataFrame(
         {
-            "cause": df["cause"].iloc[rows].astype(str).to_numpy(dtype=object),
-            "source": df["source"].iloc[rows].astype(str).to_numpy(dtype=object),
+            "cause": rd.strings("cause", rows),
+            "source": rd.strings("source", rows),
             "dur": rd.e[rows] - rd.s[rows],
             "win": rd.win_row[rows],
         }
@@ -135,7 +134,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     phases = phase_frame(rd)
     for kind in ("setup", "tail"):
         metrics[f"{kind}_ns"] = float(phases.loc[phases["phase"] == kind, "dur_ns"].sum())
-    ctx = RuleContext(rd, causal.graph, causal.steps, causal.base_steps, metrics, pinned_gbps(metrics))
+    ctx = RuleContext(rd, causal.graph, causal.steps, causal.base_steps, metrics, pinned_gbps(metrics), causal.replayed)
     cpu_only = not (rd.gpu_mask & ~kind_mask(rd.kind, IntervalKind.COLLECTIVE)).any() and len(rd.kind)
     measured = (rd.win.ends - rd.win.starts).astype(np.int64)
     now = measured - (causal.raw_steps - causal.base_steps)
@@ -148,10 +147,11 @@ def analyze(trace: Trace) -> RunAnalysis:
     applied = [f for f in findings if f.rule in changes]
     fixed = fixed_per_step(ctx, now, [changes[f.rule] for f in applied])
     order = np.lexsort((rd.win_step, rd.win_rank))  # per_step rows are sorted by (rank, step)
+    covered = causal.replayed[order]
     per_step["step_time_unrecorded_ns"] = now[order]
-    per_step["replay_error_frac"] = causal.error[order]
+    per_step["replay_error_frac"] = np.where(covered, causal.error[order], np.nan)
     for rule in RULES:
-        per_step[f"cost_{rule.name.replace('-', '_')}_ns"] = costs[rule.name][order]
+        per_step[f"cost_{rule.name.replace('-', '_')}_ns"] = np.where(covered, costs[rule.name][order], np.nan)
     ranks: dict[str, object] = {}
     rank_notes: tuple[str, ...] = ()
     if cpu_only:
@@ -164,9 +164,10 @@ def analyze(trace: Trace) -> RunAnalysis:
             findings = tuple(sorted([*findings, straggler], key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns)))
             applied.append(straggler)
             fixed = np.maximum(fixed - straggler.cost_per_step_ns, 0)
-    per_step["step_time_fixed_ns"] = np.round(fixed[order]).astype(np.int64)
+    per_step["step_time_fixed_ns"] = np.where(covered, np.round(fixed[order]), np.nan)
     metrics["step_time_unrecorded_median_ns"] = float(np.median(now)) if len(now) else math.nan
     metrics["replay_error_max_frac"] = float(causal.error.max()) if len(causal.error) else math.nan
+    sampled = causal.replayed
     metrics["recorder_call_ns"] = causal.recorder_call_ns
     recorded = measured if causal.recorder_call_ns > 0 else None
     return RunAnalysis(
@@ -176,7 +177,7 @@ def analyze(trace: Trace) -> RunAnalysis:
         kernels=kernel_table(rd),
         sync_sources=sync_table(rd, ctx),
         findings=findings,
-        what_if=what_if(now, fixed, applied, recorded),
+        what_if=what_if(now[sampled], fixed[sampled], applied, None if recorded is None else recorded[sampled]),
         notes=(
             *step_notes(trace.meta.step_method, rd.step_basis),
             *phase_notes(phases),

@@ -13,13 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from collector.model import IntervalKind
 from webapp.analysis.causal import fixes
 from webapp.analysis.causal.critical import PARTS, critical_parts
 from webapp.analysis.causal.graph import Graph, build_graph
 from webapp.analysis.causal.replay import Replayed, replay
 from webapp.analysis.causal.stepmap import StepMap, step_times
-from webapp.analysis.context import RunData
+from webapp.analysis.context import RunData, kind_mask
 
+MAX_NODES = 1_500_000
+"""Host calls and GPU ops replayed at most: a larger run is replayed over blocks of consecutive steps spread
+through it (SAMPLE_BLOCKS of them), which keeps analysis time flat as runs grow."""
+SAMPLE_BLOCKS = 16
 SELF_CHECK_FRAC = 0.02
 """The unchanged replay must reproduce each step within 2%; beyond it the page says costs are approximate."""
 MIN_LINKED_FRAC = 0.5
@@ -33,7 +38,8 @@ class CausalModel:
     """``graph``: the dependency graph without the recorder's own cost (the base of every saving);
     ``raw_steps``/``base_steps``: replayed step times of the graph as recorded and without the recorder (ns
     per window); ``error``: |raw replay - measured| / measured per window; ``critical``: critical-path ns per
-    window and part (PARTS); ``recorder_call_ns``: the recorder's host cost per CUDA call taken out."""
+    window and part (PARTS); ``recorder_call_ns``: the recorder's host cost per CUDA call taken out;
+    ``replayed``: the windows the graph covers (all but in runs above MAX_NODES; the others' figures are 0)."""
 
     graph: Graph
     steps: StepMap
@@ -44,22 +50,59 @@ class CausalModel:
     critical: np.ndarray
     recorder_call_ns: float
     notes: tuple[str, ...]
+    replayed: np.ndarray
 
 
 def causal_model(rd: RunData) -> CausalModel:
     """Build, check and replay the run's dependency graph."""
-    raw = build_graph(rd)
+    keep, replayed = _sample(rd)
+    raw = build_graph(rd, keep)
     sm = StepMap(raw, on_gpu=rd.step_basis in ("gpu", "annotation", "span"))
     measured = (rd.win.ends - rd.win.starts).astype(np.int64)
     raw_rep = replay(raw)
     raw_steps = step_times(rd, sm, raw_rep)
-    error = np.abs(raw_steps - measured) / np.maximum(measured, 1)
+    error = np.where(replayed, np.abs(raw_steps - measured) / np.maximum(measured, 1), 0.0)
     call_ns = _recorder_call_ns(rd)
     graph = fixes.without_recorder(raw, call_ns)
     base = replay(graph) if call_ns > 0 else raw_rep
     base_steps = step_times(rd, sm, base) if call_ns > 0 else raw_steps
-    critical = critical_parts(rd, graph, base, sm)
-    return CausalModel(graph, sm, base, raw_steps, base_steps, error, critical, call_ns, _notes(raw, error, call_ns))
+    critical = np.where(replayed[:, None], critical_parts(rd, graph, base, sm), 0)
+    raw_steps = np.where(replayed, raw_steps, measured)
+    base_steps = np.where(replayed, base_steps, measured)
+    notes = _notes(raw, error[replayed], call_ns)
+    if not replayed.all():
+        notes = (
+            f"The run holds {len(rd.trace.intervals):,} intervals: its dependency graph is replayed over "
+            f"{int(replayed.sum())} of {len(replayed)} steps, in blocks spread through the run; "
+            "costs, the what-if and the critical path are over those steps.",
+            *notes,
+        )
+    return CausalModel(graph, sm, base, raw_steps, base_steps, error, critical, call_ns, notes, replayed)
+
+
+def _sample(rd: RunData) -> tuple[np.ndarray | None, np.ndarray]:
+    """Rows to build the graph from (None: all) and the windows whose figures it gives. Above MAX_NODES the
+    graph covers SAMPLE_BLOCKS blocks of consecutive windows; each block's first window only warms it up."""
+    n = len(rd.win)
+    everything = np.ones(n, dtype=bool)
+    nodes = int((rd.gpu_mask | rd.sync_mask | kind_mask(rd.kind, IntervalKind.LAUNCH)).sum())
+    if nodes <= MAX_NODES or n < 3:
+        return None, everything
+    blocks = max(1, min(SAMPLE_BLOCKS, n // 4))
+    per_block = max(int(n * MAX_NODES / nodes) // blocks, 2)
+    if per_block * blocks >= n:
+        return None, everything
+    starts = np.unique(np.linspace(0, n - per_block, blocks).astype(np.int64))
+    chosen = np.zeros(n, dtype=bool)
+    for a in starts:
+        chosen[a : a + per_block] = True
+    replayed = chosen.copy()
+    replayed[starts] = False  # warm-up
+    lid = rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64))
+    rows = np.arange(len(rd.kind))
+    win = rd.step_win(np.where(lid >= 0, lid, rows))
+    keep = (win >= 0) & chosen[np.maximum(win, 0)]
+    return keep, replayed
 
 
 def _recorder_call_ns(rd: RunData) -> float:

@@ -151,21 +151,21 @@ def _union_measure(s: np.ndarray, e: np.ndarray) -> int:
     return union(s, e).total
 
 
-def build_graph(rd: RunData) -> Graph:
-    """The run's dependency graph (see the module docstring)."""
+def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
+    """The run's dependency graph (see the module docstring); ``keep`` limits it to a mask of rows."""
     df = rd.trace.intervals
     n = len(df)
     lane = np.asarray(df["lane"], dtype=np.int64)
     launch_id = np.asarray(df["launch_id"], dtype=np.int64)
     launch_row = rd.rows_of_ids(launch_id)
-    gpu_rows = np.flatnonzero(rd.gpu_mask & ~_on_cpu_lanes(rd, lane))
+    gpu_rows = np.flatnonzero(rd.gpu_mask & ~_on_cpu_lanes(rd, lane) & (True if keep is None else keep))
     referenced = np.zeros(n, dtype=bool)
     ok = launch_row[gpu_rows] >= 0
     referenced[launch_row[gpu_rows][ok]] = True
     host_kind = kind_mask(rd.kind, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT) | (
         referenced & kind_mask(rd.kind, IntervalKind.CPU_OP)
     )
-    host_rows = np.flatnonzero(host_kind & _on_cpu_lanes(rd, lane))
+    host_rows = np.flatnonzero(host_kind & _on_cpu_lanes(rd, lane) & (True if keep is None else keep))
     issuing = np.isin(lane[host_rows], issuer_lanes(rd, host_rows))
     host_rows = host_rows[issuing]
     host_rows = host_rows[np.lexsort((rd.s[host_rows], rd.rank[host_rows]))]
@@ -194,8 +194,9 @@ def build_graph(rd: RunData) -> Graph:
 
     ops = _gpu_params(g_rank, g_stream, g_start, g_end, g_launch, h_start)
     g_bubble, g_latency, g_fixed_ready, g_cross, g_cross_lat, latency_ns = ops
-    names = df["name"].iloc[host_rows].astype(str).to_numpy()
-    _event_edges(names, h_rank, g_rank, g_stream, g_start, g_end, g_launch, g_cross, g_cross_lat)
+    is_wait_event = rd.matches("name", host_rows, lambda n: n == "cudaStreamWaitEvent")
+    is_record = rd.matches("name", host_rows, lambda n: n.startswith("cudaEventRecord"))
+    _event_edges(is_wait_event, is_record, h_rank, g_rank, g_stream, g_start, g_end, g_launch, g_cross, g_cross_lat)
     waits = _wait_params(h_rank, h_start, h_end, h_wait, g_rank, g_end, g_launch, g_start, h_start)
     w_min, w_target, w_wake, wake_ns = waits
     nbytes = np.asarray(df["bytes"], dtype=np.int64)[gpu_rows]
@@ -329,7 +330,8 @@ def _gpu_params(
 
 
 def _event_edges(
-    names: np.ndarray,
+    is_wait_event: np.ndarray,
+    is_record: np.ndarray,
     h_rank: np.ndarray,
     g_rank: np.ndarray,
     g_stream: np.ndarray,
@@ -344,8 +346,8 @@ def _event_edges(
     on each stream, the first op launched after the wait waits for the op launched last, before the event
     record that precedes the wait, on any other stream. Edges the measured times contradict are dropped, and
     an edge's latency is capped so that it never moves a measured start."""
-    waits = np.flatnonzero(names == "cudaStreamWaitEvent")
-    records = np.flatnonzero(np.char.startswith(names.astype(str), "cudaEventRecord")) if len(names) else waits
+    waits = np.flatnonzero(is_wait_event)
+    records = np.flatnonzero(is_record)
     linked = np.flatnonzero(g_launch >= 0)
     if not len(waits) or not len(records) or not len(linked):
         return

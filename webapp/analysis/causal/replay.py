@@ -51,7 +51,36 @@ class _Streams:
     seg_epoch: np.ndarray  # per segment: its epoch
 
 
-def _streams(g: Graph, rel: np.ndarray) -> _Streams:
+@dataclass(frozen=True)
+class _Layout:
+    """What of the streams does not depend on host times: kept across replays of graphs that share their GPU
+    arrays (most fixes change only host parameters)."""
+
+    key: tuple[np.ndarray, ...]
+    order: np.ndarray
+    pos_of: np.ndarray
+    stream_key: np.ndarray
+    q: np.ndarray
+    d: np.ndarray
+    base: np.ndarray
+    static: np.ndarray
+    linked: np.ndarray
+    epoch: np.ndarray
+    seg: np.ndarray
+    seg_heads: np.ndarray
+    seg_prev: np.ndarray
+    seg_epoch: np.ndarray
+
+
+_LAYOUTS: list[_Layout] = []
+_LAYOUT_CACHE = 4
+
+
+def _layout(g: Graph) -> _Layout:
+    key = (g.g_start, g.g_stream, g.g_rank, g.g_dur, g.g_bubble, g.g_fixed_ready, g.g_launch, g.h_epoch)
+    for lay in _LAYOUTS:
+        if all(a is b for a, b in zip(lay.key, key, strict=True)):
+            return lay
     order = np.lexsort((g.g_start, g.g_stream, g.g_rank))
     k = len(order)
     pos_of = np.empty(k, dtype=np.int64)
@@ -62,49 +91,71 @@ def _streams(g: Graph, rel: np.ndarray) -> _Streams:
         new_stream[1:] = (rank[1:] != rank[:-1]) | (stream[1:] != stream[:-1])
     stream_key = np.cumsum(new_stream) - 1
     d = g.g_dur[order]
-    step = np.where(new_stream, 0, g.g_bubble[order]) + d
-    q = seg_cumsum(step, stream_key)
+    q = seg_cumsum(np.where(new_stream, 0, g.g_bubble[order]) + d, stream_key)
     base = q - d
     fixed = g.g_fixed_ready[order]
-    static = seg_cummax(np.where(fixed > NEG, fixed - base, NEG), stream_key)
     launch = g.g_launch[order]
     linked = launch >= 0
     epoch = take(g.h_epoch, launch, -1)
-    issue = np.where(linked, take(rel, launch, 0) + g.g_latency[order] - base, NEG)
     # the launch epoch along each stream (carried over unlinked ops); an op launched in an earlier epoch
-    # than one before it on its stream is treated as launched with it
+    # than one before it on its stream keeps its measured start
     carried = seg_cummax(np.where(linked, epoch, -1), stream_key)
     behind = linked & (epoch < carried)
-    if behind.any():
-        issue = np.where(behind, NEG, issue)
-        static = seg_cummax(np.maximum(static, np.where(behind, g.g_start[order] - base, NEG)), stream_key)
+    fixed = np.where(behind, g.g_start[order], fixed)
+    linked &= ~behind
+    static = seg_cummax(np.where(fixed > NEG, fixed - base, NEG), stream_key)
     seg_key = np.where(carried >= 0, stream_key * (int(carried.max()) + 2 if k else 1) + carried, -1)
     has = seg_key >= 0
     heads = has & starts_of(seg_key)
     seg = np.where(has, np.cumsum(heads) - 1, -1)
-    seg_run = seg_cummax(issue, np.where(has, seg, -1 - stream_key))
-    n_seg = int(heads.sum())
-    seg_max = np.full(n_seg, NEG, dtype=np.int64)
-    if n_seg:
-        np.maximum.at(seg_max, seg[has], issue[has])
     first_pos = np.flatnonzero(heads)
     seg_stream = stream_key[first_pos]
+    n_seg = len(first_pos)
     seg_prev = np.where(np.concatenate(([False], seg_stream[1:] == seg_stream[:-1])), np.arange(n_seg) - 1, -1)
+    lay = _Layout(
+        key, order, pos_of, stream_key, q, d, base, static, linked, epoch, seg, first_pos, seg_prev, carried[first_pos]
+    )
+    _LAYOUTS.insert(0, lay)
+    del _LAYOUTS[_LAYOUT_CACHE:]
+    return lay
+
+
+def _streams(g: Graph, rel: np.ndarray) -> _Streams:
+    lay = _layout(g)
+    launch = g.g_launch[lay.order]
+    issue = np.where(lay.linked, take(rel, launch, 0) + g.g_latency[lay.order] - lay.base, NEG)
+    has = lay.seg >= 0
+    seg_run = seg_cummax(issue, np.where(has, lay.seg, -1 - lay.stream_key))
+    # a segment's max is the running max at its last position: segments are contiguous, and each runs to the
+    # next segment's head on its stream or to its stream's end
+    heads = lay.seg_heads
+    seg_max = np.zeros(0, dtype=np.int64)
+    if len(heads):
+        same_stream = np.append(lay.stream_key[heads[1:]] == lay.stream_key[heads[:-1]], False)
+        stream_end = _stream_ends(lay.stream_key)[lay.stream_key[heads]]
+        seg_max = seg_run[np.where(same_stream, np.append(heads[1:], 0), stream_end) - 1]
     return _Streams(
-        order=order,
-        pos_of=pos_of,
-        stream_key=stream_key,
-        q=q,
-        d=d,
-        static=static,
+        order=lay.order,
+        pos_of=lay.pos_of,
+        stream_key=lay.stream_key,
+        q=lay.q,
+        d=lay.d,
+        static=lay.static,
         issue_term=issue,
-        epoch=epoch,
-        seg=seg,
+        epoch=np.where(lay.linked, lay.epoch, -1),
+        seg=lay.seg,
         seg_cummax=seg_run,
         seg_max=seg_max,
-        seg_prev=seg_prev,
-        seg_epoch=carried[first_pos],
+        seg_prev=lay.seg_prev,
+        seg_epoch=lay.seg_epoch,
     )
+
+
+def _stream_ends(stream_key: np.ndarray) -> np.ndarray:
+    """One past the last position of each stream."""
+    if not len(stream_key):
+        return np.zeros(0, dtype=np.int64)
+    return np.searchsorted(stream_key, np.arange(int(stream_key[-1]) + 1), side="right")
 
 
 def replay(g: Graph) -> Replayed:
@@ -131,37 +182,9 @@ def replay(g: Graph) -> Replayed:
 def _walk(
     g: Graph, st: _Streams, rel: np.ndarray, base: np.ndarray, cross_term: np.ndarray, wait_end: np.ndarray
 ) -> None:
-    """Set each epoch's start (``base``), the cross-stream terms and each wait's end, epoch by epoch."""
+    """Set each epoch's start (``base``), the cross-stream terms and each wait's end, epoch by epoch. Only
+    the stream positions a wait or a cross-stream edge asks about are read into Python."""
     n_epochs = len(base)
-    q, static, seg, seg_run = st.q.tolist(), st.static.tolist(), st.seg.tolist(), st.seg_cummax.tolist()
-    pos_epoch, stream_key = st.epoch.tolist(), st.stream_key.tolist()
-    carried = np.full(len(st.order), -1, dtype=np.int64)
-    if len(seg):
-        has = st.seg >= 0
-        carried[has] = st.seg_epoch[st.seg[has]]
-    carried_l = carried.tolist()
-    seg_max, seg_prev = st.seg_max.tolist(), st.seg_prev.tolist()
-    seg_run_max = [NEG] * len(seg_max)
-    base_l = base.tolist()
-    cross_pos: dict[int, list[int]] = {}
-    cross_max: dict[int, list[int]] = {}
-
-    def end_of(p: int) -> int:
-        best = static[p]
-        s = seg[p]
-        if s >= 0:
-            cur = base_l[carried_l[p]] + seg_run[p]
-            prev = seg_prev[s]
-            before = seg_run_max[prev] if prev >= 0 else NEG
-            best = max(best, cur, before)
-        key = stream_key[p]
-        plist = cross_pos.get(key)
-        if plist:
-            i = bisect.bisect_right(plist, p)
-            if i:
-                best = max(best, cross_max[key][i - 1])
-        return q[p] + best
-
     # cross-stream edges in the order their destinations were launched (a source is launched no later than
     # its destination, so its own edge is done first)
     dst_pos = np.flatnonzero(g.g_cross[st.order] >= 0)
@@ -171,45 +194,71 @@ def _walk(
     dst_launch = g.g_launch[st.order[dst_pos]]
     by_epoch = np.lexsort((dst_pos, g.h_start[dst_launch] if len(dst_launch) else dst_pos, dst_epoch))
     dst_pos, dst_epoch = dst_pos[by_epoch], dst_epoch[by_epoch]
-    src_pos = st.pos_of[g.g_cross[st.order[dst_pos]]].tolist()
+    src_pos = st.pos_of[g.g_cross[st.order[dst_pos]]]
     lat = (g.g_cross_lat[st.order[dst_pos]] - (st.q[dst_pos] - st.d[dst_pos])).tolist()
     cross_bounds = np.searchsorted(dst_epoch, np.arange(n_epochs + 1)).tolist()
-    dst_l = dst_pos.tolist()
-    # segments by epoch, to close each epoch's segments once its start is known
+    # per epoch: its closing wait's offset, minimum, wake-up and the stream position it waits for
+    w = g.e_wait
+    has_w = w >= 0
+    w_rel = np.where(has_w, take(rel, w, 0) + take(g.w_min, w, 0), 0).tolist()
+    target = take(g.w_target, w, -1) if len(w) else w
+    t_pos = np.where(target >= 0, take(st.pos_of, target, -1), -1)
+    t_wake = take(g.w_wake, w, 0).tolist()
+    asked = np.unique(np.concatenate((t_pos[t_pos >= 0], src_pos, dst_pos)))
+    look = {int(p): i for i, p in enumerate(asked.tolist())}
+    has_seg = st.seg[asked] >= 0 if len(asked) else np.zeros(0, dtype=bool)
+    carried = np.where(has_seg, st.seg_epoch[np.maximum(st.seg[asked], 0)] if len(st.seg_epoch) else 0, -1)
+    q, static, seg = st.q[asked].tolist(), st.static[asked].tolist(), st.seg[asked].tolist()
+    seg_run, carried_l, stream_key = st.seg_cummax[asked].tolist(), carried.tolist(), st.stream_key[asked].tolist()
+    seg_max, seg_prev = st.seg_max.tolist(), st.seg_prev.tolist()
+    seg_run_max = [NEG] * len(seg_max)
+    base_l = base.tolist()
+    cross_pos: dict[int, list[int]] = {}
+    cross_max: dict[int, list[int]] = {}
+
+    def end_of(p: int) -> int:
+        i = look[p]
+        best = static[i]
+        s = seg[i]
+        if s >= 0:
+            prev = seg_prev[s]
+            best = max(best, base_l[carried_l[i]] + seg_run[i], seg_run_max[prev] if prev >= 0 else NEG)
+        plist = cross_pos.get(stream_key[i])
+        if plist:
+            j = bisect.bisect_right(plist, p)
+            if j:
+                best = max(best, cross_max[stream_key[i]][j - 1])
+        return q[i] + best
+
     seg_order = np.argsort(st.seg_epoch, kind="stable")
     seg_bounds = np.searchsorted(st.seg_epoch[seg_order], np.arange(n_epochs + 1)).tolist()
     seg_order_l = seg_order.tolist()
-    e_wait, e_rank = g.e_wait.tolist(), g.e_rank.tolist()
-    w_target, w_min, w_wake = g.w_target.tolist(), g.w_min.tolist(), g.w_wake.tolist()
-    rel_l = rel.tolist()
-    pos_of = st.pos_of.tolist()
-    wait_ends: dict[int, int] = {}
+    e_wait, e_rank, t_pos_l = w.tolist(), g.e_rank.tolist(), t_pos.tolist()
+    dst_l, src_l = dst_pos.tolist(), src_pos.tolist()
+    ends: list[int] = []
     for e in range(n_epochs):
         b = base_l[e]
         for c in range(cross_bounds[e], cross_bounds[e + 1]):
             p = dst_l[c]
-            x = end_of(src_pos[c]) + lat[c]
+            x = end_of(src_l[c]) + lat[c]
             cross_term[p] = x
-            key = stream_key[p]
+            key = stream_key[look[p]]
             plist = cross_pos.setdefault(key, [])
             mlist = cross_max.setdefault(key, [])
             plist.append(p)
             mlist.append(max(x, mlist[-1]) if mlist else x)
-        w = e_wait[e]
-        if w >= 0:
-            end = b + rel_l[w] + w_min[w]
-            t = w_target[w]
-            if t >= 0:
-                end = max(end, end_of(pos_of[t]) + w_wake[w])
-            wait_ends[w] = end
+        if e_wait[e] >= 0:
+            end = b + w_rel[e]
+            tp = t_pos_l[e]
+            if tp >= 0:
+                end = max(end, end_of(tp) + t_wake[e])
+            ends.append(end)
             if e + 1 < n_epochs and e_rank[e + 1] == e_rank[e]:
                 base_l[e + 1] = end
         for i in range(seg_bounds[e], seg_bounds[e + 1]):
             s = seg_order_l[i]
             prev = seg_prev[s]
             seg_run_max[s] = max(seg_run_max[prev] if prev >= 0 else NEG, b + seg_max[s])
-    del pos_epoch
     base[:] = base_l
-    if wait_ends:
-        idx = np.fromiter(wait_ends.keys(), dtype=np.int64, count=len(wait_ends))
-        wait_end[idx] = np.fromiter(wait_ends.values(), dtype=np.int64, count=len(wait_ends))
+    if ends:
+        wait_end[w[has_w]] = np.array(ends, dtype=np.int64)

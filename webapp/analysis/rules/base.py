@@ -64,15 +64,22 @@ class RuleContext:
     base_steps: np.ndarray
     metrics: dict[str, float]
     pinned_gbps: float
+    replayed: np.ndarray | None = None
+    """The windows the graph covers (None: all)."""
     _cache: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
+    def covered(self) -> np.ndarray:
+        return np.ones(len(self.rd.win), dtype=bool) if self.replayed is None else self.replayed
+
+    @property
     def n_win(self) -> int:
-        return max(len(self.rd.win), 1)
+        return max(int(self.covered.sum()), 1)
 
     @property
     def step_ref(self) -> float:
-        return float(np.median(self.base_steps)) if len(self.base_steps) else 0.0
+        steps = self.base_steps[self.covered]
+        return float(np.median(steps)) if len(steps) else 0.0
 
     def host_win(self) -> np.ndarray:
         """Step window of each host node (its step tag, else its start), -1 outside the steps."""
@@ -90,13 +97,14 @@ class RuleContext:
         return self._cache["gpu_win"]
 
     def saving(self, change: Change) -> np.ndarray:
-        """Replayed step time saved by ``change`` in each step window (ns; negative if it made a step slower)."""
+        """Replayed step time saved by ``change`` in each step window (ns; negative if it made a step slower;
+        0 in windows the graph does not cover)."""
         rep = replay(change(self.graph))
-        return self.base_steps - step_times(self.rd, self.steps, rep)
+        return np.where(self.covered, self.base_steps - step_times(self.rd, self.steps, rep), 0)
 
     def column(self, name: str, rows: np.ndarray) -> np.ndarray:
         """A column of the run DataFrame at ``rows`` as an object array of str."""
-        return self.rd.trace.intervals[name].iloc[rows].astype(str).to_numpy(dtype=object)
+        return self.rd.strings(name, rows)
 
     def sources(self, rows: np.ndarray) -> np.ndarray:
         """User source of each row: its own, else that of the CPU interval that launched it."""

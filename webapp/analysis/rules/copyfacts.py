@@ -53,8 +53,7 @@ def call_ns(ctx: RuleContext) -> int:
     g = ctx.graph
     calls = np.flatnonzero(~g.h_wait)
     if len(calls):
-        names = ctx.column("name", g.h_row[calls])
-        mine = calls[names == "cudaMemcpyAsync"]
+        mine = calls[ctx.rd.matches("name", g.h_row[calls], lambda n: n == "cudaMemcpyAsync")]
         if len(mine):
             return int(np.median(g.h_end[mine] - g.h_start[mine]))
     return DEFAULT_CALL_NS
