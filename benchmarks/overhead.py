@@ -4,7 +4,8 @@ Every loop of benchmarks/regimes.py (launch-bound, host-bound, GPU-bound, the te
 step recorded, in each mode:
 
 * ``plain``: not recorded (the baseline);
-* ``cupti``: ``record(timing="cupti")`` (the default; CUPTI read by our own client);
+* ``cupti``: ``record(timing="cupti")`` (the default; CUPTI read by our own client; the host stack sampler
+  on); ``cupti-nostacks``: the same without the stack sampler (``stacks=False``), which prices it;
 * ``cupti-kineto``: the same with CUPTI read through torch's Kineto (the recorder's fallback);
 * ``events``: ``record(timing="events")``;
 * ``prof``: torch.profiler with CPU + CUDA activities; ``prof-cuda``: with the CUDA activity only.
@@ -34,7 +35,7 @@ from typing import Any
 
 from regimes import LOOPS, loop_steps, step_fn, sync
 
-MODES = ("plain", "cupti", "cupti-kineto", "events", "prof", "prof-cuda")
+MODES = ("plain", "cupti", "cupti-nostacks", "cupti-kineto", "events", "prof", "prof-cuda")
 STEPS = {"transformer-large": 20, "overlap": 20, "sync-trap": 20}
 """Steps per segment (default 50)."""
 HOST_PACED = 0.8
@@ -63,8 +64,9 @@ def segment(step: Callable[[], None], steps: int, mode: str) -> Segment:
     gc.collect()
     rec: Any = None
     prof: Any = None
-    if mode in ("cupti", "cupti-kineto", "events"):
-        rec = record("bench", None, timing=mode.split("-")[0], probe=False)
+    if mode in ("cupti", "cupti-nostacks", "cupti-kineto", "events"):
+        extra = {"stacks": False} if mode == "cupti-nostacks" else {}
+        rec = record("bench", None, timing=mode.split("-")[0], probe=False, **extra)
         if mode == "cupti-kineto":
             rec.READERS = ("kineto",)
         rec.start()

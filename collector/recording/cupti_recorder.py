@@ -34,7 +34,9 @@ from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
+from collector.recording.probe import tiny_op_ns
 from collector.recording.recorder import Recorder
+from collector.recording.stacks import StackSampler
 
 STOP_SLACK_NS = 1_000_000_000
 """How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
@@ -54,8 +56,13 @@ class CuptiRecorder(Recorder):
     READERS: tuple[str, ...] = ("client", "kineto")
     """Ways to read CUPTI, tried in order (see :data:`READERS`); the first that starts is used."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, stacks: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.stacks = stacks
+        """Sample the main thread's Python stack (collector.recording.stacks) while recording."""
+        self._sampler: StackSampler | None = None
+        self._call_ns = 0.0
+        """The recorder's own host cost per CUDA call (ns), measured at start when ``calibrate``."""
         self._capture: ClientCapture | KinetoCapture | None = None
         self._spans: list[tuple[int, str, int, int, str, int]] = []
         self._annotations: list[tuple[int, str, int, int]] = []
@@ -75,6 +82,10 @@ class CuptiRecorder(Recorder):
     def _start_timing(self) -> None:
         # the stream tag's buffers first: their fill kernels are the recorder's, not the workload's
         self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
+        plain_ns = 0.0
+        if self.calibrate:
+            with self._torch.cuda.device(self._device):
+                plain_ns = tiny_op_ns()
         capture: ClientCapture | KinetoCapture | None = None
         refusals = []
         for reader in self.READERS:
@@ -95,6 +106,15 @@ class CuptiRecorder(Recorder):
             return
         self._capture = capture
         self._clock0 = clock_pair()
+        if self.calibrate:  # the same tiny ops, recorded (their rows are the recorder's own: dropped at stop)
+            capture.set_naming(False)
+            t0 = time.monotonic_ns()
+            with self._torch.cuda.device(self._device):
+                self._call_ns = max(tiny_op_ns() - plain_ns, 0.0)
+            self._own.append((t0, time.monotonic_ns()))
+            capture.set_naming(True)
+        if self.stacks:
+            self._sampler = StackSampler().start()
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._install_step_hook()
@@ -154,6 +174,7 @@ class CuptiRecorder(Recorder):
         self.error = error
         now = time.monotonic_ns()
         self._capture.stop_api_records()  # the calls below are ours: no rows to drop (a copy of every column)
+        samples = self._sampler.stop() if self._sampler is not None else []
         step_open, self._on = self._on, False
         while self._undo:
             self._undo.pop()()
@@ -169,9 +190,11 @@ class CuptiRecorder(Recorder):
         self._own.append((now, time.monotonic_ns() + STOP_SLACK_NS))
         capture, self._capture = self._capture, None
         with steady_heap():
-            return self._finish(capture, step_open, error)
+            return self._finish(capture, step_open, error, samples)
 
-    def _finish(self, capture: ClientCapture | KinetoCapture, step_open: bool, error: str) -> Trace:
+    def _finish(
+        self, capture: ClientCapture | KinetoCapture, step_open: bool, error: str, samples: list[tuple[int, int, str]]
+    ) -> Trace:
         """Read the stopped capture, join the host facts, build the Trace and write it."""
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
@@ -193,6 +216,8 @@ class CuptiRecorder(Recorder):
             stream_names=self._stream_names,
             stream_tags=[(to_trace(a), to_trace(b), lb) for a, b, lb in self._tags],
             dropped=[(to_trace(a), to_trace(b)) for a, b in self._own],
+            samples=[(to_trace(a), to_trace(b), st) for a, b, st in samples],
+            sampled_thread=int(threading.main_thread().native_id or 0),
         )
         meta = RunMeta.new(
             workload=self.workload,
@@ -206,6 +231,8 @@ class CuptiRecorder(Recorder):
                 "cupti_reader": self.reader,
                 "every": self.every,
                 "rank": self.rank,
+                **({"recorder_call_ns": round(self._call_ns)} if self.calibrate else {}),
+                **({"stack_samples": self._sampler.samples} if self._sampler is not None else {}),
             },
             **self._meta,
         )

@@ -61,6 +61,8 @@ class HostFacts:
     4-byte device-to-device copy the recorder launched on a named stream (CUPTI numbers streams its own way);
     ``dropped``: (start_ns, end_ns) windows of host work that is not the workload's (the recorder's own calls,
     steps skipped by ``every``): host rows starting inside one are dropped with the GPU work they launched.
+    ``samples``: (start_ns, end_ns, folded stack) stretches of the sampled thread's Python stack
+    (collector.recording.stacks), put on a lane of their own beside ``sampled_thread``'s.
     """
 
     spans: Sequence[tuple[int, str, int, int, str, int]] = ()
@@ -70,6 +72,8 @@ class HostFacts:
     stream_names: Mapping[tuple[int, int], str] = field(default_factory=dict)
     stream_tags: Sequence[tuple[int, int, str]] = ()
     dropped: Sequence[tuple[int, int]] = ()
+    samples: Sequence[tuple[int, int, str]] = ()
+    sampled_thread: int = 0
 
 
 class _Strings:
@@ -167,7 +171,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
         bytes=nbytes,
         non_blocking=non_blocking,
     )
-    frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane)
+    frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane, facts)
     steps = _markers(trace, facts.markers)
     frame["step"] = _steps_of(frame, steps)
     lanes = _labels(lanes, tagged, main_lane, facts.threads)
@@ -335,49 +339,74 @@ def _steps_of(frame: pd.DataFrame, markers: pd.DataFrame) -> np.ndarray:
     return step
 
 
+SAMPLES_LABEL = "Python stack (sampled)"
+"""Label of the lane that holds a thread's sampled stacks (after the thread's own label)."""
+
+
 def _with_annotations(
     frame: pd.DataFrame,
     lanes: list[Lane],
     rows: Sequence[tuple[int, str, int, int]],
     thread_of: _Threads,
     main_lane: int,
+    facts: HostFacts,
 ) -> tuple[pd.DataFrame, list[Lane]]:
-    """Annotation rows appended on their thread's lane (the main lane when threads cannot be matched)."""
-    if not rows:
+    """Annotation rows appended on their thread's lane (the main lane when threads cannot be matched), and
+    sampled stacks on a lane of their own (ident: minus the sampled thread's)."""
+    if not rows and not facts.samples:
         return _renumber(frame), lanes
-    ann = pd.DataFrame(list(rows), columns=["tid", "name", "start_ns", "end_ns"])
     lanes = list(lanes)
-    by_ident = {ln.ident: i for i, ln in enumerate(lanes) if ln.kind is LaneKind.CPU_THREAD}
     rank = lanes[0].rank if lanes else 0
-    lane_of: list[int] = []
-    matched = thread_of.matched
-    for t in ann["tid"].tolist():
-        if matched and t in by_ident:
-            lane_of.append(by_ident[t])
-        elif not matched and main_lane >= 0:
-            lane_of.append(main_lane)
-        else:
-            by_ident[t] = len(lanes)
-            lanes.append(Lane(rank, LaneKind.CPU_THREAD, int(t), f"thread {t}"))
-            lane_of.append(by_ident[t])
-    li = np.array(lane_of, dtype=np.int32)
-    first_id = int(frame["id"].max()) + 1 if len(frame) else 0
+    parts = [frame]
+    next_id = int(frame["id"].max()) + 1 if len(frame) else 0
+    if rows:
+        ann = pd.DataFrame(list(rows), columns=["tid", "name", "start_ns", "end_ns"])
+        by_ident = {ln.ident: i for i, ln in enumerate(lanes) if ln.kind is LaneKind.CPU_THREAD}
+        lane_of: list[int] = []
+        matched = thread_of.matched
+        for t in ann["tid"].tolist():
+            if matched and t in by_ident:
+                lane_of.append(by_ident[t])
+            elif not matched and main_lane >= 0:
+                lane_of.append(main_lane)
+            else:
+                by_ident[t] = len(lanes)
+                lanes.append(Lane(rank, LaneKind.CPU_THREAD, int(t), f"thread {t}"))
+                lane_of.append(by_ident[t])
+        parts.append(_host_rows(frame, lanes, np.array(lane_of, dtype=np.int32), "annotation", ann, next_id))
+        next_id += len(ann)
+    if facts.samples:
+        smp = pd.DataFrame(list(facts.samples), columns=["start_ns", "end_ns", "name"])
+        ident = -int(facts.sampled_thread or (lanes[main_lane].ident if main_lane >= 0 else 0))
+        lanes.append(Lane(rank, LaneKind.CPU_THREAD, ident, f"main thread: {SAMPLES_LABEL}"))
+        li = np.full(len(smp), len(lanes) - 1, dtype=np.int32)
+        parts.append(_host_rows(frame, lanes, li, "sample", smp, next_id))
+    out = parts[0]
+    for part in parts[1:]:
+        out = _concat(out, part)
+    return _renumber(out), lanes
+
+
+def _host_rows(
+    frame: pd.DataFrame, lanes: list[Lane], li: np.ndarray, kind: str, rows: pd.DataFrame, first_id: int
+) -> pd.DataFrame:
+    """``rows`` (name, start_ns, end_ns) as intervals of ``kind`` on lanes ``li``, in ``frame``'s columns."""
     add = conform_intervals(
         pd.DataFrame(
             {
-                "id": np.arange(first_id, first_id + len(ann), dtype=np.int64),
-                "rank": rank,
+                "id": np.arange(first_id, first_id + len(rows), dtype=np.int64),
+                "rank": lanes[0].rank if lanes else 0,
                 "lane": li,
                 "lane_kind": LaneKind.CPU_THREAD.value,
                 "stream": np.array([lanes[i].ident for i in li], dtype=np.int64),
-                "kind": "annotation",
-                "name": ann["name"].astype(str),
-                "start_ns": ann["start_ns"].to_numpy(np.int64),
-                "end_ns": ann["end_ns"].to_numpy(np.int64),
+                "kind": kind,
+                "name": rows["name"].astype(str),
+                "start_ns": rows["start_ns"].to_numpy(np.int64),
+                "end_ns": rows["end_ns"].to_numpy(np.int64),
             }
         )
     )
-    return _renumber(_concat(frame, add[frame.columns])), lanes
+    return add[frame.columns]
 
 
 def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:

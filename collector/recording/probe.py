@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 PROBE_BYTES = 64 * 1024**2
@@ -93,3 +94,25 @@ def event_overhead_ms(reps: int = 20) -> float:
     each = statistics.median(s.elapsed_time(e) for s, e in pairs)
     del x, busy
     return max(0.0, float(each - plain))
+
+
+def tiny_op_ns(ops: int = 200, reps: int = 5) -> float:
+    """Host time of one tiny CUDA op (``x.add_(1)``, one kernel launch) in ns: the median over ``reps`` timed
+    runs of ``ops`` ops, after a warm-up. Measured before and while recording, the difference is the
+    recorder's own host cost per launch."""
+    import statistics
+
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    for _ in range(50):
+        x.add_(1)
+    torch.cuda.synchronize()
+    runs = []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        for _ in range(ops):
+            x.add_(1)
+        runs.append((time.perf_counter_ns() - t0) / ops)
+        torch.cuda.synchronize()
+    return float(statistics.median(runs))

@@ -83,6 +83,7 @@ def find_all(
             det.sources,
             det.evidence,
             int(round(total)),
+            det.options,
         )
         (found if frac >= LIST_FRAC and per_step >= MIN_LISTED_NS else minor).append(finding)
     found.sort(key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns))

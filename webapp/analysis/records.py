@@ -80,6 +80,8 @@ class Finding:
     sources: tuple[str, ...] = ()  # user file:line
     evidence: tuple[Evidence, ...] = ()
     cost_total_ns: int = 0  # over all steps
+    options: tuple[tuple[str, int], ...] = ()
+    """Fixes of a finding that has several (label, replayed saving per step in ns); its cost is the best one."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +94,7 @@ class Finding:
             "sources": list(self.sources),
             "evidence": [e.to_dict() for e in self.evidence],
             "cost_total_ns": int(self.cost_total_ns),
+            "options": [[str(label), int(ns)] for label, ns in self.options],
         }
 
     @classmethod
@@ -106,6 +109,7 @@ class Finding:
             sources=tuple(str(s) for s in d.get("sources") or ()),
             evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence") or ()),
             cost_total_ns=int(d.get("cost_total_ns") or 0),
+            options=tuple((str(o[0]), int(o[1])) for o in d.get("options") or ()),
         )
 
 

@@ -1,0 +1,186 @@
+"""Does the advice hold? Each loop of benchmarks/whatif_loops.py is recorded as it is, its finding's replayed
+saving read off the analysis, and then the loop and the loop with that one fix applied are timed unrecorded,
+alternating, over several rounds. Run on a GPU:
+
+    PYTHONPATH=. python3 benchmarks/whatif_truth.py --md /tmp/whatif.md [--pairs NAME,NAME] [--rounds 3]
+
+Per pair: the finding's severity and replayed saving (its own fix alone; for a finding with several fixes,
+the one applied), the step time unrecorded as the analysis estimates it and as the plain run measured it,
+the predicted speedup ``now / (now - saving)`` and the measured one (median over rounds, lowest and highest
+round). Bounds: every prediction within 10% of the measured speedup; a fix that measured under 3% is never
+above info; and where the fix saved nothing, the fixed loop, recorded too, keeps the same top finding.
+Prints a Markdown section (``## whatif_truth``), written to ``--md`` if given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import platform
+import statistics
+import sys
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from whatif_loops import PAIRS, Pair  # noqa: E402
+
+PREDICTION_BOUND = 0.10
+NOISE_FLOOR = 0.03
+
+
+def _finding(result: Any, rule: str) -> tuple[Any, str]:
+    for f in result.findings:
+        if f.rule == rule:
+            return f, f.severity
+    for f in result.minor_findings:
+        if f.rule == rule:
+            return f, "minor"
+    return None, "none"
+
+
+def _analyze(rec: Any) -> Any:
+    from collector.steps import find_steps
+    from webapp.analysis import analyze
+
+    return analyze(find_steps(rec.trace))
+
+
+def _recorded(pair: Pair, loop: Any) -> Any:
+    from collector import record
+
+    with record(pair.name, auto_steps=True) as rec:
+        loop.run(pair.steps, on_step=rec.step)
+    return _analyze(rec)
+
+
+def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
+    import torch
+
+    base, fixed = pair.make(False), pair.make(True)
+    try:
+        base.run(min(pair.steps, 8))
+        fixed.run(min(pair.steps, 8))
+        result = _recorded(pair, base)
+        finding, sev = _finding(result, pair.rule)
+        saving = 0.0
+        if finding is not None:
+            saving = float(finding.cost_per_step_ns)
+            if pair.option:
+                saving = float(next((ns for label, ns in finding.options if pair.option in label), 0))
+        now = float(result.what_if.get("step_time_now_ns", math.nan))
+        times_b, times_f = [], []
+        for _ in range(rounds):
+            times_b.append(base.run(pair.steps))
+            times_f.append(fixed.run(pair.steps))
+        ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
+        measured = statistics.median(ratios)
+        predicted = now / max(now - saving, 1.0)
+        out = {
+            "pair": pair.name,
+            "fix": pair.fix,
+            "rule": pair.rule + (f" ({pair.option})" if pair.option else ""),
+            "severity": sev,
+            "saving_ms": saving / 1e6,
+            "now_ms": now / 1e6,
+            "recorded_ms": float(result.metrics.get("step_time_median_ns", math.nan)) / 1e6,
+            "plain_ms": statistics.median(times_b) * 1e3,
+            "fixed_ms": statistics.median(times_f) * 1e3,
+            "predicted": predicted,
+            "measured": measured,
+            "lo": min(ratios),
+            "hi": max(ratios),
+            "top": result.findings[0].rule if result.findings else "-",
+            "top_fixed": "",
+            "replay_error": float(result.metrics.get("replay_error_max_frac", math.nan)),
+            "recorder_call_ns": float(result.metrics.get("recorder_call_ns", 0.0)),
+        }
+        if measured < 1 + NOISE_FLOOR:  # a fix that saves nothing: the fixed loop keeps the same top finding
+            fixed_result = _recorded(pair, fixed)
+            out["top_fixed"] = fixed_result.findings[0].rule if fixed_result.findings else "-"
+        return out
+    finally:
+        for loop in (base, fixed):
+            loop.close()
+        del base, fixed
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def verdicts(row: dict[str, Any]) -> list[str]:
+    """What the bounds say of one pair ('' list: all hold)."""
+    bad = []
+    if abs(row["predicted"] - row["measured"]) > PREDICTION_BOUND * row["measured"]:
+        bad.append("prediction off by more than 10%")
+    if row["measured"] < 1 + NOISE_FLOOR and row["severity"] in ("warning", "critical"):
+        bad.append("a fix under 3% above info")
+    if row["top_fixed"] and row["top_fixed"] != row["top"]:
+        bad.append("top finding changed")
+    return bad
+
+
+def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
+    import torch
+
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "## whatif_truth",
+        "",
+        f"Measured {when} on {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python "
+        f"{platform.python_version()} (`PYTHONPATH=. python3 benchmarks/whatif_truth.py`, {rounds} alternating "
+        "rounds per pair). Each loop is recorded, its finding's replayed saving read off the analysis, then "
+        "the loop and the loop with that one fix are timed unrecorded. `now` is the analysis's step time "
+        "unrecorded (the recorder's own cost per CUDA call taken out), `plain` the loop's measured step.",
+        "",
+        "| loop | fix | finding (severity) | saving | now / plain / recorded | predicted | measured (rounds) "
+        "| top finding (fixed) | bounds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        bad = verdicts(r)
+        top = r["top"] + (f" ({r['top_fixed']})" if r["top_fixed"] else "")
+        lines.append(
+            f"| {r['pair']} | {r['fix']} | {r['rule']} ({r['severity']}) | {r['saving_ms']:.2f} ms | "
+            f"{r['now_ms']:.2f} / {r['plain_ms']:.2f} / {r['recorded_ms']:.2f} ms | {r['predicted']:.2f}x | "
+            f"{r['measured']:.2f}x ({r['lo']:.2f}-{r['hi']:.2f}) | {top} | {'; '.join(bad) or 'hold'} |"
+        )
+    for name in failed:
+        lines.append(f"| {name} | failed to run: see the log | | | | | | | |")
+    held = sum(1 for r in rows if not verdicts(r))
+    lines += ["", f"{held} of {len(rows) + len(failed)} pairs hold every bound."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", default="", help="comma-separated pair names (default: all)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--md", type=Path)
+    args = parser.parse_args(argv)
+    wanted = [p for p in args.pairs.split(",") if p]
+    pairs = [p for p in PAIRS if not wanted or p.name in wanted]
+    rows, failed = [], []
+    for pair in pairs:
+        print(f"--- {pair.name}", flush=True)
+        try:
+            row = run_pair(pair, args.rounds)
+        except Exception:  # one loop's missing package or API change must not lose the others
+            traceback.print_exc()
+            failed.append(pair.name)
+            continue
+        rows.append(row)
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    text = markdown(rows, failed, args.rounds)
+    print(text)
+    if args.md:
+        args.md.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""The recorder's host stack samples and its own cost per CUDA call, and the replay of recorded loops, on a
+GPU (skipped elsewhere by tests/conftest.py)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from collector.model import Trace
+
+pytestmark = pytest.mark.gpu
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        sum(range(100))
+
+
+def prepare_batch() -> None:
+    _busy(0.004)
+
+
+def _host_bound_trace() -> Trace:
+    import torch
+
+    from collector.recording.api import record
+    from collector.steps import find_steps
+
+    x = torch.randn(1024, 1024, device="cuda")
+    rec = record("host-bound", None, probe=False)
+    with rec:
+        for _ in range(25):
+            prepare_batch()
+            (x @ x).sum()
+            rec.step()
+    assert rec.trace is not None
+    return find_steps(rec.trace)
+
+
+def test_samples_show_where_the_host_time_goes_and_the_replay_holds() -> None:
+    from webapp.analysis import analyze
+
+    trace = _host_bound_trace()
+    notes = trace.meta.notes
+    assert 0 < notes["recorder_call_ns"] < 50_000 and notes["stack_samples"] > 20
+    samples = trace.intervals[trace.intervals["kind"] == "sample"]
+    assert len(samples) and samples["lane_label"].astype(str).str.contains("sampled").all()
+    result = analyze(trace)
+    frames = result.host_frames.set_index("frame")
+    hot = [f for f in frames.index if f.startswith("prepare_batch (tests/gpu/test_causal_gpu.py:")]
+    assert hot and frames.loc[hot[0], "total_frac"] > 0.5
+    assert result.metrics["replay_error_max_frac"] <= 0.02
+    f = {x.rule: x for x in result.findings}["host-bound"]
+    assert "prepare_batch" in f.detail
+    # the critical path of a host-bound step is mostly host work
+    per = result.per_step
+    assert float(np.median(per["cp_host_ns"])) > 0.5 * float(np.median(per["step_time_ns"]))
+
+
+def test_sampling_can_be_turned_off() -> None:
+    import torch
+
+    from collector.recording.api import record
+
+    x = torch.ones(8, device="cuda")
+    rec = record("no-stacks", None, probe=False, stacks=False)
+    with rec:
+        for _ in range(3):
+            x.add_(1)
+            rec.step()
+    assert rec.trace is not None
+    assert not (rec.trace.intervals["kind"] == "sample").any()
+    assert "stack_samples" not in rec.trace.meta.notes
