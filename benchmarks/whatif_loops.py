@@ -335,7 +335,7 @@ class Pair:
 
 PAIRS = (
     Pair("hf-trainer-gpt2", hf_trainer, "sync-in-loop", "logging_nan_inf_filter=False", 40),
-    Pair("lightning-mlp", lightning_mlp, "pageable-copy", "DataLoader(pin_memory=True)", 60),
+    Pair("lightning-mlp", lightning_mlp, "pageable-copy", "DataLoader(pin_memory=True)", 150),
     Pair("resnet18-dataloader", resnet_loader, "host-bound", "num_workers=4, pin_memory=True", 16, "DataLoader"),
     Pair("transformer-item", transformer_item, "sync-in-loop", "loss.item() every 10 steps", 40),
     Pair("mlp-pageable", mlp_pageable, "pageable-copy", "pinned + non_blocking batches", 30),

@@ -98,6 +98,10 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             "top": result.findings[0].rule if result.findings else "-",
             "top_fixed": "",
             "replay_error": float(result.metrics.get("replay_error_max_frac", math.nan)),
+            "frames": "; ".join(
+                f"{r.frame} {r.total_frac:.0%}" for r in result.host_frames.head(6).itertuples()
+            ),
+            "detail": finding.detail if finding is not None else "",
             "recorder_call_ns": float(result.metrics.get("recorder_call_ns", 0.0)),
         }
         if measured < 1 + NOISE_FLOOR:  # a fix that saves nothing: the fixed loop keeps the same top finding

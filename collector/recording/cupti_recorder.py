@@ -106,15 +106,15 @@ class CuptiRecorder(Recorder):
             return
         self._capture = capture
         self._clock0 = clock_pair()
-        if self.calibrate:  # the same tiny ops, recorded (their rows are the recorder's own: dropped at stop)
+        if self.stacks:
+            self._sampler = StackSampler().start()
+        if self.calibrate:  # the same tiny ops, recorded and sampled (their rows are dropped at stop)
             capture.set_naming(False)
             t0 = time.monotonic_ns()
             with self._torch.cuda.device(self._device):
                 self._call_ns = max(tiny_op_ns() - plain_ns, 0.0)
             self._own.append((t0, time.monotonic_ns()))
             capture.set_naming(True)
-        if self.stacks:
-            self._sampler = StackSampler().start()
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._install_step_hook()

@@ -19,7 +19,7 @@ import numpy as np
 
 from webapp.analysis.records import Finding
 from webapp.analysis.rules import RULES, Rule, RuleContext
-from webapp.analysis.rules.base import Change, ms
+from webapp.analysis.rules.base import Detection, ms
 
 INFO_FRAC = 0.01
 """A step counts as hit by a finding when its fix saves at least 1% of the median step there."""
@@ -46,14 +46,14 @@ def severity(frac: float) -> str:
 
 def find_all(
     ctx: RuleContext, rules: Sequence[Rule] = RULES
-) -> tuple[tuple[Finding, ...], tuple[Finding, ...], dict[str, np.ndarray], dict[str, Change]]:
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...], dict[str, np.ndarray], dict[str, Detection]]:
     """Listed findings and minor ones, each largest saving first; each rule's replayed saving per step window
-    (ns, aligned with rd.win, 0 where it found nothing) and each detecting rule's graph change."""
+    (ns, aligned with rd.win, 0 where it found nothing) and each detecting rule's detection (its change)."""
     n = len(ctx.rd.win)
     n_win = ctx.n_win
     step_ref = ctx.step_ref
     costs = {rule.name: np.zeros(n, dtype=np.int64) for rule in rules}
-    changes: dict[str, Change] = {}
+    changes: dict[str, Detection] = {}
     found: list[Finding] = []
     minor: list[Finding] = []
     for rule in rules:
@@ -63,7 +63,7 @@ def find_all(
         saving = det.saving if det.saving is not None else ctx.saving(det.change)
         saving = np.maximum(np.asarray(saving, dtype=np.int64), 0)
         costs[rule.name] = saving
-        changes[rule.name] = det.change
+        changes[rule.name] = det
         total = float(saving.sum())
         per_step = total / n_win
         frac = per_step / step_ref if step_ref > 0 else 0.0

@@ -131,9 +131,9 @@ def top_frames(rd: RunData, count: int = 3) -> str:
     return ", ".join(f"{f} {share.get(f, 0.0):.0%}" for f in chosen)
 
 
-def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray, workers: int) -> np.ndarray | None:
-    """Host time per host node (its ``h_delta``) spent in a DataLoader's ``__next__`` that ``workers``
-    worker processes would take off the step path (all but 1/workers of it), ns; None without samples."""
+def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray) -> np.ndarray | None:
+    """Host time before each of ``nodes`` (in its ``h_delta``) spent in a DataLoader's ``__next__``, ns (0 for
+    other nodes); None without samples."""
     rows = sample_rows(rd)
     if not len(rows):
         return None
@@ -145,7 +145,7 @@ def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray, workers: int) -> np.nd
         return np.zeros(g.n_host, dtype=np.int64)
     loading = iv.union(rd.s[hit], rd.e[hit])
     prev = g.h_start - g.h_delta  # the previous node's start (or the epoch's start)
-    cut = loading.measure_in(prev, g.h_start) * (workers - 1) // workers
+    cut = loading.measure_in(prev, g.h_start)
     keep = np.zeros(g.n_host, dtype=bool)
     keep[nodes] = True
     return np.where(keep, cut, 0).astype(np.int64)

@@ -19,7 +19,7 @@ from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
 from webapp.analysis.records import Finding, RunAnalysis
 from webapp.analysis.rules import RULES, RuleContext
-from webapp.analysis.rules.base import Change, pinned_gbps
+from webapp.analysis.rules.base import Detection, pinned_gbps
 from webapp.analysis.rules.sync_in_loop import dropped, sync_groups
 from webapp.analysis.whatif import fixed_per_step, what_if
 
@@ -141,7 +141,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     findings: tuple[Finding, ...] = ()
     minor: tuple[Finding, ...] = ()
     costs = {r.name: np.zeros(len(rd.win), dtype=np.int64) for r in RULES}
-    changes: dict[str, Change] = {}
+    changes: dict[str, Detection] = {}
     if not cpu_only:
         findings, minor, costs, changes = find_all(ctx)
     applied = [f for f in findings if f.rule in changes]

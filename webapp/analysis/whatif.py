@@ -16,20 +16,25 @@ import numpy as np
 
 from webapp.analysis.causal.graph import Graph
 from webapp.analysis.records import Finding
-from webapp.analysis.rules.base import Change, RuleContext
+from webapp.analysis.rules.base import Detection, RuleContext
 
 
-def fixed_per_step(ctx: RuleContext, now: np.ndarray, changes: Sequence[Change]) -> np.ndarray:
-    """Estimated step time per window (ns) with ``changes`` applied together."""
-    if not changes:
+def fixed_per_step(ctx: RuleContext, now: np.ndarray, fixes: Sequence[Detection]) -> np.ndarray:
+    """Estimated step time per window (ns) with the detections' changes applied together (and no shorter than
+    any of their floors)."""
+    if not fixes:
         return now.astype(np.float64)
 
     def together(graph: Graph) -> Graph:
-        for change in changes:
-            graph = change(graph)
+        for det in fixes:
+            graph = det.change(graph)
         return graph
 
-    return np.maximum(now - ctx.saving(together), 0).astype(np.float64)
+    fixed = np.maximum(now - ctx.saving(together), 0).astype(np.float64)
+    for det in fixes:
+        if det.floor is not None:
+            fixed = np.maximum(fixed, np.minimum(det.floor, now))
+    return fixed
 
 
 def what_if(

@@ -44,6 +44,9 @@ class Detection:
     saving: np.ndarray | None = None
     options: tuple[tuple[str, int], ...] = ()
     """Every fix the rule replayed: (label, mean saving per step in ns)."""
+    floor: np.ndarray | None = None
+    """Per step window, the least a step can take with the fix (ns): a pace the graph does not hold, such as
+    DataLoader workers delivering a batch every so often."""
 
 
 class Rule(Protocol):

@@ -44,14 +44,21 @@ class HostBound:
         nodes = np.flatnonzero(inside)
         calls = nodes[rd.kind[g.h_row[nodes]] == rd.code(IntervalKind.LAUNCH)]
         per_step = len(calls) / ctx.n_win
-        candidates: list[tuple[str, str, Change]] = []
+        candidates: list[tuple[str, Change, np.ndarray | None]] = []
         if len(calls):
-            candidates.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", "graphs", _graphs(calls, win)))
-        loading = hoststacks.loading_cut(rd, g, nodes, LOADER_WORKERS)
+            candidates.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", _graphs(calls, win), None))
+        loading = hoststacks.loading_cut(rd, g, nodes)
         if loading is not None and loading.sum() > 0:
-            candidates.append((f"DataLoader(num_workers={LOADER_WORKERS})", "loader", _cut(loading)))
+            # the workers take the loading off the step path, but deliver a batch only every loading / workers
+            pace = np.bincount(win[nodes], weights=loading[nodes], minlength=n) / LOADER_WORKERS
+            candidates.append((f"DataLoader(num_workers={LOADER_WORKERS})", _cut(loading), pace.astype(np.int64)))
         bound = ctx.saving(lambda graph: fixes.faster_host(graph, nodes))
-        savings = [(label, ctx.saving(change), change) for label, _, change in candidates]
+        savings = []
+        for label, change, floor in candidates:
+            saved = ctx.saving(change)
+            if floor is not None:
+                saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
+            savings.append((label, saved, change, floor))
         facts = (
             f"The host took {ms(float(np.median(host)))} per step to issue work the GPU ran in "
             f"{ms(float(np.median(gpu)))} ({float(np.median(host)) / max(float(np.median(gpu)), 1):.1f}x)"
@@ -65,20 +72,20 @@ class HostBound:
             detail += f" Where the host's time went: {frames}."
         else:
             detail += " The trace has no sampled host stacks to say where the host's time went."
-        replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _ in savings)
+        replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
             f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on any host-side fix)."
         )
         options = (
-            *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _ in savings),
+            *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(float(bound.sum()) / ctx.n_win)),
         )
         if not savings:
             return Detection(detail, lambda graph: graph, saving=np.zeros(n, dtype=np.int64), options=options)
         best = max(savings, key=lambda x: float(x[1].mean()))
         fix = f"Best replayed fix: {best[0]}. " + self.fix
-        return Detection(detail, best[2], saving=best[1], fix=fix, options=options)
+        return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
 
 
 def _graphs(calls: np.ndarray, step: np.ndarray) -> Change:
