@@ -187,14 +187,15 @@ def markdown(results: dict[str, dict[str, dict[str, float]]], device: str) -> st
         "plain's, ms (median); whole = the cupti ratio of whole segments, first step included. Stop = "
         "resolving and building the trace (ours) or the profiler's post-processing, per million intervals.",
         "",
-        "| loop | plain ms/step | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | "
-        "torch.profiler CUDA | cupti first step +ms | cupti whole | stop cupti s/M | stop via Kineto s/M | "
-        "stop events s/M |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| loop | plain ms/step | cupti | cupti without stack samples | cupti via Kineto | events | "
+        "torch.profiler CPU+CUDA | torch.profiler CUDA | cupti first step +ms | cupti whole | stop cupti s/M | "
+        "stop via Kineto s/M | stop events s/M |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         lines.append(
-            f"| {name} | {r['plain']['ms']:.2f} | {_ratio(r['cupti'])} | {_ratio(r['cupti-kineto'])} | "
+            f"| {name} | {r['plain']['ms']:.2f} | {_ratio(r['cupti'])} | {_ratio(r['cupti-nostacks'])} | "
+            f"{_ratio(r['cupti-kineto'])} | "
             f"{_ratio(r['events'])} | {_ratio(r['prof'])} | {_ratio(r['prof-cuda'])} | "
             f"{r['cupti']['first_extra_ms']:.1f} | {r['cupti']['whole_ratio']:.3f}x | "
             f"{r['cupti']['stop_s_per_m']:.2f} | {r['cupti-kineto']['stop_s_per_m']:.2f} | "
@@ -226,8 +227,9 @@ def _ratio_table(
         "",
         intro,
         "",
-        "| loop | cupti | cupti via Kineto | events | torch.profiler CPU+CUDA | torch.profiler CUDA |" + extra,
-        "|---|---|---|---|---|---|" + ("---|" if noise else ""),
+        "| loop | cupti | cupti without stack samples | cupti via Kineto | events | torch.profiler CPU+CUDA | "
+        "torch.profiler CUDA |" + extra,
+        "|---|---|---|---|---|---|---|" + ("---|" if noise else ""),
     ]
     for name, r in results.items():
         paced = r["noise"].get("host_paced", 1.0) > 0

@@ -51,10 +51,15 @@ def _analyze(rec: Any) -> Any:
     return analyze(find_steps(rec.trace))
 
 
-def _recorded(pair: Pair, loop: Any) -> Any:
+TRACES: list[Path] = []
+"""Where to write each recorded base run (``--traces``), if anywhere."""
+
+
+def _recorded(pair: Pair, loop: Any, suffix: str = "") -> Any:
     from collector import record
 
-    with record(pair.name, auto_steps=True) as rec:
+    out = str(TRACES[0] / f"{pair.name}{suffix}.json.gz") if TRACES else None
+    with record(pair.name, out, auto_steps=True) as rec:
         loop.run(pair.steps, on_step=rec.step)
     return _analyze(rec)
 
@@ -98,14 +103,12 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             "top": result.findings[0].rule if result.findings else "-",
             "top_fixed": "",
             "replay_error": float(result.metrics.get("replay_error_max_frac", math.nan)),
-            "frames": "; ".join(
-                f"{r.frame} {r.total_frac:.0%}" for r in result.host_frames.head(6).itertuples()
-            ),
+            "frames": "; ".join(f"{r.frame} {r.total_frac:.0%}" for r in result.host_frames.head(6).itertuples()),
             "detail": finding.detail if finding is not None else "",
             "recorder_call_ns": float(result.metrics.get("recorder_call_ns", 0.0)),
         }
         if measured < 1 + NOISE_FLOOR:  # a fix that saves nothing: the fixed loop keeps the same top finding
-            fixed_result = _recorded(pair, fixed)
+            fixed_result = _recorded(pair, fixed, "-fixed")
             out["top_fixed"] = fixed_result.findings[0].rule if fixed_result.findings else "-"
         return out
     finally:
@@ -165,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", default="", help="comma-separated pair names (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--md", type=Path)
+    parser.add_argument("--traces", type=Path, help="a folder to write each recorded run to")
     args = parser.parse_args(argv)
+    if args.traces:
+        args.traces.mkdir(parents=True, exist_ok=True)
+        TRACES[:] = [args.traces]
     wanted = [p for p in args.pairs.split(",") if p]
     pairs = [p for p in PAIRS if not wanted or p.name in wanted]
     rows, failed = [], []

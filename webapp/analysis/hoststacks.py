@@ -117,8 +117,9 @@ def top_frames(rd: RunData, count: int = 3) -> str:
             inside.setdefault(f, set()).update(frames[i + 1 :])
     share = dict(zip(table["frame"], table["total_frac"], strict=True))
     chosen: list[str] = []
+    named: list[str] = []  # chosen frames and the frames they stand for
     for frame in table["frame"]:
-        if any(frame in inside.get(c, ()) for c in chosen) or any(c in inside.get(frame, ()) for c in chosen):
+        if any(frame in inside.get(c, ()) for c in named) or any(c in inside.get(frame, ()) for c in named):
             continue
         best = frame
         for deeper in sorted(inside.get(frame, ()), key=lambda f: -share.get(f, 0.0)):
@@ -126,6 +127,7 @@ def top_frames(rd: RunData, count: int = 3) -> str:
                 best = deeper
             break
         chosen.append(best)
+        named += [frame, best]
         if len(chosen) == count:
             break
     return ", ".join(f"{f} {share.get(f, 0.0):.0%}" for f in chosen)
