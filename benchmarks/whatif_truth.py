@@ -25,6 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -78,14 +80,23 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             saving = float(finding.cost_per_step_ns)
             if pair.option:
                 saving = float(next((ns for label, ns in finding.options if pair.option in label), 0))
-        now = float(result.what_if.get("step_time_now_ns", math.nan))
+        # per step: the step unrecorded and that step with the fix (the finding's own replayed saving there);
+        # medians, as the what-if, so that a recorded step slowed by the recorder's buffer flush counts once
+        per = result.per_step
+        now_k = per["step_time_unrecorded_ns"].to_numpy(float)
+        cost = per.get(f"cost_{pair.rule.replace('-', '_')}_ns")
+        fixes = [o for o in (finding.options if finding is not None else ()) if "(bound)" not in o[0]]
+        best = not pair.option or (fixes and pair.option in max(fixes, key=lambda o: o[1])[0])
+        per_step = cost is not None and best  # the finding's cost per step is this fix's saving there
+        fixed_k = now_k - (np.nan_to_num(cost.to_numpy(float)) if per_step else saving)
+        now = float(np.nanmedian(now_k))
         times_b, times_f = [], []
         for _ in range(rounds):
             times_b.append(base.run(pair.steps))
             times_f.append(fixed.run(pair.steps))
         ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
         measured = statistics.median(ratios)
-        predicted = now / max(now - saving, 1.0)
+        predicted = now / max(float(np.nanmedian(fixed_k)), 1.0)
         out = {
             "pair": pair.name,
             "fix": pair.fix,

@@ -152,14 +152,17 @@ def step_windows(
         bounds = _gpu_step_bounds(rank, step_col, start, end, compute)
         if bounds.empty:
             bounds = _gpu_step_bounds(rank, step_col, start, end, gpu)
+        # nullable integers: a float column (what a left merge makes of missing values) rounds ns times of
+        # 1e18 to 256 ns, and windows would then miss the GPU op that opens them
+        bounds = bounds.astype({"gpu_start_ns": "Int64", "gpu_end_ns": "Int64"})
         steps = steps.merge(bounds, on=["rank", "step"], how="left")
         if basis == "host" and steps["gpu_start_ns"].notna().any():
             basis = "gpu"
         ws = steps["gpu_start_ns"].fillna(steps["start_ns"]).astype("int64")
         last_end = np.maximum(steps["end_ns"], steps["gpu_end_ns"].fillna(steps["end_ns"])).astype("int64")
         steps = steps.assign(start_ns=ws).sort_values(["rank", "start_ns"], kind="stable")
-        nxt = steps.groupby("rank")["start_ns"].shift(-1)
-        steps["end_ns"] = nxt.fillna(last_end.loc[steps.index]).astype("int64")
+        nxt = steps.astype({"start_ns": "Int64"}).groupby("rank")["start_ns"].shift(-1)
+        steps["end_ns"] = nxt.fillna(last_end.loc[steps.index].astype("Int64")).astype("int64")
         steps = steps[["rank", "step", "start_ns", "end_ns"]]
     with_steps = set(steps["rank"].tolist())
     if {ln.rank for ln in trace.lanes} <= with_steps:

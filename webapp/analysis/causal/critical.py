@@ -83,10 +83,18 @@ def critical_parts(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> np.ndar
     hi_meas = rd.win.ends.astype(np.int64)
     lo_rep = sm.warp(rep, lo, rd.win_rank)
     hi_rep = sm.warp(rep, hi_meas, rd.win_rank)
-    # start each walk at the event the window's end is tied to
+    # start each walk at the event the window's end is tied to: the GPU op that opens the next window (any
+    # class: a copy may open it), else the latest event before the end
     i = np.searchsorted(sm.meas, hi_meas, side="right") - 1
     ok = (i >= 0) & (sm.rank[np.maximum(i, 0)] == rd.win_rank)
     ev = sm.order[np.maximum(i, 0)]
+    K = g.n_gpu
+    if K and sm.on_gpu:
+        by_start = np.argsort(g.g_start, kind="stable")
+        opener = by_start[np.minimum(np.searchsorted(g.g_start[by_start], hi_meas), K - 1)]
+        exact = (g.g_start[opener] == hi_meas) & (g.g_rank[opener] == rd.win_rank)
+        ev = np.where(exact, K + opener, ev)  # a GPU op's start, in StepMap's event numbering
+        ok |= exact
     H, K = g.n_host, g.n_gpu
     kind = np.full(n, -1, dtype=np.int8)  # 0 host node at its start, 1 GPU op at its start, -1 done
     idx = np.zeros(n, dtype=np.int64)
