@@ -38,7 +38,6 @@ import pandas as pd
 
 from collector.importers.kineto_lanes import (
     BYTES_KIND_CODES,
-    KIND_CODE,
     build_lanes,
     cat_in,
     lookup_first,
@@ -57,7 +56,10 @@ from collector.importers.kineto_sync import (
 )
 from collector.model import (
     INTERVAL_KIND_DTYPE,
+    KIND_CODE,
+    LANE_KIND_CODE,
     LANE_KIND_DTYPE,
+    MEMORY_CODE,
     MEMORY_KIND_DTYPE,
     NO_LAUNCH,
     MarkerKind,
@@ -77,7 +79,6 @@ HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 USED_ELSEWHERE = ("python_function", "cuda_sync", "ac2g", "Trace")
 KNOWN_CATS = (*GPU_CATS, *HOST_API_CATS, *USED_ELSEWHERE, "cpu_op", "user_annotation")
 
-_MEM = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
 _MEMCPY = re.compile(r"Memcpy (?P<dir>\w+) \((?P<src>\w+) -> (?P<dst>\w+)\)")
 _STEP = re.compile(r"ProfilerStep#\d+")
 _DIRECTION = {"HtoD": "memcpy_h2d", "DtoH": "memcpy_d2h", "DtoD": "memcpy_d2d", "PtoP": "memcpy_d2d"}
@@ -108,7 +109,7 @@ def memcpy_kind(name: str) -> tuple[str, str]:
         return "", ""
     kind = _DIRECTION[m.group("dir")]
     host = {"memcpy_h2d": m.group("src"), "memcpy_d2h": m.group("dst")}.get(kind, "Device").lower()
-    return kind, host if host in _MEM else ""
+    return kind, host if host in MEMORY_CODE else ""
 
 
 def _by_name(codes: np.ndarray, categories: pd.Index, fn: Callable[[str], Any], dtype: Any) -> np.ndarray:
@@ -260,15 +261,15 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
         by_name(gpu_ev[k], lambda c: "nccl" in c.lower(), bool), KIND_CODE["collective"], KIND_CODE["kernel"]
     )
     kind_g[m] = by_name(gpu_ev[m], lambda c: KIND_CODE.get(memcpy_kind(c)[0], KIND_CODE["annotation"]), np.int8)
-    mem_g[m] = by_name(gpu_ev[m], lambda c: _MEM[memcpy_kind(c)[1]], np.int8)
+    mem_g[m] = by_name(gpu_ev[m], lambda c: MEMORY_CODE[memcpy_kind(c)[1]], np.int8)
     kind_g[g_is["gpu_memset"]] = KIND_CODE["memset"]
-    mem_g[g_is["gpu_memset"]] = _MEM["device"]
+    mem_g[g_is["gpu_memset"]] = MEMORY_CODE["device"]
     is_copy_g = m & (kind_g != KIND_CODE["annotation"])
 
     # --- host API calls: launches or sync waits, with their causes -----------------------------------
     api_cause = by_name(api_rows, api_sync_cause, object)
     async_copy = by_name(api_rows, is_async_copy_api, bool)
-    pageable = launch_pos_g[(mem_g == _MEM["pageable"]) & is_copy_g & (launch_pos_g >= 0)]
+    pageable = launch_pos_g[(mem_g == MEMORY_CODE["pageable"]) & is_copy_g & (launch_pos_g >= 0)]
     pageable = pageable[async_copy[pageable] & (api_cause[pageable] == "")]
     api_cause[pageable] = "blocking_copy"  # an async copy from/to pageable memory blocks the host
     sync_ev = np.flatnonzero(ph_x & cat_in(cat, ("cuda_sync",)))  # opt-in events naming the call that waited
@@ -363,7 +364,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
     lane_o, row_o, sync_o, kinds_o, bytes_o, mem_o, non_blocking_o, step_o, launch_o, group_o = take_all(
         [(a, order) for a in (lane_idx, rows, sync_pos, kinds, nbytes, mem, non_blocking, step, launch_id, group_codes)]
     )
-    lane_kinds = np.array([LANE_KIND_DTYPE.categories.get_loc(ln.kind.value) for ln in lanes], dtype=np.int8)
+    lane_kinds = np.array([LANE_KIND_CODE[ln.kind] for ln in lanes], dtype=np.int8)
     start_o, end_o, name_o, stream_o, lane_kind_o = take_all(
         [
             (ts, row_o),
