@@ -312,6 +312,26 @@ def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     return _conform(frame, INTERVAL_COLUMNS)
 
 
+def conforms(frame: pd.DataFrame) -> bool:
+    """True when ``frame`` already has INTERVAL_COLUMNS' names, order and dtypes, so that
+    :func:`conform_intervals` (which copies) can be skipped. A ``"category"`` column may hold any categories;
+    a column of fixed categories must hold them in the model's order (pandas calls two unordered categorical
+    dtypes equal whatever their order, but the codes would then mean other kinds)."""
+    if list(frame.columns) != list(INTERVAL_COLUMNS):
+        return False
+    for name, (dtype, _) in INTERVAL_COLUMNS.items():
+        col = frame[name]
+        if isinstance(dtype, pd.CategoricalDtype):
+            if not _same_categories(col, dtype):
+                return False
+        elif dtype == "category":
+            if not isinstance(col.dtype, pd.CategoricalDtype):
+                return False
+        elif str(col.dtype) != str(dtype):
+            return False
+    return True
+
+
 def conform_markers(frame: pd.DataFrame) -> pd.DataFrame:
     """Return ``frame`` with exactly MARKER_COLUMNS, in order, with their dtypes."""
     frame = frame.copy(deep=False)

@@ -19,7 +19,6 @@ import pandas as pd
 
 from collector.model import (
     FORMAT_VERSION,
-    INTERVAL_COLUMNS,
     INTERVAL_KIND_DTYPE,
     LANE_KIND_DTYPE,
     MEMORY_KIND_DTYPE,
@@ -31,6 +30,7 @@ from collector.model import (
     Trace,
     conform_intervals,
     conform_markers,
+    conforms,
     empty_markers,
 )
 from collector.traceformat.events import EventTable, read_events
@@ -205,20 +205,6 @@ def _intervals(rows: _Rows, lanes: tuple[Lane, ...], base: int) -> pd.DataFrame:
         "group": rows.cat("arg_group"),
     }
     frame = pd.DataFrame(columns)
-    if not _conforms(frame):
+    if not conforms(frame):
         frame = conform_intervals(frame)  # pragma: no cover - the frame above is built to the contract
     return frame
-
-
-def _conforms(frame: pd.DataFrame) -> bool:
-    """True when ``frame`` already has INTERVAL_COLUMNS' names, order and dtypes (so no copy is needed)."""
-    if list(frame.columns) != list(INTERVAL_COLUMNS):
-        return False
-    for name, (dtype, _) in INTERVAL_COLUMNS.items():
-        have = frame[name].dtype
-        if isinstance(dtype, pd.CategoricalDtype) or dtype == "category":
-            if not isinstance(have, pd.CategoricalDtype) or (dtype != "category" and have != dtype):
-                return False
-        elif str(have) != str(dtype):
-            return False
-    return True
