@@ -6,6 +6,8 @@
   itself; ``recording`` may also import ``importers`` (CUPTI recording reads its capture with the Kineto
   importer), never the other way round.
 * Nothing in ``collector`` imports ``webapp``, flask or plotly; torch only inside ``recording`` and the demos.
+* The subcommands (``webapp.commands``) never import ``webapp.cli``, which loads them: their error type lives in
+  the leaf ``webapp.commands.errors``.
 """
 
 from __future__ import annotations
@@ -67,3 +69,8 @@ def test_import_rules(path: Path) -> None:
     assert not third_party & {"webapp", "flask", "plotly"}, f"{name} imports the web side"
     in_recording = name.startswith("collector.recording") or name in ("collector.demos", "collector.ddp_demo")
     assert in_recording or "torch" not in third_party, f"{name} imports torch outside recording"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT.parent / "webapp" / "commands").glob("*.py")), ids=lambda p: p.name)
+def test_subcommands_do_not_import_the_cli_back(path: Path) -> None:
+    assert "webapp.cli" not in _imports(path), f"{path.name} imports webapp.cli"

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webapp.commands.errors import CliError
+
 if TYPE_CHECKING:
     from webapp.progress import Progress
     from webapp.report import PreparedRun
@@ -51,7 +53,6 @@ def load(path: str, step_at: str | None = None, progress: Progress | None = None
     """Read a trace for analysis; a missing file or a trace that cannot be analysed is a CliError.
     ``progress`` shows the read as a stage (on a terminal)."""
     from collector.load import load_trace
-    from webapp.cli import CliError
     from webapp.formatting import fmt_bytes
 
     if not Path(path).is_file():
@@ -67,7 +68,6 @@ def analysed(trace: Any, path: str, progress: Progress | None = None) -> Any:
     from contextlib import nullcontext
 
     from webapp.analysis import analyze
-    from webapp.cli import CliError
 
     with progress.stage(f"analysing {len(trace.intervals):,} intervals") if progress else nullcontext():
         try:
@@ -97,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
     if len(runs) > 1 or runs[0].lower().endswith(".zip"):
         return _run_ranks(args, runs)
     if args.ray:
-        from webapp.cli import CliError
-
         raise CliError("--ray spreads the ranks of one job: give several rank files or a .zip")
     args.run = runs[0]
     progress = Progress("analyze")
@@ -117,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
 def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
     import tempfile
 
-    from webapp.cli import CliError
     from webapp.commands.rankfiles import rank_paths
     from webapp.rankwork import join_summaries, run_per_rank, summarize_rank
 

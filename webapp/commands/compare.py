@@ -13,6 +13,7 @@ import json
 import math
 import sys
 
+from webapp.commands.errors import CliError
 from webapp.commands.report import add_export_arguments
 
 
@@ -49,7 +50,6 @@ def run(args: argparse.Namespace) -> int:
 
     from webapp.analysis.compare import compare_analyses
     from webapp.analysis.report import comparison_text
-    from webapp.cli import CliError
     from webapp.commands.analyze import analysed, load
     from webapp.commands.report import budget_default, check_folder, write_html
     from webapp.progress import Progress

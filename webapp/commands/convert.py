@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webapp.commands.errors import CliError
+
 OUTPUT_SUFFIXES = (".json", ".json.gz")
 
 
@@ -22,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from collector.load import load_trace
     from collector.traceformat.write import write_trace
-    from webapp.cli import CliError
 
     src, dst = Path(args.input), Path(args.output)
     if not src.is_file():

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webapp.commands.errors import CliError
+
 OUTPUT_SUFFIXES = (".json", ".json.gz")
 
 
@@ -34,7 +36,6 @@ def run(args: argparse.Namespace) -> int:
 
     from collector.merge import alignment_rows, merge_traces
     from collector.traceformat.write import write_trace
-    from webapp.cli import CliError
     from webapp.commands.rankfiles import check_workers, rank_paths
     from webapp.rankwork import load_rank, run_per_rank
 

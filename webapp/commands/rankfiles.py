@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webapp.commands.errors import CliError
+
 
 def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -23,7 +25,6 @@ def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
     """The rank files named by ``inputs``: each a trace file, or a .zip whose rank files are written under
     ``scratch``. A missing file or a bad zip is a CliError."""
     from collector.rankzip import RankZipError, extract_ranks, is_zip_name
-    from webapp.cli import CliError
 
     out: list[str] = []
     for n, name in enumerate(inputs):
@@ -41,7 +42,6 @@ def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
 
 
 def check_workers(args: argparse.Namespace) -> None:
-    from webapp.cli import CliError
 
     if args.workers is not None and args.workers < 1:
         raise CliError("--workers must be at least 1")

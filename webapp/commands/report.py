@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webapp.commands.errors import CliError
+
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow", action="store_true", help="log headline metrics and the report to MLflow")
@@ -42,7 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_folder(path: Path) -> None:
     """A report path whose folder does not exist is a CliError (checked before the long work)."""
-    from webapp.cli import CliError
 
     if not path.parent.is_dir():
         raise CliError(f"{path.parent}: no such folder for the report")
@@ -50,7 +51,6 @@ def check_folder(path: Path) -> None:
 
 def write_html(path: Path, text: str) -> int:
     """Write the report; returns its size in bytes. A missing folder or a write error is a CliError."""
-    from webapp.cli import CliError
 
     check_folder(path)
     data = text.encode("utf-8")
@@ -62,7 +62,6 @@ def write_html(path: Path, text: str) -> int:
 
 
 def budget(args: argparse.Namespace) -> int:
-    from webapp.cli import CliError
     from webapp.report import DEFAULT_BUDGET_BYTES
 
     if args.budget_mb is None:
