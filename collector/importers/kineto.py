@@ -35,6 +35,7 @@ call lines); without ``with_stack=True`` sources are empty. Pre-2.0 category nam
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from collector.importers.collectives import mark_host_collectives
 from collector.importers.kineto_events import HOST_API_CATS, KinetoEvents, Launches
 from collector.importers.kineto_lanes import BYTES_KIND_CODES, build_lanes, cat_in, per_lane, run_meta
 from collector.importers.kineto_sync import HostWaits, host_waits
@@ -61,9 +63,11 @@ from collector.model import (
     empty_markers,
     step_at,
 )
-from collector.traceformat.events import EventTable
+from collector.traceformat.events import EventTable, read_events
 from collector.traceformat.gather import take_all
 from collector.traceformat.grouping import group_numbers
+from collector.traceformat.head import Head
+from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
 USED_ELSEWHERE = ("python_function", "cuda_sync", "ac2g", "Trace")
@@ -72,6 +76,17 @@ KNOWN_CATS = (*GPU_CATS, *HOST_API_CATS, *USED_ELSEWHERE, "cpu_op", "user_annota
 _MEMCPY = re.compile(r"Memcpy (?P<dir>\w+) \((?P<src>\w+) -> (?P<dst>\w+)\)")
 _STEP = re.compile(r"ProfilerStep#\d+")
 _DIRECTION = {"HtoD": "memcpy_h2d", "DtoH": "memcpy_d2h", "DtoD": "memcpy_d2d", "PtoP": "memcpy_d2d"}
+
+
+def claims(head: Head) -> bool:
+    """A torch.profiler trace, or any Chrome trace JSON that is not ours: an object with ``traceEvents`` or
+    Kineto's ``schemaVersion`` among its opening keys, or an array of events."""
+    return head.json_array or "traceEvents" in head.keys or "schemaVersion" in head.keys
+
+
+def load(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Trace:
+    """The trace of the torch.profiler file at ``path``, with host-run collectives marked (gloo, MPI)."""
+    return mark_host_collectives(trace_from_kineto(read_events(path, max_inflated_bytes=max_inflated_bytes)))
 
 
 def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: bool = False) -> Trace:

@@ -34,6 +34,7 @@ from collector.model import (
     empty_markers,
 )
 from collector.traceformat.events import EventTable, read_events
+from collector.traceformat.head import Head
 from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, STREAMSCOPE_KEY, TraceFileError
 from collector.traceformat.write import CATEGORIES, MARKER_TID, write_trace
 
@@ -46,6 +47,12 @@ def read_trace(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAUL
     if not is_streamscope(table):
         raise TraceFileError(f"{os.fspath(path)}: not a Streamscope trace (no '{STREAMSCOPE_KEY}' metadata object)")
     return from_table(table, os.fspath(path))
+
+
+def claims(head: Head) -> bool:
+    """Our file, from its head: a JSON object whose top-level ``streamscope`` key holds an object (our
+    writer puts it first)."""
+    return head.keys.get(STREAMSCOPE_KEY) == "{"
 
 
 def is_streamscope(table: EventTable) -> bool:
