@@ -12,7 +12,7 @@ import os
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Protocol
 
 from collector.traceformat.spec import GZIP_MAGIC, TraceFileError, corrupt_gzip
 
@@ -47,7 +47,11 @@ class Head:
         return self.text.lstrip().startswith(b"[")
 
 
-def sniff(fh: BinaryIO) -> Head:
+class Readable(Protocol):
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
+def sniff(fh: Readable) -> Head:
     """The head of the file open at ``fh`` (read from its current position). Raises TraceFileError when a
     gzip's first bytes do not inflate."""
     raw = fh.read(HEAD_BYTES)

@@ -24,6 +24,9 @@ from collector.traceformat.spec import STREAMSCOPE_KEY
 
 """Top-level key of our metadata object (format_version, meta, lanes)."""
 
+OUTPUT_SUFFIXES = (".json", ".json.gz")
+"""The names of the files :func:`write_trace` writes: plain JSON, or gzip for ``.gz``."""
+
 MARKER_TID = 999_999_999
 """``tid`` of the per-rank thread that holds step and mark events."""
 

@@ -117,3 +117,19 @@ def test_what_counts_as_a_trace_among_other_files(tmp_path: Path) -> None:
     assert is_trace_like(read_head(OURS)) and is_trace_like(read_head(KINETO_PLAIN))
     assert is_trace_like(read_head(damaged))  # reported when read, not passed over
     assert not is_trace_like(read_head(notes)) and not is_trace_like(read_head(_rank_zip(tmp_path)))
+
+
+def test_the_rank_files_of_a_zip_are_known_by_their_bytes(tmp_path: Path) -> None:
+    from collector.rankzip import is_rank_zip, open_zip, rank_members
+
+    path = tmp_path / "job.archive"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.write(OURS, "job/rank0")
+        zf.write(KINETO_GZ, "job/rank1.trace")
+        zf.writestr("job/rank2.json", '{"traceEvents": [{"ph": "X", ')  # damaged: reported when read
+        zf.writestr("job/README.json", "# how this job ran")
+        zf.writestr("__MACOSX/job/._rank0", "resource fork")
+        zf.writestr("job/nested.zip", _rank_zip(tmp_path).read_bytes())  # a zip in a zip: not one rank
+    assert is_rank_zip(path) and not is_rank_zip(OURS)
+    with open_zip(path) as zf:
+        assert [m.filename for m in rank_members(zf, path.name)] == ["job/rank0", "job/rank1.trace", "job/rank2.json"]

@@ -1,4 +1,4 @@
-"""Rank-file inputs shared by ``merge`` and ``analyze``: .zip archives expanded, and where per-rank work runs."""
+"""Rank-file inputs shared by ``merge`` and ``analyze``: zip archives expanded, and where per-rank work runs."""
 
 from __future__ import annotations
 
@@ -22,16 +22,16 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
-    """The rank files named by ``inputs``: each a trace file, or a .zip whose rank files are written under
-    ``scratch``. A missing file or a bad zip is a CliError."""
-    from collector.rankzip import RankZipError, extract_ranks, is_zip_name
+    """The rank files named by ``inputs``: each a trace file, or a zip (by its bytes) whose rank files are
+    written under ``scratch``. A missing file or a bad zip is a CliError."""
+    from collector.rankzip import RankZipError, extract_ranks, is_rank_zip
 
     out: list[str] = []
     for n, name in enumerate(inputs):
         path = Path(name)
         if not path.is_file():
             raise CliError(f"{path}: no such file")
-        if not is_zip_name(path.name):
+        if not is_rank_zip(path):
             out.append(str(path))
             continue
         try:

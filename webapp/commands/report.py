@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webapp.commands.analyze import TRACE_HELP
 from webapp.commands.errors import CliError
 
 
@@ -28,7 +29,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="trace file: .json or .json.gz (Streamscope or torch.profiler)")
+    parser.add_argument("run", metavar="RUN", help=TRACE_HELP)
     parser.add_argument("b", metavar="B", nargs="?", default=None, help="a second trace: compare RUN (A) with it")
     parser.add_argument("--out", "-o", metavar="FILE", default=None, help="HTML file to write (default: <RUN>.html)")
     parser.add_argument(
