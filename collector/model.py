@@ -183,6 +183,17 @@ INTERVAL_KIND_DTYPE = pd.CategoricalDtype([k.value for k in IntervalKind])
 MEMORY_KIND_DTYPE = pd.CategoricalDtype([k.value for k in MemoryKind])
 MARKER_KIND_DTYPE = pd.CategoricalDtype([k.value for k in MarkerKind])
 
+# The code maps, once: a categorical column's codes index its dtype's categories, so vectorized rules compare
+# codes. A str enum member is its value, so ``KIND_CODE[IntervalKind.KERNEL]`` and ``KIND_CODE["kernel"]`` agree.
+KIND_NAMES: tuple[str, ...] = tuple(INTERVAL_KIND_DTYPE.categories)
+"""IntervalKind values by code (the ``kind`` column's codes, and every ``kind`` code array, index this)."""
+KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(KIND_NAMES)}
+"""IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
+MEMORY_CODE: dict[str, int] = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
+"""MemoryKind value -> its code in MEMORY_KIND_DTYPE."""
+LANE_KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(LANE_KIND_DTYPE.categories)}
+"""LaneKind value -> its code in LANE_KIND_DTYPE (also the order lane kinds are declared in)."""
+
 INTERVAL_COLUMNS: dict[str, tuple[Any, str]] = {
     "id": ("int64", "interval id, unique in the run"),
     "rank": ("int32", "distributed rank"),
@@ -299,6 +310,26 @@ def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
         if not isinstance(frame[name].dtype, pd.CategoricalDtype):
             frame[name] = frame[name].astype(str)
     return _conform(frame, INTERVAL_COLUMNS)
+
+
+def conforms(frame: pd.DataFrame) -> bool:
+    """True when ``frame`` already has INTERVAL_COLUMNS' names, order and dtypes, so that
+    :func:`conform_intervals` (which copies) can be skipped. A ``"category"`` column may hold any categories;
+    a column of fixed categories must hold them in the model's order (pandas calls two unordered categorical
+    dtypes equal whatever their order, but the codes would then mean other kinds)."""
+    if list(frame.columns) != list(INTERVAL_COLUMNS):
+        return False
+    for name, (dtype, _) in INTERVAL_COLUMNS.items():
+        col = frame[name]
+        if isinstance(dtype, pd.CategoricalDtype):
+            if not _same_categories(col, dtype):
+                return False
+        elif dtype == "category":
+            if not isinstance(col.dtype, pd.CategoricalDtype):
+                return False
+        elif str(col.dtype) != str(dtype):
+            return False
+    return True
 
 
 def conform_markers(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,9 @@
-"""Rank files in a .zip: the traces of one job's ranks handed over as one archive.
+"""Rank files in a zip: the traces of one job's ranks handed over as one archive.
 
-Members ending in ``.json`` or ``.json.gz`` are the rank files (folders inside the archive are fine;
-macOS ``__MACOSX/`` entries and hidden files are skipped). A member is read as a stream and never
+The archive and its members are recognised by their first bytes, never their names
+(collector.importers.registry): a member is a rank file when it is a trace (or gzip or JSON that is no
+known trace, so that a damaged rank file is reported rather than left out). Folders inside the archive are
+fine; macOS ``__MACOSX/`` entries and hidden files are skipped. A member is read as a stream and never
 written under its own name, so a crafted path inside the archive cannot reach outside the folder given.
 """
 
@@ -11,17 +13,18 @@ import os
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from collector.importers.registry import RANK_ZIP, format_of, is_trace_like
+from collector.traceformat.head import sniff
 from collector.traceformat.spec import TraceFileError
-
-RANK_SUFFIXES = (".json.gz", ".json")
 
 
 class RankZipError(TraceFileError):
     """An archive that is not a zip or holds no rank files (one line; CLI exit 2, HTTP 400)."""
 
 
-def is_zip_name(name: str) -> bool:
-    return name.lower().endswith(".zip")
+def is_rank_zip(path: str | os.PathLike[str]) -> bool:
+    """The file at ``path`` is a zip (by its magic bytes), to be read as the rank files it holds."""
+    return format_of(path) is RANK_ZIP
 
 
 def rank_members(zf: zipfile.ZipFile, where: str) -> list[zipfile.ZipInfo]:
@@ -31,11 +34,19 @@ def rank_members(zf: zipfile.ZipFile, where: str) -> list[zipfile.ZipInfo]:
         parts = PurePosixPath(info.filename).parts
         if info.is_dir() or not parts or parts[0] == "__MACOSX" or parts[-1].startswith("."):
             continue
-        if info.filename.lower().endswith(RANK_SUFFIXES):
+        if _is_rank_file(zf, info):
             members.append(info)
     if not members:
-        raise RankZipError(f"{where}: the zip holds no .json or .json.gz rank files")
+        raise RankZipError(f"{where}: the zip holds no rank files (traces Streamscope reads)")
     return sorted(members, key=lambda i: i.filename)
+
+
+def _is_rank_file(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    try:
+        with zf.open(info) as fh:
+            return is_trace_like(sniff(fh))
+    except (TraceFileError, zipfile.BadZipFile, RuntimeError, NotImplementedError, OSError):
+        return True  # it does not read: reported when it is read in full
 
 
 def open_zip(path: str | os.PathLike[str]) -> zipfile.ZipFile:

@@ -12,6 +12,8 @@ MODULES = [
     "collector.model",
     "collector.traceformat.events",
     "collector.traceformat.read",
+    "collector.importers.registry",
+    "collector.load",
     "webapp",
     "webapp.cli",
     "webapp.analysis",

@@ -6,11 +6,17 @@
   itself; ``recording`` may also import ``importers`` (CUPTI recording reads its capture with the Kineto
   importer), never the other way round.
 * Nothing in ``collector`` imports ``webapp``, flask or plotly; torch only inside ``recording`` and the demos.
+* The subcommands (``webapp.commands``) never import ``webapp.cli``, which loads them: their error type lives in
+  the leaf ``webapp.commands.errors``.
+* Formats: ``collector.importers.registry`` is the one list of the formats we read; ``collector.load`` reaches
+  the importers only through it, and no code tells a trace by its name's suffix (``endswith(".json")`` and
+  the like) except where it names an output file.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -67,3 +73,31 @@ def test_import_rules(path: Path) -> None:
     assert not third_party & {"webapp", "flask", "plotly"}, f"{name} imports the web side"
     in_recording = name.startswith("collector.recording") or name in ("collector.demos", "collector.ddp_demo")
     assert in_recording or "torch" not in third_party, f"{name} imports torch outside recording"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT.parent / "webapp" / "commands").glob("*.py")), ids=lambda p: p.name)
+def test_subcommands_do_not_import_the_cli_back(path: Path) -> None:
+    assert "webapp.cli" not in _imports(path), f"{path.name} imports webapp.cli"
+
+
+def test_load_reaches_the_importers_through_the_registry() -> None:
+    deps = _collector_imports(ROOT / "load.py")
+    assert "collector.importers.registry" in deps
+    assert not {d for d in deps if d.startswith("collector.importers.") and d != "collector.importers.registry"}
+
+
+TRACE_SUFFIX = re.compile(r"\.(json|gz|zip)$", re.IGNORECASE)
+OUTPUT_NAMES = {"collector/runner.py", "collector/traceformat/write.py"}
+"""Where a suffix names an output file the user asked for (``--out``; gzip written for ``.gz``)."""
+
+
+def test_no_trace_is_told_by_its_name() -> None:
+    found = []
+    for path in sorted([*ROOT.rglob("*.py"), *(ROOT.parent / "webapp").rglob("*.py")]):
+        where = str(path.relative_to(ROOT.parent))
+        for node in ast.walk(ast.parse(path.read_text(), where)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "endswith":
+                texts = [c.value for a in node.args for c in ast.walk(a) if isinstance(c, ast.Constant)]
+                if any(isinstance(t, str) and TRACE_SUFFIX.search(t) for t in texts) and where not in OUTPUT_NAMES:
+                    found.append(f"{where}:{node.lineno}")
+    assert found == [], f"recognise files by their bytes (collector.importers.registry), not their names: {found}"

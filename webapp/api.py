@@ -1,9 +1,9 @@
 """The JSON API behind the pages (documented in the README).
 
 GET    /api/runs                          the catalog, newest first
-POST   /api/runs?name=FILE.json.gz        upload one trace (raw body, or multipart field ``file``)
+POST   /api/runs?name=FILE                upload one trace (raw body, or multipart field ``file``)
 GET    /api/ingest                        the memory budget and the uploads loading or queued
-POST   /api/runs/merge                    upload one file per rank (multipart fields ``file``) or one .zip: one run
+POST   /api/runs/merge                    upload one file per rank (multipart fields ``file``) or one zip: one run
 GET    /api/runs/<id>                     one run: catalog row, metadata, lanes
 PATCH  /api/runs/<id>   {"name": ...}     rename
 DELETE /api/runs/<id>                     delete
@@ -24,8 +24,9 @@ from flask import Blueprint, Response, abort, current_app, jsonify, request
 from webapp.budget import get_budget
 from webapp.explore import ranks_arg
 from webapp.figures import rank_heatmap_figures, step_time_figure
-from webapp.gate import SPOOLED_BODY, SPOOLED_FORM
+from webapp.gate import NAME_NEEDED, SPOOLED_BODY, SPOOLED_FORM
 from webapp.ingest import (
+    MULTI_RANK_NEEDS,
     IngestError,
     TooLarge,
     base_name,
@@ -86,7 +87,7 @@ def upload() -> tuple[Response, int]:
     else:
         stream, filename = request.stream, request.args.get("name", "")
     if not filename:
-        abort(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
+        abort(400, NAME_NEEDED)
     step_at = (request.args.get("step_at") or fields.get("step_at") or "").strip() or None
     ticket = request.args.get("ticket", "")[:64]
     try:
@@ -114,16 +115,15 @@ def ingest_queue() -> Response:
 @bp.post("/runs/merge")
 def upload_ranks() -> tuple[Response, int]:
     """Store the per-rank files of one job (multipart, one ``file`` field per rank, or one ``file`` that is a
-    .zip of them) as one multi-rank run, clocks aligned. 201 with the run; 400/413 with {"error"} and nothing
+    zip of them) as one multi-rank run, clocks aligned. 201 with the run; 400/413 with {"error"} and nothing
     stored."""
     uploads = request.files.getlist("file") if request.mimetype == "multipart/form-data" else []
-    one_zip = len(uploads) == 1 and (uploads[0].filename or "").lower().endswith(".zip")
-    if len(uploads) < 2 and not one_zip:
-        abort(400, "a multi-rank run needs the files of at least two ranks or one .zip (multipart fields 'file')")
+    if not uploads:
+        abort(400, f"{MULTI_RANK_NEEDS} (multipart fields 'file')")
     limit = int(current_app.config["MAX_CONTENT_LENGTH"] or 2**62)
     workers = current_app.config["RANK_WORKERS"]
     try:
-        if one_zip:
+        if len(uploads) == 1:  # a zip of the rank files (ingest_rank_zip checks its bytes)
             f = uploads[0]
             info = ingest_rank_zip(get_store(), f.stream, f.filename or "", limit, get_budget(), workers=workers)
         else:

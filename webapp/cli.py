@@ -2,7 +2,8 @@
 
 Each subcommand module in ``webapp.commands`` has a docstring (its help), ``add_arguments(parser)`` and
 ``run(args) -> int``; it imports heavy dependencies inside ``run``. Errors a user can fix raise
-:class:`CliError`; every :class:`~collector.errors.StreamscopeError` leaves as one line on stderr and its exit code.
+:class:`~webapp.commands.errors.CliError` (a leaf module, imported by the subcommands at module level); every
+:class:`~collector.errors.StreamscopeError` leaves as one line on stderr and its exit code.
 """
 
 from __future__ import annotations
@@ -18,10 +19,6 @@ from collector.errors import StreamscopeError
 
 SUBCOMMANDS = ("demos", "record", "convert", "merge", "analyze", "compare", "report", "serve")
 """Subcommand names, each the module webapp.commands.<name>."""
-
-
-class CliError(StreamscopeError):
-    """A bad command line or a missing input file: one line on stderr, exit code 2 unless told otherwise."""
 
 
 def _modules() -> dict[str, ModuleType]:

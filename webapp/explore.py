@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from flask import Blueprint, Response, abort, request
 
+from collector.model import KIND_NAMES
 from webapp.analysis.handoff import Handoff
-from webapp.analysis.lod import KIND_NAMES, RunIndex
+from webapp.analysis.lod import RunIndex
 from webapp.analysis.perindex import PerIndex
 from webapp.analysis.rangestats import range_stats
 from webapp.analysis.rankview import rank_summary

@@ -1,5 +1,8 @@
 """The checks a request passes before any byte of its body is read: Host, token, size, upload name.
 
+An upload is never judged by its file name's suffix: its format is recognised from its first bytes once it
+is on disk (collector.importers.registry); the name only names the run.
+
 :func:`check_headers` is pure (request line and headers in, a :class:`Refusal` or None out), so the same
 rules run in two places: in the HTTP server while it parses the headers (webapp.server, before the body is
 spooled anywhere) and in Flask's ``before_request`` (the test client and any other WSGI server).
@@ -17,7 +20,7 @@ from urllib.parse import parse_qs
 TOKEN_COOKIE = "streamscope_token"
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 UPLOAD_PATH = "/api/runs"
-TRACE_SUFFIXES = (".json.gz", ".json")
+NAME_NEEDED = "the upload needs a file name (?name=...)"
 SPOOLED_BODY = "streamscope.spooled_body"
 """WSGI environ key: the path of the file the server wrote an upload's body to (webapp.server)."""
 SPOOLED_FORM = "streamscope.spooled_form"
@@ -55,16 +58,10 @@ def given_token(query: Mapping[str, str], headers: Mapping[str, str]) -> str:
     return morsel.value if morsel is not None else ""
 
 
-def upload_suffix(filename: str) -> str | None:
-    """``.json`` or ``.json.gz`` when ``filename`` ends with one (any case), else None."""
-    lower = filename.lower()
-    return next((suffix for suffix in TRACE_SUFFIXES if lower.endswith(suffix)), None)
-
-
 def check_headers(
     config: Mapping[str, Any], method: str, path: str, query_string: str, headers: Mapping[str, str]
 ) -> Refusal | None:
-    """None when the request may proceed; else the refusal (403 Host, 401 token, 413 size, 400 name).
+    """None when the request may proceed; else the refusal (403 Host, 401 token, 413 size, 400 no name).
 
     ``headers`` keys are lower case; ``config`` is the app's config (LOCAL_ONLY, TOKEN,
     MAX_CONTENT_LENGTH) plus ``MAX_TRACE_BYTES``: the largest plain trace the memory budget can load.
@@ -95,12 +92,11 @@ def _content_length(headers: Mapping[str, str]) -> int:
 
 def _check_raw_upload(config: Mapping[str, Any], name: str, length: int) -> Refusal | None:
     if not name:
-        return Refusal(400, "the upload needs a file name ending in .json or .json.gz (?name=...)")
-    suffix = upload_suffix(name)
-    if suffix is None:
-        return Refusal(400, f"{name[:200]}: not a trace file: the name must end in .json or .json.gz")
+        return Refusal(400, NAME_NEEDED)
     most = config.get("MAX_TRACE_BYTES")
-    if suffix == ".json" and most and length > most:
+    # a body larger than the largest plain trace the budget can load can never load: a gzip inflates to
+    # at least about its own size, so this holds whatever the format turns out to be
+    if most and length > most:
         return Refusal(
             413,
             f"{name[:200]}: a {length / 1e9:.2f} GB trace needs more memory to load than this server's budget "

@@ -5,7 +5,7 @@ Layout of one index folder (``runs/<id>.lod/``)::
     index.json                 version, row count, lane bounds, run meta, lanes, markers, the categories
                                of ``name`` and ``source``, which lanes have prefix arrays, exposed ranks
     start.npy end.npy cummax.npy        int64 ns per row (rows sorted by lane then start_ns)
-    kind.npy                   int8 codes into lod.KIND_NAMES
+    kind.npy                   int8 codes into collector.model.KIND_NAMES
     name.npy source.npy memory_kind.npy category codes; id.npy bytes.npy step.npy
     coarse-<lane>-<part>.npy   the lodcoarse.Coarse prefix arrays of each long lane (no kind_cum for one kind)
     exposed-<rank>-s.npy / -e.npy       exposed-copy windows per rank (and -gap_order, -gap_neg_sorted

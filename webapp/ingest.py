@@ -1,7 +1,8 @@
 """Turning trace files into stored runs: uploads (on disk first, loaded within the memory budget) and samples.
 
 The pipeline runs one way: load (collector.load) -> compute (webapp.pipeline.prepare: analysis,
-index, overview) -> store (Store.add only writes files and the catalog row).
+index, overview) -> store (Store.add only writes files and the catalog row). A file's format is recognised
+from its bytes (collector.importers.registry); its name only names the run.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from collector.errors import StreamscopeError
 from collector.model import Trace
 from webapp import spool
 from webapp.budget import Cancelled, MemoryBudget, default_budget_bytes, estimate_load_bytes, largest_file_bytes
-from webapp.gate import TRACE_SUFFIXES, upload_suffix
 from webapp.pipeline import prepare
 from webapp.store import RunAborted, RunInfo, Store
 
 log = logging.getLogger(__name__)
+
+MULTI_RANK_NEEDS = "a multi-rank run needs the files of at least two ranks or one zip of them"
+NAME_SUFFIXES = (".json.gz", ".json")
+"""Dropped from a file name to name its run (a name, not a format: formats are read from the bytes)."""
 
 
 class IngestError(StreamscopeError, ValueError):
@@ -41,14 +45,6 @@ class ClientGone(IngestError):
     """The client disconnected before its run was stored; nothing was."""
 
 
-def suffix_of(filename: str) -> str:
-    """The trace suffix of a user's file name (``.json`` or ``.json.gz``); raises IngestError otherwise."""
-    suffix = upload_suffix(filename)
-    if suffix is None:
-        raise IngestError("not a trace file: the name must end in .json or .json.gz")
-    return suffix
-
-
 def base_name(filename: str) -> str:
     """The last part of a user's file name, without directories (either slash)."""
     return filename.replace("\\", "/").rsplit("/", 1)[-1]
@@ -57,9 +53,8 @@ def base_name(filename: str) -> str:
 def display_name(filename: str) -> str:
     """A run name from a file name: the base name without directories or trace suffix."""
     base = base_name(filename)
-    suffix = upload_suffix(base)
-    if suffix is not None:
-        base = base[: -len(suffix)]
+    suffix = next((s for s in NAME_SUFFIXES if base.lower().endswith(s)), "")
+    base = base[: len(base) - len(suffix)]
     if base.lower().endswith(".pt.trace"):  # torch.profiler's own naming
         base = base[: -len(".pt.trace")]
     return base.strip()[:200] or "run"
@@ -79,7 +74,6 @@ def ingest_upload(
     named after ``filename``, within ``budget`` (see :func:`ingest_within`). A gzip ``path`` is removed once
     inflated, a plain one is left to the caller.
     """
-    suffix_of(filename)
     return ingest_within(
         store, budget, path, display_name(filename), ticket=ticket, gone=gone, step_at=step_at, own_file=True
     )
@@ -163,7 +157,7 @@ def ingest_within(
 def spool_stream(store: Store, stream: IO[bytes], filename: str, limit_bytes: int) -> Path:
     """Copy an upload body into a server-named file in the uploads folder (for servers that did not spool
     it there already); the caller removes it. Raises TooLarge past ``limit_bytes``."""
-    part = store.uploads_dir / f"{secrets.token_hex(8)}{suffix_of(filename)}"
+    part = store.uploads_dir / f"{secrets.token_hex(8)}.upload"
     try:
         spool.copy_limited(stream, part, limit_bytes)
     except spool.InflateLimit:
@@ -263,9 +257,10 @@ def ingest_rank_zip(
     *,
     workers: int | None = None,
 ) -> RunInfo:
-    """:func:`ingest_ranks` for one .zip upload whose .json/.json.gz members are the rank files (each member
-    held to ``limit_bytes`` inflated). Raises IngestError for a bad zip; stores nothing on failure."""
-    from collector.rankzip import RankZipError, open_zip, rank_members
+    """:func:`ingest_ranks` for one upload that is a zip of the rank files (collector.rankzip; each member
+    held to ``limit_bytes`` inflated). Raises IngestError for a file that is no zip or a bad zip; stores
+    nothing on failure."""
+    from collector.rankzip import RankZipError, is_rank_zip, open_zip, rank_members
 
     part = store.uploads_dir / f"{secrets.token_hex(8)}.zip"
     try:
@@ -273,6 +268,8 @@ def ingest_rank_zip(
             spool.copy_limited(stream, part, limit_bytes)
         except spool.InflateLimit:
             raise TooLarge(f"upload too large: the limit is {limit_bytes:,} bytes") from None
+        if not is_rank_zip(part):
+            raise IngestError(MULTI_RANK_NEEDS)
         try:
             with open_zip(part) as zf:
                 members = rank_members(zf, base_name(filename))
@@ -335,9 +332,21 @@ def _no_hold() -> Iterator[None]:
 
 
 def sample_files(folder: Path) -> list[Path]:
+    """The traces in ``folder``, known by their first bytes (collector.importers.registry.is_trace_like)."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES))
+    return sorted(p for p in folder.iterdir() if p.is_file() and _trace_like(p))
+
+
+def _trace_like(path: Path) -> bool:
+    from collector.importers.registry import is_trace_like
+    from collector.traceformat.head import read_head
+    from collector.traceformat.spec import TraceFileError
+
+    try:
+        return is_trace_like(read_head(path))
+    except TraceFileError:
+        return True  # it does not read: the import reports it (and skips it)
 
 
 def import_samples(store: Store, folder: Path, budget: MemoryBudget | None = None) -> list[RunInfo]:

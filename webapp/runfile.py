@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 
 from collector.model import (
-    INTERVAL_COLUMNS,
     Lane,
     LaneKind,
     RunMeta,
     Trace,
     conform_intervals,
     conform_markers,
+    conforms,
 )
 
 
@@ -77,7 +77,7 @@ def read_run_file(path: Path) -> Trace:
     markers = markers_from_split(json.loads(md[b"streamscope.markers"]))
     intervals = table.to_pandas(split_blocks=True, self_destruct=True)
     del table
-    if not _conformed(intervals):
+    if not conforms(intervals):
         intervals = conform_intervals(intervals)
     return Trace(meta, lanes, intervals, markers)
 
@@ -98,20 +98,3 @@ def read_run_rows(path: Path, positions: np.ndarray) -> pd.DataFrame:
         parts.append(pf.read_row_group(g).take(pa.array(local)))
     table = pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table()
     return table.to_pandas().reset_index(drop=True)
-
-
-def _conformed(frame: pd.DataFrame) -> bool:
-    """True when ``frame`` already has INTERVAL_COLUMNS, in order, with their dtypes."""
-    if list(frame.columns) != list(INTERVAL_COLUMNS):
-        return False
-    for name, (dtype, _) in INTERVAL_COLUMNS.items():
-        have = frame[name].dtype
-        if isinstance(dtype, pd.CategoricalDtype):
-            if have != dtype:
-                return False
-        elif dtype == "category":
-            if not isinstance(have, pd.CategoricalDtype):
-                return False
-        elif str(have) != str(dtype):
-            return False
-    return True

@@ -32,7 +32,7 @@ from waitress.task import ErrorTask, WSGITask
 from waitress.utilities import Error
 from werkzeug.http import parse_options_header
 
-from webapp.gate import SPOOLED_BODY, SPOOLED_FORM, UPLOAD_PATH, check_headers, is_multipart, upload_suffix
+from webapp.gate import SPOOLED_BODY, SPOOLED_FORM, UPLOAD_PATH, check_headers, is_multipart
 from webapp.spool import MultipartFile
 
 if TYPE_CHECKING:
@@ -179,8 +179,7 @@ def channel_class(app: Flask) -> type[HTTPChannel]:
                     return  # the app answers 400: no file in the upload
                 self.spool = _MultipartSpool(uploads / f"{name}.part", boundary.encode("latin-1"))
             else:
-                suffix = upload_suffix(dict(_query(self.query)).get("name", "")) or ".json"
-                self.spool = _SpoolFile(uploads / f"{name}{suffix}")
+                self.spool = _SpoolFile(uploads / f"{name}.upload")  # its format is read from its bytes
             if isinstance(self.body_rcv, ChunkedReceiver):
                 self.body_rcv = ChunkedReceiver(self.spool)
             else:

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from collector.traceformat.spec import GZIP_MAGIC
+
 CHUNK_BYTES = 1 << 20
 GZIP_INPUT_BYTES = 1 << 14
 """Compressed bytes fed to zlib per call: no output cap is needed, so no unconsumed input to track."""
-GZIP_MAGIC = b"\x1f\x8b"
 _KEY = b'"ph"'
 
 

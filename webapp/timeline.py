@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from collector.model import MEMORY_KIND_DTYPE
-from webapp.analysis.lod import KIND_NAMES, MAX_BOXES_PER_LANE, MAX_BOXES_PER_VIEW, RunIndex
+from collector.model import KIND_NAMES, MEMORY_KIND_DTYPE
+from webapp.analysis.lod import MAX_BOXES_PER_LANE, MAX_BOXES_PER_VIEW, RunIndex
 
 MEMORY_KINDS: tuple[str, ...] = tuple(MEMORY_KIND_DTYPE.categories)
 MAX_WIDTH_PX = 10_000

@@ -12,10 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, LaneKind, RunMeta
+from collector.model import COPY_KINDS, KIND_CODE, IntervalKind, Lane, LaneKind, RunMeta
 
-KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
-"""IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
 BYTES_KIND_CODES = [KIND_CODE[k.value] for k in (*COPY_KINDS, IntervalKind.MEMSET, IntervalKind.COLLECTIVE)]
 """Codes of the kinds that move bytes on a stream: copies, memsets and collectives."""
 ROLE_WORD = {

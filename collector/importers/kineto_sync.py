@@ -1,7 +1,8 @@
 """Sync waits in torch.profiler (Kineto) traces: which host calls wait, why, and from which user code.
 
-Used by :mod:`collector.importers.kineto`. Everything here is vectorized over the event table; the only loops run over
-API-name tables, CPU threads' frame depth, or the categories of a column, never over events.
+Used by :mod:`collector.importers.kineto`, whose host-waits stage is :func:`host_waits`. Everything here is
+vectorized over the event table; the only loops run over API-name tables, CPU threads' frame depth, or the
+categories of a column, never over events.
 
 Cause vocabulary (the ``cause`` column of ``sync_wait`` intervals), shared with the recorder
 (:mod:`collector.recording.hostwaits`). The most specific evidence wins: a Tensor method on the Python stack
@@ -26,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from collector.importers.kineto_events import KinetoEvents, Launches
 from collector.importers.kineto_lanes import lookup_first
 from collector.syncrules import MASKABLE_INDEX_OPS, METHOD_CAUSES, SYNC_OP_CAUSES
 
@@ -237,3 +239,68 @@ def python_sources(
         cur[live[found]] = -1
         cur[live[~found]] = parent[c[~found]]
     return source, cause
+
+
+class HostWaits(NamedTuple):
+    """Which host API calls waited, and why: the importer's stage between the GPU work and the rows.
+    Arrays over the calls (launch positions, :class:`~collector.importers.kineto_events.Launches`), except
+    ``sources``, which follows ``waits``."""
+
+    cause: np.ndarray
+    """object: the sync cause of each call, ``""`` for a call that did not wait"""
+    waits: np.ndarray
+    """the launch positions of the calls that waited (``cause != ""``), in order"""
+    sources: np.ndarray
+    """object: the user frame around each wait, ``"file.py:LINE (function)"`` or ``""``"""
+    non_blocking: np.ndarray
+    """bool: an async copy call with no sync inside the same op (the copy was asked to be non-blocking)"""
+
+
+def host_waits(
+    events: KinetoEvents, launches: Launches, ops: np.ndarray, copies: np.ndarray, pageable: np.ndarray
+) -> HostWaits:
+    """The causes of the waits among ``launches``: the most specific evidence wins (module docstring).
+
+    ``ops`` are the ``cpu_op`` rows; ``copies`` the launch positions of copy calls, ``pageable`` those whose
+    copy moves from or to pageable memory (an async copy of pageable memory blocks the host).
+    """
+    calls = launches.rows
+    cause = events.by_name(calls, api_sync_cause, object)
+    async_copy = events.by_name(calls, is_async_copy_api, bool)
+    pageable = pageable[async_copy[pageable] & (cause[pageable] == "")]
+    cause[pageable] = "blocking_copy"
+    sync_ev = events.rows(("cuda_sync",))  # opt-in events naming the call that waited
+    s_pos = launches.position(events.correlation(sync_ev, "f"))
+    s_cause = events.by_name(sync_ev, lambda c: CUDA_SYNC_EVENT_CAUSE.get(c, ""), object)
+    s_ok = (s_pos >= 0) & (s_cause != "")
+    s_ok[s_ok] = cause[s_pos[s_ok]] == ""
+    cause[s_pos[s_ok]] = s_cause[s_ok]
+
+    # the outermost classifying aten op around a sync names its cause; around a copy launch, whether the
+    # copy was asked to be non-blocking (no sync inside the same op)
+    cause_ops = ops[events.by_name(ops, lambda c: c in CAUSE_BY_OP, bool)]
+    waits = np.flatnonzero(cause != "")
+    pts = calls[np.concatenate([waits, copies])]
+    thread, start, end = events.thread, events.start, events.end
+    outer = outermost_enclosing(thread[cause_ops], start[cause_ops], end[cause_ops], thread[pts], start[pts])
+    wait_outer, copy_outer = outer[: len(waits)], outer[len(waits) :]
+    op_cause = np.full(len(waits), "", dtype=object)
+    op_cause[wait_outer >= 0] = events.by_name(cause_ops[wait_outer[wait_outer >= 0]], CAUSE_BY_OP.__getitem__, object)
+    cause[waits] = np.where(op_cause != "", op_cause, cause[waits])
+    blocked = copy_outer >= 0
+    blocked[blocked] = np.isin(copy_outer[blocked], wait_outer[wait_outer >= 0])
+    non_blocking = np.zeros(len(calls), dtype=bool)
+    non_blocking[copies] = async_copy[copies] & ~blocked
+
+    py_rows = events.rows(("python_function",))
+    frames = PyFrames(
+        thread[py_rows],
+        start[py_rows],
+        end[py_rows],
+        events.name_codes[py_rows],
+        events.ev["arg_python_id"].to_numpy(np.int64)[py_rows],
+        events.ev["arg_python_parent_id"].to_numpy(np.int64)[py_rows],
+    )
+    sources, py_cause = python_sources(frames, events.names, thread[calls[waits]], start[calls[waits]])
+    cause[waits] = np.where(py_cause != "", py_cause, cause[waits])
+    return HostWaits(cause, waits, sources, non_blocking)

@@ -28,7 +28,10 @@ import pandas as pd
 
 from collector.model import (
     INTERVAL_KIND_DTYPE,
+    KIND_CODE,
+    LANE_KIND_CODE,
     LANE_KIND_DTYPE,
+    MEMORY_CODE,
     MEMORY_KIND_DTYPE,
     Lane,
     LaneKind,
@@ -69,8 +72,6 @@ NAMES = (
     "python",
 )
 _NAME = {n: i for i, n in enumerate(NAMES)}
-_KIND = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
-_MEM = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
 
 
 @dataclass(frozen=True)
@@ -135,12 +136,12 @@ class _Columns:
         name_codes = np.full(n, _NAME[name], np.int16) if isinstance(name, str) else name.astype(np.int16)
         c = self.chunks
         c["lane"].append(np.full(n, lane, np.int32))
-        c["kind"].append(np.full(n, _KIND[kind], np.int8))
+        c["kind"].append(np.full(n, KIND_CODE[kind], np.int8))
         c["name"].append(name_codes)
         c["start_ns"].append(start_a)
         c["end_ns"].append(np.broadcast_to(np.asarray(end, dtype=np.int64), (n,)))
         c["bytes"].append(np.full(n, nbytes, np.int64))
-        c["memory_kind"].append(np.full(n, _MEM[memory], np.int8))
+        c["memory_kind"].append(np.full(n, MEMORY_CODE[memory], np.int8))
         c["non_blocking"].append(np.full(n, non_blocking, bool))
         c["step"].append(np.full(n, step, np.int32))
         c["source"].append(np.full(n, SOURCES.index(source), np.int8))
@@ -153,7 +154,7 @@ class _Columns:
         col = {k: np.concatenate(v) if v else np.zeros(0) for k, v in self.chunks.items()}
         lane = col["lane"].astype(np.int32)
         lane_rank = np.array([ln.rank for ln in lanes], np.int32)
-        lane_kind = np.array([list(LANE_KIND_DTYPE.categories).index(ln.kind.value) for ln in lanes], np.int8)
+        lane_kind = np.array([LANE_KIND_CODE[ln.kind] for ln in lanes], np.int8)
         labels = sorted({ln.label for ln in lanes})
         lane_label = np.array([labels.index(ln.label) for ln in lanes], np.int16)
         lane_ident = np.array([ln.ident for ln in lanes], np.int64)

@@ -58,7 +58,7 @@ from typing import Any
 import pandas as pd
 
 from collector.traceformat import parse_json
-from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, TraceFileError
+from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, GZIP_MAGIC, TraceFileError, corrupt_gzip
 
 EVENT_COLUMNS: dict[str, str] = {
     "ph": "category",
@@ -134,7 +134,7 @@ def read_bytes(path: str, max_inflated_bytes: int) -> bytearray | mmap.mmap:
         with open(path, "rb") as f:
             magic = f.read(2)
             f.seek(0)
-            if magic == b"\x1f\x8b":
+            if magic == GZIP_MAGIC:
                 return _inflate(f, max_inflated_bytes)
             if os.fstat(f.fileno()).st_size == 0:
                 return bytearray(f.read())  # empty, or a pipe: no size to map
@@ -175,7 +175,7 @@ def _inflate(f: Any, limit: int) -> bytearray:
                     chunk = inflater.unused_data  # another gzip member follows
                     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     except zlib.error as exc:
-        raise TraceFileError(f"gzip data does not inflate ({exc}); the .gz file is corrupt") from None
+        raise corrupt_gzip(exc) from None
     if not inflater.eof:
         raise TraceFileError("gzip data ends early; the .gz file is truncated")
     del out[size:]

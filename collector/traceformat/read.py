@@ -19,7 +19,6 @@ import pandas as pd
 
 from collector.model import (
     FORMAT_VERSION,
-    INTERVAL_COLUMNS,
     INTERVAL_KIND_DTYPE,
     LANE_KIND_DTYPE,
     MEMORY_KIND_DTYPE,
@@ -31,9 +30,11 @@ from collector.model import (
     Trace,
     conform_intervals,
     conform_markers,
+    conforms,
     empty_markers,
 )
 from collector.traceformat.events import EventTable, read_events
+from collector.traceformat.head import Head
 from collector.traceformat.spec import DEFAULT_MAX_INFLATED_BYTES, STREAMSCOPE_KEY, TraceFileError
 from collector.traceformat.write import CATEGORIES, MARKER_TID, write_trace
 
@@ -46,6 +47,12 @@ def read_trace(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAUL
     if not is_streamscope(table):
         raise TraceFileError(f"{os.fspath(path)}: not a Streamscope trace (no '{STREAMSCOPE_KEY}' metadata object)")
     return from_table(table, os.fspath(path))
+
+
+def claims(head: Head) -> bool:
+    """Our file, from its head: a JSON object whose top-level ``streamscope`` key holds an object (our
+    writer puts it first)."""
+    return head.keys.get(STREAMSCOPE_KEY) == "{"
 
 
 def is_streamscope(table: EventTable) -> bool:
@@ -205,20 +212,6 @@ def _intervals(rows: _Rows, lanes: tuple[Lane, ...], base: int) -> pd.DataFrame:
         "group": rows.cat("arg_group"),
     }
     frame = pd.DataFrame(columns)
-    if not _conforms(frame):
+    if not conforms(frame):
         frame = conform_intervals(frame)  # pragma: no cover - the frame above is built to the contract
     return frame
-
-
-def _conforms(frame: pd.DataFrame) -> bool:
-    """True when ``frame`` already has INTERVAL_COLUMNS' names, order and dtypes (so no copy is needed)."""
-    if list(frame.columns) != list(INTERVAL_COLUMNS):
-        return False
-    for name, (dtype, _) in INTERVAL_COLUMNS.items():
-        have = frame[name].dtype
-        if isinstance(dtype, pd.CategoricalDtype) or dtype == "category":
-            if not isinstance(have, pd.CategoricalDtype) or (dtype != "category" and have != dtype):
-                return False
-        elif str(have) != str(dtype):
-            return False
-    return True

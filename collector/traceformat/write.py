@@ -17,17 +17,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import FORMAT_VERSION, Lane, LaneKind, Trace
+from collector.model import FORMAT_VERSION, LANE_KIND_CODE, Lane, LaneKind, Trace
 from collector.traceformat.deflate import Sink
 from collector.traceformat.eventtext import CATEGORIES, category_texts, heads, json_arg, json_string
 from collector.traceformat.spec import STREAMSCOPE_KEY
 
 """Top-level key of our metadata object (format_version, meta, lanes)."""
 
+OUTPUT_SUFFIXES = (".json", ".json.gz")
+"""The names of the files :func:`write_trace` writes: plain JSON, or gzip for ``.gz``."""
+
 MARKER_TID = 999_999_999
 """``tid`` of the per-rank thread that holds step and mark events."""
 
-_LANE_ORDER = {k.value: i for i, k in enumerate(LaneKind)}
 _CHUNK = 25_000
 """Rows per chunk of interval events: small enough that the last wave of chunks keeps the threads busy."""
 
@@ -127,7 +129,7 @@ def _metadata_events(trace: Trace) -> list[str]:
         events.append(meta("thread_name", rank, MARKER_TID, {"name": "steps & marks"}))
         events.append(meta("thread_sort_index", rank, MARKER_TID, {"sort_index": -1}))
     for tid, ln in enumerate(trace.lanes):
-        order = _LANE_ORDER[LaneKind(ln.kind).value] * 1_000_000 + tid
+        order = LANE_KIND_CODE[LaneKind(ln.kind)] * 1_000_000 + tid
         events.append(meta("thread_name", ln.rank, tid, {"name": ln.label}))
         events.append(meta("thread_sort_index", ln.rank, tid, {"sort_index": order}))
     return events

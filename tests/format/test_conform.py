@@ -1,11 +1,12 @@
-"""conform_intervals: columns with fixed categories end with the model's codes, whatever order they came in."""
+"""conform_intervals: columns with fixed categories end with the model's codes, whatever order they came in;
+conforms: whether a frame is already in that shape."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, conform_intervals
+from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, conform_intervals, conforms
 
 
 def _frame(kind: pd.Categorical, memory: pd.Categorical) -> pd.DataFrame:
@@ -49,3 +50,16 @@ def test_a_column_of_no_categories_becomes_missing_values() -> None:
     memory = pd.Categorical([np.nan, np.nan, np.nan], categories=[])
     out = conform_intervals(_frame(kind, memory))
     assert out["memory_kind"].dtype == MEMORY_KIND_DTYPE and out["memory_kind"].isna().all()
+
+
+def test_conforms_tells_whether_conforming_can_be_skipped() -> None:
+    kind = pd.Categorical(["kernel", "launch", "memset"], dtype=INTERVAL_KIND_DTYPE)
+    out = conform_intervals(_frame(kind, pd.Categorical(["", "", ""], dtype=MEMORY_KIND_DTYPE)))
+    assert conforms(out)
+    assert conforms(out.assign(name=out["name"].cat.rename_categories(["x", "y", "z"])))  # any names
+    assert not conforms(out.assign(kind=out["kind"].astype(str)))  # a fixed-category column as strings
+    shuffled = pd.Categorical(out["kind"].astype(str), categories=list(reversed(INTERVAL_KIND_DTYPE.categories)))
+    assert not conforms(out.assign(kind=shuffled))  # the same kinds under other codes
+    assert not conforms(out.assign(step=out["step"].astype(np.int64)))
+    assert not conforms(out[list(reversed(out.columns))])
+    assert not conforms(out.drop(columns="group"))

@@ -1,5 +1,8 @@
-"""Real torch.distributed jobs on CPUs: ranks launched by ``streamscope record --nproc 2`` (torchrun, gloo),
-recorded, merged and analysed. Kept small: 2 ranks (one job of 4), a few steps each."""
+"""Real torch.distributed jobs on CPUs: ranks launched by ``streamscope record --nproc N`` (torchrun, gloo),
+recorded, merged and analysed. Kept small: 2 or 4 ranks, a few steps each; each planted demo is recorded once
+for the module (``data_job``, ``compute_job``) and every test on it reads the same files. The argument checks
+run without torchrun in test_record_nproc_args.py. Marked ``multiprocess``: the inner test loop
+(``-m "not browser and not multiprocess"``) leaves these out."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ from collector.merge import alignment_rows
 from webapp.analysis.run import analyze
 from webapp.cli import main
 
+pytestmark = pytest.mark.multiprocess
 pytest.importorskip("torch.distributed")
 ROOT = Path(__file__).resolve().parents[2]
 RESIDUAL_BOUND_NS = 10_000_000
@@ -36,55 +41,74 @@ def _straggler(run: Path) -> tuple[list, dict]:
     return [f for f in analysis.findings if f.rule == "straggler"], analysis.ranks
 
 
-@pytest.mark.parametrize("cause,label", [("data", "data loading"), ("compute", "extra compute")])
-def test_ddp_demo_with_a_slow_rank_names_it_and_its_cause(tmp_path: Path, cause: str, label: str) -> None:
-    done = _record(
-        tmp_path,
-        "demo:ddp",
-        "--steps",
-        "8",
-        "--slow-rank",
-        "1",
-        "--delay-ms",
-        "40",
-        "--slow-cause",
-        cause,
-        "--out",
-        "run.json.gz",
-    )
+@dataclass(frozen=True)
+class Job:
+    """A recorded job: its folder (``run.json.gz`` merged, ``run.rankR.json.gz`` per rank)."""
+
+    folder: Path
+    nproc: int
+
+    @property
+    def merged(self) -> Path:
+        return self.folder / "run.json.gz"
+
+
+def _job(factory: pytest.TempPathFactory, nproc: int, *args: str) -> Job:
+    folder = factory.mktemp("job")
+    done = _record(folder, "demo:ddp", *args, "--out", "run.json.gz", nproc=nproc)
     assert done.returncode == 0, done.stderr[-2000:]
-    for rank in (0, 1):
-        trace = load_trace(str(tmp_path / f"run.rank{rank}.json.gz"))
-        assert trace.ranks == [rank] and trace.meta.world_size == 2 and trace.meta.device_name == "cpu"
+    return Job(folder, nproc)
+
+
+@pytest.fixture(scope="module")
+def data_job(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """4 gloo ranks, 8 steps, rank 3 late by 40 ms per step in its data loading: recorded once."""
+    return _job(tmp_path_factory, 4, "--steps", "8", "--slow-rank", "3", "--delay-ms", "40", "--slow-cause", "data")
+
+
+@pytest.fixture(scope="module")
+def compute_job(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """2 gloo ranks, 8 steps, rank 1 late by 40 ms per step in extra compute: recorded once."""
+    args = ("--steps", "8", "--slow-rank", "1", "--delay-ms", "40", "--slow-cause", "compute")
+    return _job(tmp_path_factory, 2, *args)
+
+
+def test_each_rank_writes_its_own_trace(data_job: Job) -> None:
+    for rank in range(data_job.nproc):
+        trace = load_trace(str(data_job.folder / f"run.rank{rank}.json.gz"))
+        assert trace.ranks == [rank] and trace.meta.world_size == 4 and trace.meta.device_name == "cpu"
         assert trace.meta.host and len(trace.steps()) == 8
         assert (trace.intervals["kind"] == "collective").sum() >= 9  # a barrier and an all_reduce per step
         assert (trace.intervals["lane_kind"] == "comm_stream").any()
-    found, ranks = _straggler(tmp_path / "run.json.gz")
-    assert len(found) == 1 and ranks["straggler"]["rank"] == 1 and ranks["straggler"]["cause"] == label
+
+
+@pytest.mark.parametrize(
+    ("job", "rank", "label"), [("data_job", 3, "data loading"), ("compute_job", 1, "extra compute")]
+)
+def test_a_slow_rank_is_named_with_its_cause(request: pytest.FixtureRequest, job: str, rank: int, label: str) -> None:
+    found, ranks = _straggler(request.getfixturevalue(job).merged)
+    assert len(found) == 1 and ranks["straggler"]["rank"] == rank and ranks["straggler"]["cause"] == label
     assert found[0].cost_per_step_ns > 25_000_000
     fixed = ranks["what_if"]["step_time_without_straggler_ns"]
     assert fixed < ranks["what_if"]["step_time_now_ns"] - 25_000_000
-    for row in alignment_rows(load_trace(str(tmp_path / "run.json.gz"))):
+
+
+def test_ranks_on_one_host_share_its_clock(data_job: Job) -> None:
+    for row in alignment_rows(load_trace(str(data_job.merged))):
         assert row["offset_ns"] == 0 and row["residual_ns"] < RESIDUAL_BOUND_NS
 
 
-def test_four_ranks_zipped_are_analysed_per_rank_and_merged_alike(tmp_path: Path, capsys) -> None:
-    """4 gloo ranks, rank 3 late with data: its per-rank summaries (a process pool over the .zip) and the
-    merged run agree on who arrives last, and the merged run names the cause."""
-    args = ("demo:ddp", "--steps", "4", "--slow-rank", "3", "--delay-ms", "40", "--out", "run.json.gz")
-    done = _record(tmp_path, *args, nproc=4)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_the_zipped_ranks_are_analysed_per_rank_and_merged_alike(data_job: Job, tmp_path: Path, capsys) -> None:
+    """The per-rank summaries (a process pool over the zip) and the merged run agree on who arrives last."""
     archive = tmp_path / "ranks.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        for rank in range(4):
-            zf.write(tmp_path / f"run.rank{rank}.json.gz", f"run.rank{rank}.json.gz")
+        for rank in range(data_job.nproc):
+            zf.write(data_job.folder / f"run.rank{rank}.json.gz", f"run.rank{rank}.json.gz")
     assert main(["analyze", str(archive), "--json", "--workers", "2"]) == 0
     joined = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in joined["ranks"]] == [0, 1, 2, 3]
     assert joined["straggler"]["rank"] == 3 and joined["collective_count"] >= 5
-    found, ranks = _straggler(tmp_path / "run.json.gz")
-    assert ranks["straggler"]["rank"] == 3 and ranks["straggler"]["cause"] == "data loading"
-    assert len(found) == 1 and found[0].cost_per_step_ns > 25_000_000
+    assert _straggler(data_job.merged)[1]["straggler"]["rank"] == 3
 
 
 def test_ddp_demo_without_a_plant_has_no_data_straggler(tmp_path: Path) -> None:
@@ -118,12 +142,6 @@ def test_a_script_records_itself_inside_the_launched_job(tmp_path: Path) -> None
     merged = load_trace(str(tmp_path / "train.json.gz"))
     assert merged.ranks == [0, 1] and len(merged.steps()) == 10  # optimizer steps, 5 per rank
     assert set(merged.intervals.loc[merged.intervals["kind"] == "collective", "rank"]) == {0, 1}
-
-
-def test_sync_cause_needs_cuda(tmp_path: Path) -> None:
-    done = _record(tmp_path, "demo:ddp", "--slow-rank", "1", "--slow-cause", "sync")
-    assert done.returncode != 0
-    assert "--slow-cause sync needs CUDA" in done.stderr
 
 
 def test_collectives_carry_their_bytes_and_process_group(tmp_path: Path) -> None:

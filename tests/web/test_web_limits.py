@@ -137,10 +137,11 @@ def test_chunked_body_past_the_limit_is_413_json(served: Served) -> None:
     assert served.uploads == [] and served.runs() == []
 
 
-def test_upload_with_a_bad_name_is_refused_before_its_body(served: Served) -> None:
-    status, body = raw(served, upload_head("notes.txt", 10))
-    assert status == 400 and body["error"].startswith("notes.txt: not a trace file")
-    assert served.uploads == []
+def test_an_upload_that_is_no_trace_is_refused_by_its_bytes(served: Served) -> None:
+    status, body = raw(served, upload_head("notes.json", 10), b"just notes")
+    assert status == 400 and body["error"].startswith("notes.json: not a trace file: Streamscope reads")
+    served.wait_until_no_uploads()
+    assert served.runs() == []
 
 
 def test_gzip_bomb_is_refused_with_memory_bounded(served: Served) -> None:

@@ -76,6 +76,17 @@ def test_multipart_file_part_is_ingested_where_it_was_written(client, store, tmp
     assert list(store.uploads_dir.iterdir()) == []  # every part removed when its request ended
 
 
+def test_an_upload_is_known_by_its_bytes_whatever_its_name(client, store, tmp_path) -> None:
+    for name, gz in (("trace.txt", True), ("export", False)):
+        resp = client.post(f"/api/runs?name={name}", data=trace_bytes(tmp_path, gz=gz))
+        assert resp.status_code == 201, resp.get_json()
+        assert resp.get_json()["run"]["name"] == name
+    form = {"file": (io.BytesIO(trace_bytes(tmp_path)), "capture.bin")}
+    resp = client.post("/api/runs", data=form, content_type="multipart/form-data")
+    assert resp.status_code == 201 and resp.get_json()["run"]["name"] == "capture.bin"
+    assert len(store.list_runs()) == 3 and not list(store.uploads_dir.iterdir())
+
+
 def test_bad_uploads_store_nothing(client, store) -> None:
     cases = {
         "broken.json": b'{"traceEvents": [',

@@ -13,15 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from collector.model import INTERVAL_KIND_DTYPE, MEMORY_KIND_DTYPE, IntervalKind, Trace
+from collector.model import INTERVAL_KIND_DTYPE, KIND_CODE, MEMORY_CODE, MEMORY_KIND_DTYPE, IntervalKind, Trace
 from webapp.analysis import intervals as iv
 from webapp.analysis.steps import step_windows
 
 COPY_SYNC_CAUSES = frozenset({"blocking_copy", "memcpy", "copy"})
 """Sync causes that are a blocking copy's own wait (judged by the copy rules, not sync-in-loop)."""
-
-_KIND_CODE = {k: i for i, k in enumerate(INTERVAL_KIND_DTYPE.categories)}
-_MEM_CODE = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
 
 
 def _codes(col: pd.Series, dtype: pd.CategoricalDtype) -> np.ndarray:
@@ -31,7 +28,7 @@ def _codes(col: pd.Series, dtype: pd.CategoricalDtype) -> np.ndarray:
 
 
 def kind_mask(codes: np.ndarray, *kinds: IntervalKind) -> np.ndarray:
-    return np.isin(codes, [_KIND_CODE[k.value] for k in kinds])
+    return np.isin(codes, [KIND_CODE[k] for k in kinds])
 
 
 @dataclass(frozen=True)
@@ -66,10 +63,10 @@ class RunData:
     step_basis: str  # how windows were placed: see webapp.analysis.steps.step_windows
 
     def code(self, kind: IntervalKind) -> int:
-        return _KIND_CODE[kind.value]
+        return KIND_CODE[kind]
 
     def mem_code(self, memory: str) -> int:
-        return _MEM_CODE[memory]
+        return MEMORY_CODE[memory]
 
     def win_of(self, t_axis: np.ndarray) -> np.ndarray:
         return iv.window_index(self.win, t_axis)
@@ -170,7 +167,7 @@ def prepare(trace: Trace) -> RunData:
 
     copy_mask = kind_mask(kind, IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
     host_mask = kind_mask(kind, IntervalKind.CPU_OP, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT)
-    sync_mask = kind == _KIND_CODE[IntervalKind.SYNC_WAIT.value]
+    sync_mask = kind == KIND_CODE[IntervalKind.SYNC_WAIT]
     compute = iv.union(s[compute_mask], e[compute_mask])
     copy = iv.union(s[copy_mask], e[copy_mask])
     gpu_rows = np.flatnonzero(gpu_mask)

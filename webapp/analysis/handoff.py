@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collector.model import GPU_KINDS, IntervalKind
-from webapp.analysis.lod import KIND_NAMES, RunIndex
+from collector.model import GPU_KINDS, KIND_CODE, IntervalKind
+from webapp.analysis.lod import RunIndex
 from webapp.analysis.queue import LaneQueue, enqueue_times
 
-GPU_CODES = np.asarray([KIND_NAMES.index(k.value) for k in GPU_KINDS], dtype=np.int8)
-SYNC_CODE = KIND_NAMES.index(IntervalKind.SYNC_WAIT.value)
+GPU_CODES = np.asarray([KIND_CODE[k] for k in GPU_KINDS], dtype=np.int8)
+SYNC_CODE = KIND_CODE[IntervalKind.SYNC_WAIT]
 MAX_LINKS = 200
 """At most this many linked intervals per answer (a launch that queued more lists the first ones)."""
 

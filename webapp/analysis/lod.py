@@ -19,7 +19,16 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from collector.model import COPY_KINDS, INTERVAL_KIND_DTYPE, IntervalKind, Lane, MarkerKind, RunMeta, Trace
+from collector.model import (
+    COPY_KINDS,
+    KIND_CODE,
+    KIND_NAMES,
+    IntervalKind,
+    Lane,
+    MarkerKind,
+    RunMeta,
+    Trace,
+)
 from webapp.analysis import intervals as iv
 from webapp.analysis.lodboxes import MAX_BOXES_PER_LANE, LaneLod, lod_lane, window_slice
 from webapp.analysis.lodcoarse import Coarse, gap_order, runs
@@ -29,8 +38,6 @@ MAX_BOXES_PER_VIEW = 10_000
 RAW_LIMIT = 50_000
 """Windows with more intervals than this on a lane use the precomputed prefix arrays (Coarse), which lanes
 longer than this have: a whole-run view then costs well under a millisecond per lane."""
-KIND_NAMES: tuple[str, ...] = tuple(INTERVAL_KIND_DTYPE.categories)
-"""Interval kinds by code: the ``kind`` arrays below hold indices into this tuple."""
 _N_KINDS = len(KIND_NAMES)
 _COMPUTE_KINDS = (IntervalKind.KERNEL.value, IntervalKind.MEMSET.value, IntervalKind.COLLECTIVE.value)
 
@@ -211,9 +218,9 @@ class RunIndex:
 
     def _exposed_copies(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         copy_table = np.zeros(_N_KINDS, dtype=bool)
-        copy_table[[KIND_NAMES.index(k.value) for k in COPY_KINDS]] = True
+        copy_table[[KIND_CODE[k] for k in COPY_KINDS]] = True
         compute_table = np.zeros(_N_KINDS, dtype=bool)
-        compute_table[[KIND_NAMES.index(k) for k in _COMPUTE_KINDS]] = True
+        compute_table[[KIND_CODE[k] for k in _COMPUTE_KINDS]] = True
         per_rank: dict[int, list[list[np.ndarray]]] = {}
         for lane, (lo, hi) in zip(self.lanes, self.lane_bounds, strict=True):
             if not lane.kind.is_gpu or hi == lo:

@@ -16,7 +16,7 @@ class LaneLod:
     """The boxes of one lane in one view. Times are ns on the run clock.
 
     ``rows``: positions (into the index's sorted run frame) of intervals sent one by one, with their
-    ``start_ns``/``end_ns``/``kind`` (codes into KIND_NAMES). ``busy_*``: merged boxes, each
+    ``start_ns``/``end_ns``/``kind`` (codes into collector.model.KIND_NAMES). ``busy_*``: merged boxes, each
     ``[busy_start_ns, busy_end_ns)`` with ``busy_count`` members, ``busy_ns`` busy time (union of the
     members) and ``busy_kind`` the kind that takes most of its time.
     """

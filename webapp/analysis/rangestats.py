@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from collector.model import COPY_KINDS, IntervalKind
+from collector.model import COPY_KINDS, KIND_CODE, KIND_NAMES, IntervalKind
 from webapp.analysis import intervals as iv
-from webapp.analysis.lod import KIND_NAMES, RunIndex, window_slice
+from webapp.analysis.lod import RunIndex, window_slice
 from webapp.analysis.perindex import PerIndex
 
 TOP_OPS = 10
-_COPY = np.asarray([KIND_NAMES.index(k.value) for k in COPY_KINDS])
-_COMPUTE = np.asarray([KIND_NAMES.index(k.value) for k in (IntervalKind.KERNEL, IntervalKind.MEMSET)])
-_GPU = np.asarray([*_COPY, *_COMPUTE, KIND_NAMES.index(IntervalKind.COLLECTIVE.value)])
-_SYNC = KIND_NAMES.index(IntervalKind.SYNC_WAIT.value)
+_COPY = np.asarray([KIND_CODE[k] for k in COPY_KINDS])
+_COMPUTE = np.asarray([KIND_CODE[k] for k in (IntervalKind.KERNEL, IntervalKind.MEMSET)])
+_GPU = np.asarray([*_COPY, *_COMPUTE, KIND_CODE[IntervalKind.COLLECTIVE]])
+_SYNC = KIND_CODE[IntervalKind.SYNC_WAIT]
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def _rank_sets(index: RunIndex, rows: np.ndarray, t0: int, t1: int) -> dict[str,
 
 def _top_ops(index: RunIndex, rows: np.ndarray, t0: int, t1: int) -> list[dict[str, Any]]:
     """The TOP_OPS (kind, name) pairs with the most clipped time in the range (annotations left out)."""
-    rows = rows[index.kind[rows] != KIND_NAMES.index(IntervalKind.ANNOTATION.value)]
+    rows = rows[index.kind[rows] != KIND_CODE[IntervalKind.ANNOTATION]]
     if not len(rows):
         return []
     dur = np.minimum(index.end[rows], t1) - np.maximum(index.start[rows], t0)

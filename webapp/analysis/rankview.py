@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.model import COPY_KINDS, IntervalKind
+from collector.model import COPY_KINDS, KIND_CODE, KIND_NAMES, IntervalKind
 from webapp.analysis import intervals as iv
-from webapp.analysis.lod import KIND_NAMES, RunIndex
+from webapp.analysis.lod import RunIndex
 from webapp.analysis.perindex import PerIndex
 
 MAX_CELLS = 2_000_000
@@ -29,12 +29,11 @@ MIN_BINS = 50
 MAX_GRID_STEPS = 500
 """The step grid keeps at most this many steps (evenly spaced) of a long run."""
 
-_CODE = {k: i for i, k in enumerate(KIND_NAMES)}
 _GPU_WORK = np.zeros(len(KIND_NAMES), dtype=bool)
-_GPU_WORK[[_CODE[k.value] for k in (IntervalKind.KERNEL, IntervalKind.MEMSET, *COPY_KINDS)]] = True
+_GPU_WORK[[KIND_CODE[k] for k in (IntervalKind.KERNEL, IntervalKind.MEMSET, *COPY_KINDS)]] = True
 _HOST_WORK = np.ones(len(KIND_NAMES), dtype=bool)
-_HOST_WORK[[_CODE[IntervalKind.SYNC_WAIT.value], _CODE[IntervalKind.COLLECTIVE.value]]] = False
-_COMM = _CODE[IntervalKind.COLLECTIVE.value]
+_HOST_WORK[[KIND_CODE[IntervalKind.SYNC_WAIT], KIND_CODE[IntervalKind.COLLECTIVE]]] = False
+_COMM = KIND_CODE[IntervalKind.COLLECTIVE]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from collector.model import INTERVAL_KIND_DTYPE, LaneKind, Trace
+from collector.model import KIND_CODE, IntervalKind, LaneKind, Trace
 
 STEP_ANNOTATION = re.compile(r"^(?:ProfilerStep\s*#\s*|step[\s_#]*|iteration[\s_#]*|iter[\s_#]*)(\d+)$", re.IGNORECASE)
 """Annotation names read as step N when a trace has no step markers: "step 3", "ProfilerStep#3", "iter_3"."""
@@ -21,7 +21,7 @@ BASIS = ("gpu", "host", "annotation", "span")
 """How windows were placed: markers moved to the GPU work of each step ("gpu"), the markers themselves
 ("host"), step annotations moved to the GPU work ("annotation"), or one window per rank ("span")."""
 
-_ANNOTATION = list(INTERVAL_KIND_DTYPE.categories).index("annotation")
+_ANNOTATION = KIND_CODE[IntervalKind.ANNOTATION]
 
 
 def _annotation_steps(

@@ -1,9 +1,10 @@
 """Analyze a run: metrics, findings with their cost and fix, and the what-if estimate.
 
-RUN is a Streamscope trace or a torch.profiler trace (.json or .json.gz). Prints a readable report, or
-with --json the whole analysis (metrics, per-rank and per-step tables, ops, syncs, findings, what-if).
+RUN is a Streamscope trace or a torch.profiler trace, plain or gzip (recognised by its bytes, whatever its
+name). Prints a readable report, or with --json the whole analysis (metrics, per-rank and per-step tables,
+ops, syncs, findings, what-if).
 
-Several RUNs (or a .zip of them) are the ranks of one job: each rank is loaded, analysed and indexed in
+Several RUNs (or a zip of them) are the ranks of one job: each rank is loaded, analysed and indexed in
 a process of its own (--workers N, or Ray tasks with --ray auto|ADDRESS|local), and only per-rank
 summaries are joined for the cross-rank part (clock alignment, who arrives last, waits).
 """
@@ -16,9 +17,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from webapp.commands.errors import CliError
+
 if TYPE_CHECKING:
     from webapp.progress import Progress
     from webapp.report import PreparedRun
+
+TRACE_HELP = "trace file (Streamscope or torch.profiler; plain or gzip)"
+"""How the subcommands' help names an input trace."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "run",
         nargs="+",
         metavar="RUN",
-        help="trace file: .json or .json.gz (Streamscope or torch.profiler); "
-        "several, or a .zip, for the ranks of one job",
+        help=f"{TRACE_HELP}; several, or a zip of them, for the ranks of one job",
     )
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
     add_step_at_argument(parser)
@@ -51,7 +56,6 @@ def load(path: str, step_at: str | None = None, progress: Progress | None = None
     """Read a trace for analysis; a missing file or a trace that cannot be analysed is a CliError.
     ``progress`` shows the read as a stage (on a terminal)."""
     from collector.load import load_trace
-    from webapp.cli import CliError
     from webapp.formatting import fmt_bytes
 
     if not Path(path).is_file():
@@ -67,7 +71,6 @@ def analysed(trace: Any, path: str, progress: Progress | None = None) -> Any:
     from contextlib import nullcontext
 
     from webapp.analysis import analyze
-    from webapp.cli import CliError
 
     with progress.stage(f"analysing {len(trace.intervals):,} intervals") if progress else nullcontext():
         try:
@@ -94,12 +97,12 @@ def run(args: argparse.Namespace) -> int:
 
     check_workers(args)
     runs = list(args.run)
-    if len(runs) > 1 or runs[0].lower().endswith(".zip"):
+    from collector.rankzip import is_rank_zip
+
+    if len(runs) > 1 or is_rank_zip(runs[0]):
         return _run_ranks(args, runs)
     if args.ray:
-        from webapp.cli import CliError
-
-        raise CliError("--ray spreads the ranks of one job: give several rank files or a .zip")
+        raise CliError("--ray spreads the ranks of one job: give several rank files or a zip of them")
     args.run = runs[0]
     progress = Progress("analyze")
     trace = load(args.run, args.step_at, progress)
@@ -117,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
 def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
     import tempfile
 
-    from webapp.cli import CliError
     from webapp.commands.rankfiles import rank_paths
     from webapp.rankwork import join_summaries, run_per_rank, summarize_rank
 

@@ -13,6 +13,8 @@ import json
 import math
 import sys
 
+from webapp.commands.analyze import TRACE_HELP
+from webapp.commands.errors import CliError
 from webapp.commands.report import add_export_arguments
 
 
@@ -26,7 +28,7 @@ def parse_percent(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", help="baseline trace (.json or .json.gz)")
+    parser.add_argument("a", metavar="A", help=f"baseline {TRACE_HELP}")
     parser.add_argument("b", metavar="B", help="trace to compare with the baseline")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the comparison as JSON")
@@ -49,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
 
     from webapp.analysis.compare import compare_analyses
     from webapp.analysis.report import comparison_text
-    from webapp.cli import CliError
     from webapp.commands.analyze import analysed, load
     from webapp.commands.report import budget_default, check_folder, write_html
     from webapp.progress import Progress

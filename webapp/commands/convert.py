@@ -8,21 +8,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-OUTPUT_SUFFIXES = (".json", ".json.gz")
+from webapp.commands.analyze import TRACE_HELP
+from webapp.commands.errors import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from webapp.commands.analyze import add_step_at_argument
 
-    parser.add_argument("input", help="trace to read: .json or .json.gz (Streamscope or torch.profiler)")
+    parser.add_argument("input", help=TRACE_HELP)
     parser.add_argument("output", help="file to write: .json or .json.gz (gzip)")
     add_step_at_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from collector.load import load_trace
-    from collector.traceformat.write import write_trace
-    from webapp.cli import CliError
+    from collector.traceformat.write import OUTPUT_SUFFIXES, write_trace
 
     src, dst = Path(args.input), Path(args.output)
     if not src.is_file():

@@ -3,7 +3,7 @@
   streamscope merge run.rank0.json.gz run.rank1.json.gz --out run.json.gz
   streamscope merge ranks.zip --out run.json.gz --workers 8
 
-Files may come in a .zip (its .json and .json.gz members are the ranks). Each rank's file is read in a
+Files may come in a zip (its trace members are the ranks). Each rank's file is read in a
 process of its own (--workers, or Ray tasks with --ray), then the ranks are joined in this one.
 
 Each file holds one rank (Streamscope's own or torch.profiler's, whose distributedInfo names the rank).
@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-OUTPUT_SUFFIXES = (".json", ".json.gz")
+from webapp.commands.errors import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     from webapp.commands.rankfiles import add_parallel_arguments
 
-    parser.add_argument("inputs", nargs="+", metavar="FILE", help="one trace per rank (.json, .json.gz) or a .zip")
+    parser.add_argument("inputs", nargs="+", metavar="FILE", help="one trace per rank, or a zip of them")
     parser.add_argument("--out", "-o", required=True, metavar="FILE", help="merged trace to write (.json or .json.gz)")
     parser.add_argument("--no-align", action="store_true", help="keep each rank's clock as recorded")
     add_parallel_arguments(parser)
@@ -33,8 +33,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from collector.merge import alignment_rows, merge_traces
-    from collector.traceformat.write import write_trace
-    from webapp.cli import CliError
+    from collector.traceformat.write import OUTPUT_SUFFIXES, write_trace
     from webapp.commands.rankfiles import check_workers, rank_paths
     from webapp.rankwork import load_rank, run_per_rank
 

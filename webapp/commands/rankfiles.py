@@ -1,9 +1,11 @@
-"""Rank-file inputs shared by ``merge`` and ``analyze``: .zip archives expanded, and where per-rank work runs."""
+"""Rank-file inputs shared by ``merge`` and ``analyze``: zip archives expanded, and where per-rank work runs."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from webapp.commands.errors import CliError
 
 
 def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,17 +22,16 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
-    """The rank files named by ``inputs``: each a trace file, or a .zip whose rank files are written under
-    ``scratch``. A missing file or a bad zip is a CliError."""
-    from collector.rankzip import RankZipError, extract_ranks, is_zip_name
-    from webapp.cli import CliError
+    """The rank files named by ``inputs``: each a trace file, or a zip (by its bytes) whose rank files are
+    written under ``scratch``. A missing file or a bad zip is a CliError."""
+    from collector.rankzip import RankZipError, extract_ranks, is_rank_zip
 
     out: list[str] = []
     for n, name in enumerate(inputs):
         path = Path(name)
         if not path.is_file():
             raise CliError(f"{path}: no such file")
-        if not is_zip_name(path.name):
+        if not is_rank_zip(path):
             out.append(str(path))
             continue
         try:
@@ -41,7 +42,6 @@ def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
 
 
 def check_workers(args: argparse.Namespace) -> None:
-    from webapp.cli import CliError
 
     if args.workers is not None and args.workers < 1:
         raise CliError("--workers must be at least 1")

@@ -12,6 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from webapp.commands.analyze import TRACE_HELP
+from webapp.commands.errors import CliError
+
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow", action="store_true", help="log headline metrics and the report to MLflow")
@@ -26,7 +29,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run", metavar="RUN", help="trace file: .json or .json.gz (Streamscope or torch.profiler)")
+    parser.add_argument("run", metavar="RUN", help=TRACE_HELP)
     parser.add_argument("b", metavar="B", nargs="?", default=None, help="a second trace: compare RUN (A) with it")
     parser.add_argument("--out", "-o", metavar="FILE", default=None, help="HTML file to write (default: <RUN>.html)")
     parser.add_argument(
@@ -42,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_folder(path: Path) -> None:
     """A report path whose folder does not exist is a CliError (checked before the long work)."""
-    from webapp.cli import CliError
 
     if not path.parent.is_dir():
         raise CliError(f"{path.parent}: no such folder for the report")
@@ -50,7 +52,6 @@ def check_folder(path: Path) -> None:
 
 def write_html(path: Path, text: str) -> int:
     """Write the report; returns its size in bytes. A missing folder or a write error is a CliError."""
-    from webapp.cli import CliError
 
     check_folder(path)
     data = text.encode("utf-8")
@@ -62,7 +63,6 @@ def write_html(path: Path, text: str) -> int:
 
 
 def budget(args: argparse.Namespace) -> int:
-    from webapp.cli import CliError
     from webapp.report import DEFAULT_BUDGET_BYTES
 
     if args.budget_mb is None:

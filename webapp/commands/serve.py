@@ -13,6 +13,8 @@ import gc
 import os
 import secrets
 
+from webapp.commands.errors import CliError
+
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -37,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_size(text: str) -> int:
     """Bytes from ``1500M``, ``6G``, ``6GB`` or a plain number of bytes; raises CliError otherwise."""
-    from webapp.cli import CliError
 
     units = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
     raw = text.strip().upper().removesuffix("B").removesuffix("I")
@@ -66,7 +67,6 @@ def _log_requests() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from webapp.budget import default_budget_bytes
-    from webapp.cli import CliError
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port}: must be 0..65535")
