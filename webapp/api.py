@@ -248,6 +248,7 @@ def run_analysis(run_id: str) -> Response:
     ``rank_figures`` (runs of several ranks): rank x step heatmaps of step time and wait."""
     _info(run_id)
     analysis = get_store().analysis(run_id)
+    analysis.pop("critical_path", None)  # served by range: /critical
     analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [])
     analysis["rank_figures"] = rank_heatmap_figures((analysis.get("ranks") or {}).get("grid") or {})
     return _fast_json(analysis)

@@ -7,6 +7,7 @@ GET /api/runs/<id>/range?start_ns&end_ns[&rank]   what happened in a range (weba
 GET /api/runs/<id>/ranks?start_ns&end_ns&width_px[&ranks]  summary lanes: busy, comm, idle per rank and bin
 GET /api/runs/<id>/search?q[&regex=1][&rank][&start_ns&end_ns][&after=S:ROW|&before=S:ROW][&limit]
                                                   intervals by name in time order, one page at a time
+GET /api/runs/<id>/critical?start_ns&end_ns[&rank]   the critical path's stretches in a range
 """
 
 from __future__ import annotations
@@ -194,6 +195,30 @@ def search_names(run_id: str) -> Response:
     for m in matches:
         m["cursor"] = f"{m['s']}:{m['row']}"
     return _json({"total": page.total, "names": page.names, "matches": matches}, t0)
+
+
+MAX_STRETCHES = 20_000
+
+
+@bp.get("/critical")
+def critical_path(run_id: str) -> Response:
+    """The critical path's stretches (webapp.analysis.causal.critical) that overlap the range, at most
+    MAX_STRETCHES: ``stretches`` of lane, s (ns from the run start), d (ns) and part; ``more`` when cut."""
+    t0 = time.perf_counter()
+    index = _index(run_id)
+    a, b, lanes = _window(index)
+    path = get_store().analysis(run_id).get("critical_path") or {}
+    start = np.asarray(path.get("start_ns") or [], dtype=np.int64)
+    end = np.asarray(path.get("end_ns") or [], dtype=np.int64)
+    lane = np.asarray(path.get("lane") or [], dtype=np.int64)
+    hit = np.flatnonzero((end > a) & (start < b) & np.isin(lane, lanes))
+    more = len(hit) > MAX_STRETCHES
+    parts = path.get("part") or []
+    stretches = [
+        {"lane": int(lane[i]), "s": int(start[i] - index.origin_ns), "d": int(end[i] - start[i]), "part": parts[i]}
+        for i in hit[:MAX_STRETCHES]
+    ]
+    return _json({"stretches": stretches, "more": more}, t0)
 
 
 @bp.get("/ranks")

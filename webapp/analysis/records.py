@@ -40,6 +40,18 @@ def frame_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return [_plain(row) for row in out.to_dict(orient="records")]
 
 
+def frame_columns(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """A DataFrame as JSON-ready columns (a list per column): compact for long tables of numbers."""
+    out: dict[str, list[Any]] = {}
+    for name in frame.columns:
+        col = frame[name]
+        if isinstance(col.dtype, pd.CategoricalDtype) or col.dtype == object:
+            out[str(name)] = [str(v) for v in col.tolist()]
+        else:
+            out[str(name)] = [_plain(v) for v in col.tolist()]
+    return out
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Where a finding shows on the timeline: a time range on one rank and the intervals in it."""
@@ -145,6 +157,9 @@ class RunAnalysis:
     (webapp.analysis.ranks.analyze_ranks); empty for one rank."""
     host_frames: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Host time by Python frame over the steps (webapp.analysis.hoststacks.FRAME_COLUMNS)."""
+    critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The critical path's stretches (webapp.analysis.causal.critical.SEGMENT_COLUMNS), at most
+    MAX_PATH_SEGMENTS in time order; ``to_dict`` writes it as columns."""
 
     def summary(self) -> dict[str, Any]:
         """Small dict for the run catalog."""
@@ -173,6 +188,7 @@ class RunAnalysis:
             "minor_findings": [f.to_dict() for f in self.minor_findings],
             "ranks": _plain(dict(self.ranks)),
             "host_frames": frame_records(self.host_frames),
+            "critical_path": frame_columns(self.critical_path),
         }
 
     @classmethod
@@ -196,4 +212,5 @@ class RunAnalysis:
             minor_findings=tuple(Finding.from_dict(f) for f in d.get("minor_findings") or ()),
             ranks=dict(d.get("ranks") or {}),
             host_frames=pd.DataFrame(d.get("host_frames") or []),
+            critical_path=pd.DataFrame(d.get("critical_path") or {}),
         )

@@ -79,8 +79,18 @@ READERS = {"client": "read from libcupti by the recorder", "kineto": "read throu
 """How the CUPTI records of a recording were read (``notes.cupti_reader``), as the page says it."""
 
 
+MAX_PATH_SEGMENTS = 100_000
+"""Critical-path stretches kept with the analysis (in time order); a run with more is highlighted in its
+first part only, and the page says so."""
 SYNC_SAVING_GROUPS = 10
 """Sync sources (cause, line) whose removal is replayed one by one for the sync table, most waited first."""
+
+
+def path_note(n: int) -> tuple[str, ...]:
+    """What the page's critical-path highlight covers, where it does not cover the whole run."""
+    if n <= MAX_PATH_SEGMENTS:
+        return ()
+    return (f"The critical path has {n:,} stretches; the timeline highlights the first {MAX_PATH_SEGMENTS:,}.",)
 
 
 def sync_table(rd: RunData, ctx: RuleContext) -> pd.DataFrame:
@@ -183,10 +193,12 @@ def analyze(trace: Trace) -> RunAnalysis:
             *phase_notes(phases),
             *timing_note(trace),
             *causal.notes,
+            *path_note(len(causal.path)),
             *rank_notes,
         ),
         phases=phases,
         minor_findings=minor,
         ranks=ranks,
         host_frames=frame_table(rd),
+        critical_path=causal.path.head(MAX_PATH_SEGMENTS),
     )

@@ -7,6 +7,7 @@ import { attachHandoff } from "./tl_handoff.js";
 import { attachDetails, attachHelp, attachRangeStats } from "./tl_panels.js";
 import { attachRanks } from "./tl_ranks.js";
 import { attachSearch } from "./tl_search.js";
+import { attachCriticalPath } from "./tl_critical.js";
 import { SVG_MAX_BOXES, attachShare, boxesInView, readViewHash, savePng, saveSvg } from "./tl_share.js";
 
 const P = window.STREAMSCOPE;
@@ -38,6 +39,7 @@ attachDetails(tl, document.getElementById("tl-details"));
 attachRangeStats(tl, document.getElementById("tl-range"));
 attachHelp(tl, document.getElementById("tl-help"), document.getElementById("tl-keys"));
 attachSearch(tl, document.getElementById("tl-search"));
+attachCriticalPath(tl, document.getElementById("tl-critical"), document.getElementById("tl-critical-legend"));
 attachShare(tl, (state) => { if (state.q) tl.setSearch(state.q, state.rx); });
 tl.load().catch((e) => tl.showError(e.message));
 
@@ -154,6 +156,14 @@ const tables = {
     ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
   "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
     ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"]),
+  "tab-host": () => {
+    const rows = full.host_frames || [];
+    document.getElementById("host-note").textContent = rows.length
+      ? "Host time over the steps by Python frame (sampled stacks; for a torch.profiler trace, CPU ops' own time): "
+        + "total = with the frame anywhere on the stack, self = innermost."
+      : "This run has no sampled host stacks (record it with Streamscope to see where the host's time goes).";
+    fillTable(document.getElementById("host-table"), rows, ["frame", "total_ns", "total_frac", "self_ns", "per_step_ns"]);
+  },
   "tab-colls": () => fillTable(document.getElementById("colls-table"), (full.ranks || {}).collectives || [],
     ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"]),
 };

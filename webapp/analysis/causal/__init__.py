@@ -4,7 +4,7 @@
 (every step's replayed time against its measured time), takes the recorder's own per-call host cost out
 (``notes.recorder_call_ns``, measured when recording started) and replays that, the run as it would have
 run unrecorded, which is the base every saving is measured from. The critical path of each step is walked on
-that replay (webapp.analysis.causal.critical).
+the run as recorded (webapp.analysis.causal.critical), so that the path lies on the timeline.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from collector.model import IntervalKind
 from webapp.analysis.causal import fixes
-from webapp.analysis.causal.critical import PARTS, critical_parts
+from webapp.analysis.causal.critical import PARTS, critical_path
 from webapp.analysis.causal.graph import Graph, build_graph
 from webapp.analysis.causal.replay import Replayed, replay
 from webapp.analysis.causal.stepmap import StepMap, step_times
@@ -38,7 +39,9 @@ class CausalModel:
     """``graph``: the dependency graph without the recorder's own cost (the base of every saving);
     ``raw_steps``/``base_steps``: replayed step times of the graph as recorded and without the recorder (ns
     per window); ``error``: |raw replay - measured| / measured per window; ``critical``: critical-path ns per
-    window and part (PARTS); ``recorder_call_ns``: the recorder's host cost per CUDA call taken out;
+    window and part (PARTS), walked on the run as recorded; ``path``: that path's stretches
+    (webapp.analysis.causal.critical.SEGMENT_COLUMNS); ``recorder_call_ns``: the recorder's host cost per
+    CUDA call taken out;
     ``replayed``: the windows the graph covers (all but in runs above MAX_NODES; the others' figures are 0)."""
 
     graph: Graph
@@ -51,6 +54,7 @@ class CausalModel:
     recorder_call_ns: float
     notes: tuple[str, ...]
     replayed: np.ndarray
+    path: pd.DataFrame
 
 
 def causal_model(rd: RunData) -> CausalModel:
@@ -66,7 +70,8 @@ def causal_model(rd: RunData) -> CausalModel:
     graph = fixes.without_recorder(raw, call_ns)
     base = replay(graph) if call_ns > 0 else raw_rep
     base_steps = step_times(rd, sm, base) if call_ns > 0 else raw_steps
-    critical = np.where(replayed[:, None], critical_parts(rd, graph, base, sm), 0)
+    parts, path = critical_path(rd, raw, raw_rep, sm)
+    critical = np.where(replayed[:, None], parts, 0)
     raw_steps = np.where(replayed, raw_steps, measured)
     base_steps = np.where(replayed, base_steps, measured)
     notes = _notes(raw, error[replayed], call_ns)
@@ -77,7 +82,7 @@ def causal_model(rd: RunData) -> CausalModel:
             "costs, the what-if and the critical path are over those steps.",
             *notes,
         )
-    return CausalModel(graph, sm, base, raw_steps, base_steps, error, critical, call_ns, notes, replayed)
+    return CausalModel(graph, sm, base, raw_steps, base_steps, error, critical, call_ns, notes, replayed, path)
 
 
 def _sample(rd: RunData) -> tuple[np.ndarray | None, np.ndarray]:

@@ -15,6 +15,7 @@ communication, sync (waits' own time and wake-ups) and other (before the first n
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from webapp.analysis.causal.graph import COMM, COMPUTE, COPY, Graph
 from webapp.analysis.causal.replay import Replayed
@@ -27,6 +28,16 @@ PARTS = ("host", "launch", "compute", "copy", "comm", "sync", "other")
 HOST, LAUNCH, COMPUTE_P, COPY_P, COMM_P, SYNC, OTHER = range(7)
 _CLASS_PART = {COMPUTE: COMPUTE_P, COPY: COPY_P, COMM: COMM_P}
 MAX_ROUNDS = 100_000
+
+
+class _Acc:
+    """Critical-path ns per (window, part), and, when asked for, the path's segments: (window, lane, part,
+    start, end) on the axis, one per jump of the walk."""
+
+    def __init__(self, n: int, host_lane: np.ndarray, keep: bool) -> None:
+        self.parts = np.zeros((n, len(PARTS)), dtype=np.int64)
+        self.host_lane = host_lane
+        self.segments: list[tuple[np.ndarray, ...]] | None = [] if keep else None
 
 
 class _Chains:
@@ -62,12 +73,49 @@ class _Chains:
         self.by_launch = linked & ~self.by_cross
         self.launch = launch
         self.cross = cross
+        self.lane = g.g_stream[order]
+
+
+SEGMENT_COLUMNS = {
+    "rank": "rank",
+    "lane": "index into Trace.lanes",
+    "part": "one of PARTS",
+    "start_ns": "start, ns on the run clock",
+    "end_ns": "end, ns on the run clock",
+}
 
 
 def critical_parts(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> np.ndarray:
     """Per step window (aligned with rd.win): ns on the critical path in each of PARTS, shape (windows, 7)."""
+    return _walk(rd, g, rep, sm, keep=False).parts
+
+
+def critical_path(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> tuple[np.ndarray, pd.DataFrame]:
+    """:func:`critical_parts` and the path itself: a frame of SEGMENT_COLUMNS, one row per stretch of the
+    path on one lane (a run of GPU ops, host work between two waits, a launch or a wake-up), by start."""
+    acc = _walk(rd, g, rep, sm, keep=True)
+    segs = acc.segments or []
+    cols = [np.concatenate([seg[i] for seg in segs]) if segs else np.zeros(0, np.int64) for i in range(5)]
+    win, lane, part, start, end = cols
+    keep = (end > start) & (lane >= 0)
+    win, lane, part, start, end = win[keep], lane[keep], part[keep], start[keep], end[keep]
+    rank = rd.win_rank[win] if len(win) else win
+    frame = pd.DataFrame(
+        {
+            "rank": rank.astype(np.int64),
+            "lane": lane.astype(np.int64),
+            "part": pd.Categorical.from_codes(part.astype(np.int64), categories=pd.Index(list(PARTS))),
+            "start_ns": rd.tb.from_axis(rank, start),
+            "end_ns": rd.tb.from_axis(rank, end),
+        }
+    )
+    return acc.parts, frame.sort_values(["start_ns", "lane"], kind="stable").reset_index(drop=True)
+
+
+def _walk(rd: RunData, g: Graph, rep: Replayed, sm: StepMap, keep: bool) -> _Acc:
     n = len(rd.win)
-    acc = np.zeros((n, len(PARTS)), dtype=np.int64)
+    host_lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[g.h_row]
+    acc = _Acc(n, host_lane, keep)
     if not n or (not g.n_host and not g.n_gpu):
         return acc
     ch = _Chains(g, rep)
@@ -107,12 +155,12 @@ def critical_parts(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> np.ndar
     e = np.where(is_hs, e - 2 * K, np.where(is_he, e - 2 * K, e))  # host events: H + node for ends, as below
     # host node start: walk from it (host work up to the window's end); GPU op start: the op is still running
     w = walk[is_hs]
-    _add(acc, w, HOST, at[w] - rep.h_start[e[is_hs]], at[w], lo_rep[w])
+    _add(acc, w, HOST, at[w] - rep.h_start[e[is_hs]], at[w], lo_rep[w], acc.host_lane[e[is_hs]])
     at[w] = np.minimum(at[w], rep.h_start[e[is_hs]])
     kind[w], idx[w] = 0, e[is_hs]
     w = walk[is_gs]
     p = ch.pos[e_gs[is_gs]]
-    _add(acc, w, ch.part[p], at[w] - ch.rs[p], at[w], lo_rep[w])
+    _add(acc, w, ch.part[p], at[w] - ch.rs[p], at[w], lo_rep[w], ch.lane[p])
     at[w] = np.minimum(at[w], ch.rs[p])
     kind[w], idx[w] = 1, p
     # host node end: a call's own time is host; a wait's end is walked as the wait
@@ -127,12 +175,12 @@ def critical_parts(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> np.ndar
     _add(acc, w, OTHER, at[w] - rep.g_end[op], at[w], lo_rep[w])
     at[w] = np.minimum(at[w], rep.g_end[op])
     p = ch.pos[op]
-    _add(acc, w, ch.part[p], at[w] - ch.rs[p], at[w], lo_rep[w])
+    _add(acc, w, ch.part[p], at[w] - ch.rs[p], at[w], lo_rep[w], ch.lane[p])
     at[w] = np.minimum(at[w], ch.rs[p])
     kind[w], idx[w] = 1, p
     # walks that found no event: the whole window is other
     nw = np.flatnonzero(~ok)
-    acc[nw, OTHER] += np.maximum(hi_rep[nw] - lo_rep[nw], 0)
+    acc.parts[nw, OTHER] += np.maximum(hi_rep[nw] - lo_rep[nw], 0)
     kind[at <= lo_rep] = -1
 
     for _ in range(MAX_ROUNDS):
@@ -147,13 +195,23 @@ def critical_parts(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> np.ndar
 
 
 def _add(
-    acc: np.ndarray, w: np.ndarray, part: np.ndarray | int, length: np.ndarray, end: np.ndarray, lo: np.ndarray
+    acc: _Acc,
+    w: np.ndarray,
+    part: np.ndarray | int,
+    length: np.ndarray,
+    end: np.ndarray,
+    lo: np.ndarray,
+    lane: np.ndarray | int = -1,
 ) -> None:
-    """Add the part of ``[end - length, end)`` after ``lo`` to each walk's ``part``."""
+    """Add the part of ``[end - length, end)`` after ``lo`` to each walk's ``part`` (and, when segments are
+    kept, the stretch on ``lane``)."""
     if not len(w):
         return
     start = np.maximum(end - np.maximum(length, 0), lo)
-    np.add.at(acc, (w, np.broadcast_to(part, w.shape)), np.maximum(end - start, 0))
+    parts = np.broadcast_to(part, w.shape)
+    np.add.at(acc.parts, (w, parts), np.maximum(end - start, 0))
+    if acc.segments is not None:
+        acc.segments.append((w, np.broadcast_to(lane, w.shape), parts, start, np.maximum(end, start)))
 
 
 def _gpu_round(
@@ -161,7 +219,7 @@ def _gpu_round(
     ch: _Chains,
     g: Graph,
     rep: Replayed,
-    acc: np.ndarray,
+    acc: _Acc,
     kind: np.ndarray,
     idx: np.ndarray,
     at: np.ndarray,
@@ -175,11 +233,13 @@ def _gpu_round(
     inside = u < head
     full_from = np.where(inside, head, u + 1)
     for p_i, part in enumerate((COMPUTE_P, COPY_P, COMM_P)):
-        np.add.at(acc, (w, np.full(len(w), part)), ch.cum[p_i, p] - ch.cum[p_i, full_from])
+        np.add.at(acc.parts, (w, np.full(len(w), part)), ch.cum[p_i, p] - ch.cum[p_i, full_from])
+    if acc.segments is not None:  # the run as one stretch of its stream
+        acc.segments.append((w, ch.lane[p], ch.part[p], np.maximum(ch.rs[full_from], lo[w]), at[w]))
     split = ~inside
     sw, su = w[split], u[split]
     nxt_start = ch.rs[np.minimum(su + 1, len(ch.rs) - 1)]
-    np.add.at(acc, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))
+    np.add.at(acc.parts, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))
     at[sw] = lo[sw]
     kind[sw] = -1
     w, h = w[inside], head[inside]
@@ -190,18 +250,18 @@ def _gpu_round(
     by_launch, by_cross = ch.by_launch[h], ch.by_cross[h]
     lw, lh = w[by_launch], h[by_launch]
     node = ch.launch[lh]
-    _add(acc, lw, LAUNCH, at[lw] - rep.h_start[node], at[lw], lo[lw])
+    _add(acc, lw, LAUNCH, at[lw] - rep.h_start[node], at[lw], lo[lw], ch.lane[lh])
     at[lw] = np.minimum(at[lw], rep.h_start[node])
     kind[lw], idx[lw] = 0, node
     cw, chh = w[by_cross], h[by_cross]
     src = ch.pos[ch.cross[chh]]
-    _add(acc, cw, ch.part[chh], at[cw] - ch.re[src], at[cw], lo[cw])
+    _add(acc, cw, ch.part[chh], at[cw] - ch.re[src], at[cw], lo[cw], ch.lane[chh])
     at[cw] = np.minimum(at[cw], ch.re[src])
-    _add(acc, cw, ch.part[src], at[cw] - ch.rs[src], at[cw], lo[cw])
+    _add(acc, cw, ch.part[src], at[cw] - ch.rs[src], at[cw], lo[cw], ch.lane[src])
     at[cw] = np.minimum(at[cw], ch.rs[src])
     idx[cw] = src
     ow = w[~by_launch & ~by_cross]
-    _add(acc, ow, OTHER, at[ow] - lo[ow], at[ow], lo[ow])
+    _add(acc, ow, OTHER, at[ow] - lo[ow], at[ow], lo[ow], ch.lane[h[~by_launch & ~by_cross]])
     kind[ow] = -1
 
 
@@ -209,7 +269,7 @@ def _host_round(
     w: np.ndarray,
     g: Graph,
     rep: Replayed,
-    acc: np.ndarray,
+    acc: _Acc,
     kind: np.ndarray,
     idx: np.ndarray,
     at: np.ndarray,
@@ -223,7 +283,7 @@ def _host_round(
     j = idx[w]
     f = epoch_head[j]
     # back through the epoch: host work start to start
-    _add(acc, w, HOST, at[w] - rep.h_start[f], at[w], lo[w])
+    _add(acc, w, HOST, at[w] - rep.h_start[f], at[w], lo[w], acc.host_lane[f])
     at[w] = np.minimum(at[w], rep.h_start[f])
     # before the epoch: the wait that opened it (host work since it ended), or the rank's start
     opener = new_rank[f]
@@ -231,7 +291,7 @@ def _host_round(
     _add(acc, ow, OTHER, at[ow] - lo[ow], at[ow], lo[ow])
     kind[ow] = -1
     ww, wf = w[~opener], f[~opener] - 1
-    _add(acc, ww, HOST, at[ww] - rep.h_end[wf], at[ww], lo[ww])
+    _add(acc, ww, HOST, at[ww] - rep.h_end[wf], at[ww], lo[ww], acc.host_lane[wf])
     at[ww] = np.minimum(at[ww], rep.h_end[wf])
     kind[ww], idx[ww] = 2, wf
 
@@ -241,7 +301,7 @@ def _wait_round(
     ch: _Chains,
     g: Graph,
     rep: Replayed,
-    acc: np.ndarray,
+    acc: _Acc,
     kind: np.ndarray,
     idx: np.ndarray,
     at: np.ndarray,
@@ -256,14 +316,14 @@ def _wait_round(
     bound = wait_bound[j]
     bw, bj = w[bound], j[bound]
     t = ch.pos[g.w_target[bj]]
-    _add(acc, bw, SYNC, at[bw] - ch.re[t], at[bw], lo[bw])
+    _add(acc, bw, SYNC, at[bw] - ch.re[t], at[bw], lo[bw], acc.host_lane[bj])
     at[bw] = np.minimum(at[bw], ch.re[t])
-    _add(acc, bw, ch.part[t], at[bw] - ch.rs[t], at[bw], lo[bw])
+    _add(acc, bw, ch.part[t], at[bw] - ch.rs[t], at[bw], lo[bw], ch.lane[t])
     at[bw] = np.minimum(at[bw], ch.rs[t])
     kind[bw], idx[bw] = 1, t
     sw, sj = w[~bound], j[~bound]
     part = np.where(g.h_wait[sj], SYNC, HOST)
-    _add(acc, sw, part, at[sw] - rep.h_start[sj], at[sw], lo[sw])
+    _add(acc, sw, part, at[sw] - rep.h_start[sj], at[sw], lo[sw], acc.host_lane[sj])
     at[sw] = np.minimum(at[sw], rep.h_start[sj])
     kind[sw], idx[sw] = 0, sj
 
