@@ -18,7 +18,7 @@ def _runs(server: str) -> list[dict[str, Any]]:
         return list(json.loads(resp.read())["runs"])
 
 
-def test_critical_path_toggle_draws_the_path_of_the_view(page, server, shot) -> None:  # type: ignore[no-untyped-def]
+def test_critical_path_toggle_draws_the_path_of_the_view(page, server, shot) -> None:
     run = _runs(server)[0]
     page.goto(f"{server}/runs/{run['id']}")
     page.wait_for_function(FIRST_PAINT)
@@ -34,7 +34,7 @@ def test_critical_path_toggle_draws_the_path_of_the_view(page, server, shot) -> 
     page.wait_for_function("window.ssTimeline.criticalPath.stretches.length === 0")
 
 
-def test_host_time_tab_says_when_a_run_has_no_samples(page, server) -> None:  # type: ignore[no-untyped-def]
+def test_host_time_tab_says_when_a_run_has_no_samples(page, server) -> None:
     run = _runs(server)[0]
     page.goto(f"{server}/runs/{run['id']}")
     page.wait_for_function(FIRST_PAINT)
