@@ -141,18 +141,12 @@ def part2(kineto: Path, hta_python: str, repeats: int, hta_repeats: int) -> dict
 
 WHAT_IF_NOTES = [
     "",
-    "How the estimate works (webapp/analysis/whatif.py): per step, subtract the costs of `pageable-copy` (copy "
-    "time above bytes / probed pinned bandwidth, capped at the copy's exposed time), `no-copy-overlap` (the rest "
-    "of the exposed copy time), `blocking-copy` and `sync-in-loop` (the GPU idle gaps blamed on them), then "
-    "raise the result to the step's floor: its compute time, its copies at pinned speed, its host issue time. "
-    "The median over steps is the estimate. No threshold was fitted to these traces; two attribution rules came "
-    "from reading them: host waits end up to ~30 us before the GPU work they wait for (clock alignment), so a "
-    "wait counts as in progress within 100 us; and after a sync drains the queue the host issues ops just in "
-    "time for the rest of the step, so those gaps are blamed on the sync, not on launches.",
-    "Only the `naive` row is the check (same model and batches as `overlap`, everything fixable); the other "
-    "rows are for information. `d2h` also copies results back every step, work the overlap demo does not do, so "
-    "its estimate stays above the overlap run. The naive estimate sits at its compute floor (the step's kernel "
-    "time); the measured overlap run adds its own leftover exposed copy and idle time.",
+    "How the estimate works (webapp/analysis/whatif.py): the run's dependency graph is replayed with every "
+    "listed finding's fix applied together (copies pinned and prefetched a step ahead on their own stream, syncs "
+    "read every 10 steps, copies non-blocking); the estimate is the median replayed step. Nothing is fitted to "
+    "these traces. Only the `naive` row is the check (same model and batches as `overlap`, everything fixable); "
+    "the other rows are for information. `d2h` also copies results back every step, work the overlap demo does "
+    "not do. benchmarks/whatif_truth.py checks single fixes against the loops they fix, on the GPU.",
 ]
 
 

@@ -93,8 +93,9 @@ def _sample(rd: RunData) -> tuple[np.ndarray | None, np.ndarray]:
     nodes = int((rd.gpu_mask | rd.sync_mask | kind_mask(rd.kind, IntervalKind.LAUNCH)).sum())
     if nodes <= MAX_NODES or n < 3:
         return None, everything
-    blocks = max(1, min(SAMPLE_BLOCKS, n // 4))
-    per_block = max(int(n * MAX_NODES / nodes) // blocks, 2)
+    budget = max(2, n * MAX_NODES // nodes)  # windows the graph may cover
+    blocks = max(1, min(SAMPLE_BLOCKS, budget // 2))
+    per_block = max(2, budget // blocks)
     if per_block * blocks >= n:
         return None, everything
     starts = np.unique(np.linspace(0, n - per_block, blocks).astype(np.int64))

@@ -18,6 +18,8 @@ from webapp.analysis.rules.base import Change, Detection, RuleContext, ms
 
 LOADER_WORKERS = 4
 """Workers the DataLoader fix is replayed with: data loading per step divided among them."""
+BOUND_FRAC = 0.05
+"""A loop is host-bound only if a host with no time of its own would save at least 5% of the step."""
 
 
 class HostBound:
@@ -53,6 +55,8 @@ class HostBound:
             pace = np.bincount(win[nodes], weights=loading[nodes], minlength=n) / LOADER_WORKERS
             candidates.append((f"DataLoader(num_workers={LOADER_WORKERS})", _cut(loading), pace.astype(np.int64)))
         bound = ctx.saving(lambda graph: fixes.faster_host(graph, nodes))
+        if float(bound.sum()) / ctx.n_win < BOUND_FRAC * ctx.step_ref:
+            return None  # the host's time is not what holds the steps back (a GPU-bound loop paces its host)
         savings = []
         for label, change, floor in candidates:
             saved = ctx.saving(change)
