@@ -25,6 +25,8 @@ LOADING = re.compile(r"^(__next__|_next_data) \(.*torch/utils/data/dataloader\.p
 OUTER_SHARE = 0.9
 """Frames holding more than this share of the host's time are the loop around everything (``main``,
 ``train``), not an answer to where the time went."""
+EVERYWHERE = 0.99
+"""Frames holding this share of the host's time are on (nearly) every sampled stack."""
 SPECIFIC = 0.8
 """A frame inside a named one replaces it when it holds at least this share of its time."""
 
@@ -73,6 +75,11 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     )
     out["total_frac"] = out["total_ns"] / max(whole, 1)
     out["per_step_ns"] = out["total_ns"] / n_steps
+    # frames on every stack (the script, the framework's loop, a test runner's dozens) say nothing and would
+    # crowd out the rest: only the innermost of them stays
+    everywhere = out[(out["total_frac"] >= EVERYWHERE) & (out["self_ns"] == 0)]
+    if len(everywhere) > 1:
+        out = out.drop(everywhere.index[:-1])
     return out.sort_values(["total_ns", "self_ns"], ascending=False, kind="stable").head(limit).reset_index(drop=True)
 
 

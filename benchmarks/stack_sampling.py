@@ -1,0 +1,136 @@
+"""What sampling the host's Python stacks costs a loop: the recorder's in-process sampler against py-spy
+(out of process, ``--nonblocking``: it reads the stacks with ptrace and never takes the GIL), same loop, same
+process, alternating segments. Run on a GPU, with py-spy installed for its column:
+
+    PYTHONPATH=. python3 benchmarks/stack_sampling.py --md /tmp/stacks.md [--loops tiny-ops,transformer-small]
+
+Per loop and round: ms per step unsampled, with the in-process sampler (200 Hz) and with py-spy (200 Hz); the
+ratios' median over rounds, lowest and highest round. Prints a Markdown section (``## stack_sampling``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from regimes import loop_steps, step_fn, sync
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+RATE_HZ = 200
+
+
+def _segment(step, steps: int) -> float:  # type: ignore[no-untyped-def]
+    step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / steps * 1e3
+
+
+def _with_sampler(step, steps: int) -> float:  # type: ignore[no-untyped-def]
+    from collector.recording.stacks import StackSampler
+
+    sampler = StackSampler(interval_s=1 / RATE_HZ).start()
+    try:
+        return _segment(step, steps)
+    finally:
+        sampler.stop()
+
+
+def _with_pyspy(step, steps: int, out: str) -> float | str:  # type: ignore[no-untyped-def]
+    exe = shutil.which("py-spy")
+    if exe is None:
+        return "py-spy not installed"
+    proc = subprocess.Popen(
+        [
+            exe,
+            "record",
+            "--pid",
+            str(os.getpid()),
+            "--rate",
+            str(RATE_HZ),
+            "--nonblocking",
+            "--format",
+            "raw",
+            "-o",
+            out,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # attached
+    if proc.poll() is not None:
+        return "py-spy could not attach: " + (proc.stderr.read() if proc.stderr else "").strip().splitlines()[-1:][0]
+    try:
+        return _segment(step, steps)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loops", default="tiny-ops,transformer-small")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--md", type=Path)
+    args = parser.parse_args()
+    import torch
+
+    out = tempfile.mktemp(suffix=".txt")
+    rows = []
+    for name in args.loops.split(","):
+        step = step_fn(loop_steps(name))
+        for _ in range(3):
+            _segment(step, 20)
+        plain, own, spy, why = [], [], [], ""
+        for _ in range(args.rounds):
+            plain.append(_segment(step, args.steps))
+            own.append(_with_sampler(step, args.steps))
+            got = _with_pyspy(step, args.steps, out)
+            if isinstance(got, str):
+                why = got
+            else:
+                spy.append(got)
+
+        def ratio(xs: list[float]) -> str:
+            if not xs:
+                return why or "-"
+            r = [x / p for x, p in zip(xs, plain, strict=False)]
+            return f"{statistics.median(r):.3f}x ({min(r):.2f}-{max(r):.2f})"
+
+        rows.append(f"| {name} | {statistics.median(plain):.3f} | {ratio(own)} | {ratio(spy)} |")
+        print(rows[-1], flush=True)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    text = "\n".join(
+        [
+            "## stack_sampling",
+            "",
+            f"Measured {when} on {torch.cuda.get_device_name(0)} (`PYTHONPATH=. python3 benchmarks/stack_sampling.py`, "
+            f"{args.rounds} alternating rounds of {args.steps} steps, {RATE_HZ} Hz). Ratio = ms per step sampled over "
+            "the same round's unsampled segment.",
+            "",
+            "| loop | plain ms/step | in-process sampler | py-spy --nonblocking |",
+            "|---|---|---|---|",
+            *rows,
+        ]
+    )
+    print(text)
+    if args.md:
+        args.md.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
