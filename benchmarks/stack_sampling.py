@@ -80,6 +80,13 @@ def _with_pyspy(step, steps: int, out: str) -> float | str:  # type: ignore[no-u
         proc.wait(timeout=10)
 
 
+def _ratio(xs: list[float], plain: list[float], why: str) -> str:
+    if not xs:
+        return why or "-"
+    r = [x / p for x, p in zip(xs, plain, strict=False)]
+    return f"{statistics.median(r):.3f}x ({min(r):.2f}-{max(r):.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loops", default="tiny-ops,transformer-small")
@@ -105,13 +112,9 @@ def main() -> None:
             else:
                 spy.append(got)
 
-        def ratio(xs: list[float]) -> str:
-            if not xs:
-                return why or "-"
-            r = [x / p for x, p in zip(xs, plain, strict=False)]
-            return f"{statistics.median(r):.3f}x ({min(r):.2f}-{max(r):.2f})"
-
-        rows.append(f"| {name} | {statistics.median(plain):.3f} | {ratio(own)} | {ratio(spy)} |")
+        rows.append(
+            f"| {name} | {statistics.median(plain):.3f} | {_ratio(own, plain, why)} | {_ratio(spy, plain, why)} |"
+        )
         print(rows[-1], flush=True)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = "\n".join(
