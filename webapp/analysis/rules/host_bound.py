@@ -79,7 +79,8 @@ class HostBound:
         replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
-            f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on any host-side fix)."
+            f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
+            "CUDA graphs also pack the kernels closer)."
         )
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
