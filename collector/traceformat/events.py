@@ -44,7 +44,7 @@ Every event is checked: it must be an object with a ``ph``; ``X`` events need nu
 with ``dur >= 0``; typed fields must have their JSON type. Anything else raises :class:`TraceFileError`
 with one line naming the problem and the event index. The fast path uses msgspec (typed decode in
 batches, garbage collector paused); the stdlib ``json`` module gives the same table (the
-reference path tests hold it to).
+reference path tests hold it to, and the path taken where msgspec is not installed).
 """
 
 from __future__ import annotations
@@ -106,17 +106,19 @@ def read_events(
 ) -> EventTable:
     """Parse a ``.json`` or ``.json.gz`` Chrome trace. Raises TraceFileError with a one-line message.
 
-    The msgspec path reads; ``fast=False`` takes the stdlib ``json`` reference path, the oracle tests hold
-    the fast one to. Gzip is recognised by its magic bytes and inflated in
-    chunks, refused once it passes ``max_inflated_bytes``.
+    The msgspec path reads (the stdlib path where msgspec is not installed, as on a GPU host with torch
+    alone); ``fast=False`` takes the stdlib ``json`` reference path, the oracle tests hold the fast one to.
+    Gzip is recognised by its magic bytes and inflated in chunks, refused once it passes
+    ``max_inflated_bytes``.
     """
+    parse = parse_json.parse_stdlib
     if fast:
-        # imported here: recording writes traces with the standard library alone; reading needs msgspec
-        from collector.traceformat import parse_msgspec
-
-        parse = parse_msgspec.parse_fast
-    else:
-        parse = parse_json.parse_stdlib
+        try:  # imported here: a collector with torch alone (no msgspec) reads with the standard library
+            from collector.traceformat import parse_msgspec
+        except ImportError:
+            pass
+        else:
+            parse = parse_msgspec.parse_fast
     try:
         top, columns, id_names = parse(read_bytes(os.fspath(path), max_inflated_bytes))
     except TraceFileError as exc:
