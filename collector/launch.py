@@ -5,17 +5,21 @@ job is launched the same way on each node (``--nnodes``, ``--node-rank``, ``--rd
 runs ``python -m collector record TARGET`` with the launcher's environment (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``) and writes its own trace: ``run.json.gz`` becomes ``run.rank0.json.gz``, ``run.rank1.json.gz``,
 ... When every rank ran on this node, the rank files are then merged (clocks aligned on the collectives,
-collector.merge) into the ``--out`` file itself.
+collector.merge) into the ``--out`` file itself. The ranks' output reaches the terminal as it comes, less the
+``USDT: ...`` lines their profiler library prints on its own (:func:`run_quiet`).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from typing import IO, Any
 
 TORCHRUN_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("--nnodes", str, "number of nodes, or MIN:MAX (torchrun --nnodes)"),
@@ -89,7 +93,7 @@ def launcher_argv(nproc: int, flags: Sequence[str], rank_argv: Sequence[str]) ->
 def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str) -> int:
     """Run the ranks; on one node, merge their files into ``out``. Returns the launcher's exit status."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMSCOPE_RANK_CHILD": "1"}
-    status = subprocess.run(launcher_argv(nproc, flags, rank_argv), env=env, check=False).returncode
+    status = run_quiet(launcher_argv(nproc, flags, rank_argv), env)
     if status != 0 or not single_node(flags):
         return status
     paths = [rank_path(out, r) for r in range(nproc)]
@@ -104,6 +108,55 @@ def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str)
     write_trace(trace, out)
     print(f"streamscope: merged {nproc} ranks into {out} ({merge_summary(trace)})", file=sys.stderr, flush=True)
     return status
+
+
+KINETO_NOISE = b"USDT: "
+"""Lines the ranks' profiler library prints on its own (``USDT: ... profiler_stop``): kept off the terminal."""
+
+
+def run_quiet(argv: Sequence[str], env: dict[str, str]) -> int:
+    """Run ``argv``, passing its stdout and stderr through as they come, less the lines that start with
+    :data:`KINETO_NOISE`; returns its exit status. A partial line (a progress bar's ``\\r``) passes at once
+    unless it could be the start of such a line."""
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        pumps = [
+            threading.Thread(target=_pass_through, args=(pipe, out), daemon=True)
+            for pipe, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))
+        ]
+        for pump in pumps:
+            pump.start()
+        try:
+            status = proc.wait()
+        except BaseException:  # Ctrl-C reached the launcher too; do not leave it running
+            proc.kill()
+            raise
+        for pump in pumps:
+            pump.join()
+    return status
+
+
+def _pass_through(pipe: Any, out: IO[str]) -> None:
+    """Copy ``pipe`` to ``out`` chunk by chunk, dropping every line that starts with KINETO_NOISE."""
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    held = b""  # the start of a line that may yet turn out to be noise
+    at_start = True  # the next byte starts a line
+    while chunk := os.read(pipe.fileno(), 1 << 16):
+        data, held = held + chunk, b""
+        kept = []
+        for line in data.splitlines(keepends=True):
+            whole = line.endswith((b"\n", b"\r"))
+            if at_start and not whole and KINETO_NOISE.startswith(line[: len(KINETO_NOISE)]):
+                held = line  # too short to tell, or noise still arriving
+            elif not (at_start and line.startswith(KINETO_NOISE)):
+                kept.append(line)
+            if not held:
+                at_start = whole
+        if kept:
+            out.write(decode(b"".join(kept)))
+            out.flush()
+    if held and not held.startswith(KINETO_NOISE):
+        out.write(decode(held, final=True))
+        out.flush()
 
 
 def merge_summary(trace: object) -> str:

@@ -1,0 +1,34 @@
+"""``record --nproc`` passes the ranks' output through without the profiler library's own ``USDT:`` lines."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+
+import pytest
+
+from collector.launch import run_quiet
+
+CHILD = textwrap.dedent(
+    r"""
+    import os, sys, time
+    print("rank 0: step 1", flush=True)
+    os.write(2, b"USDT: Enabled probe profiler_stop\n")
+    os.write(2, b"US")  # a noise line in pieces
+    time.sleep(0.05)
+    os.write(2, b"DT: ... profiler_stop\nstreamscope: wrote run.rank0.json.gz\n")
+    os.write(1, b"50%\r")  # a progress bar: no newline
+    time.sleep(0.05)
+    os.write(1, b"100%\nUSER line kept\nrank 0 says USDT: mid-line text is kept\n")
+    sys.exit(3)
+    """
+)
+
+
+def test_noise_lines_are_dropped_and_the_rest_passes_in_order(capfd: pytest.CaptureFixture[str]) -> None:
+    status = run_quiet([sys.executable, "-c", CHILD], dict(os.environ))
+    out, err = capfd.readouterr()
+    assert status == 3
+    assert out == "rank 0: step 1\n50%\r100%\nUSER line kept\nrank 0 says USDT: mid-line text is kept\n"
+    assert err == "streamscope: wrote run.rank0.json.gz\n"
