@@ -38,7 +38,6 @@ class ClientCapture:
     def __init__(self) -> None:
         self._client: cc.CuptiClient | None = None
         self._namer = OpNamer()
-        self.naming = False
         self.threads: dict[int, int] = {}
         """Thread ident (low 32 bits, CUPTI's thread id) -> native id, for the threads seen in Python."""
         self._pairs: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -61,17 +60,31 @@ class ClientCapture:
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         if naming:
             self._namer.start()
-            self.naming = True
+
+    @property
+    def naming(self) -> bool:
+        """Ops are being named (until a step boundary or a bound of collector.recording.opnames)."""
+        return self._namer.on
+
+    def naming_summary(self) -> tuple[str, int]:
+        """What ended the naming (a key of collector.recording.opnames.STOPPED_BY) and how long it ran, ns."""
+        namer = self._namer
+        return namer.stopped_by, (namer.stopped_ns - namer.started_ns) if namer.started_ns else 0
 
     def note_thread(self) -> None:
         """Remember the calling thread's native id (its CUPTI records then land on its lane)."""
         self.threads[threading.get_ident() & 0xFFFFFFFF] = threading.get_native_id()
 
-    def set_naming(self, on: bool) -> None:
-        """Name ops while ``on``; naming can only be switched off (it runs from the start of the capture)."""
-        if self.naming and not on:
-            self._namer.stop()
-            self.naming = False
+    def set_naming(self, on: bool, reason: str = "step") -> None:
+        """Name ops while ``on``. Switched off for ``reason`` (a key of collector.recording.opnames.STOPPED_BY)
+        it stays off, except after ``reason="pause"``: then ``set_naming(True)`` goes on. The mode leaves the
+        stack at once if it can."""
+        if on:
+            self._namer.resume()
+        elif reason == "pause":
+            self._namer.pause()
+        else:
+            self._namer.stop(reason)
 
     def stop_api_records(self) -> None:
         """No more host API records (the recorder's own calls while it stops): nothing of them to drop."""
@@ -84,8 +97,7 @@ class ClientCapture:
         if self._client is None:
             raise RuntimeError("capture was not started")
         client, self._client = self._client, None
-        self._namer.stop()
-        self.naming = False
+        self._namer.stop("stop")
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         t0 = time.perf_counter()
         records = client.stop()

@@ -9,8 +9,9 @@ Python after the first step. What only the recorder adds:
 * **causes and lines of waits and copies**: the Python calls that can wait or copy report spans
   (collector.recording.hostspans); each runtime wait inside one gets its cause and the user's line;
 * **op names**: ``aten::`` ops are collected for the first recorded step only (until the first step
-  boundary, or for ``NAMING_LIMIT_NS`` when no step comes), then the launches of later steps are named
-  by their kernel (collector.recording.enrich);
+  boundary; without one, until the first bound of collector.recording.opnames.NamingBound: time, ops, or
+  the loop's repeat), then the launches of later steps are named by their kernel
+  (collector.recording.enrich); ``notes.op_naming`` says what ended the naming;
 * **steps** (``rec.step()``, optimizer steps), ``record_function`` / NVTX ranges, stream names.
 
 If CUPTI cannot be had by either reader (another profiler such as Nsight Systems or torch.profiler already
@@ -34,14 +35,13 @@ from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
+from collector.recording.opnames import NAMING_LIMIT_NS, naming_note, naming_sentence
 from collector.recording.probe import tiny_op_ns
 from collector.recording.recorder import Recorder
 from collector.recording.stacks import StackSampler
 
 STOP_SLACK_NS = 1_000_000_000
 """How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
-NAMING_LIMIT_NS = 2_000_000_000
-"""Without a step boundary, op names are collected for the first 2 s of the recording only."""
 READERS: dict[str, type[ClientCapture] | type[KinetoCapture]] = {"client": ClientCapture, "kineto": KinetoCapture}
 """Our own CUPTI client (collector.recording.client_capture), then torch.profiler's Kineto."""
 CUPTI_NOTE = (
@@ -109,7 +109,7 @@ class CuptiRecorder(Recorder):
         if self.stacks:
             self._sampler = StackSampler().start()
         if self.calibrate:  # the same tiny ops, recorded and sampled (their rows are dropped at stop)
-            capture.set_naming(False)
+            capture.set_naming(False, "pause")
             t0 = time.monotonic_ns()
             with self._torch.cuda.device(self._device):
                 self._call_ns = max(tiny_op_ns() - plain_ns, 0.0)
@@ -163,7 +163,7 @@ class CuptiRecorder(Recorder):
     def _check_naming(self, now: int) -> None:
         capture = self._capture
         if capture is not None and capture.naming and now - self._t_start > NAMING_LIMIT_NS:
-            capture.set_naming(False)
+            capture.set_naming(False, "time")
 
     # ------------------------------------------------------------------ stop
     def stop(self, error: str = "") -> Trace:
@@ -205,6 +205,8 @@ class CuptiRecorder(Recorder):
         clock1 = clock_pair()
         from collector.importers.kineto import trace_from_kineto
 
+        stopped_by, named_ns = capture.naming_summary()
+        named_ops = int((table.events["cat"] == "cpu_op").sum())
         raw = trace_from_kineto(table, source_name=self.workload, by_start=True)
         t1 = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
@@ -231,12 +233,13 @@ class CuptiRecorder(Recorder):
                 "cupti_reader": self.reader,
                 "every": self.every,
                 "rank": self.rank,
+                "op_naming": naming_note(stopped_by, named_ops, named_ns),
                 **({"recorder_call_ns": round(self._call_ns)} if self.calibrate else {}),
                 **({"stack_samples": self._sampler.samples} if self._sampler is not None else {}),
             },
             **self._meta,
         )
-        trace = enrich(raw, facts, meta)
+        trace = _with_naming_sentence(enrich(raw, facts, meta))
         self.trace = drop_empty_last_step(trace, self._step) if step_open else trace
         t2 = time.perf_counter()
         if self.out:
@@ -244,6 +247,15 @@ class CuptiRecorder(Recorder):
         self._write()
         timings.update(importer=t1 - t0, join=t2 - t1, write=time.perf_counter() - t2)
         return self.trace
+
+
+def _with_naming_sentence(trace: Trace) -> Trace:
+    """``notes.op_names`` (how GPU work was named) followed by what ended the naming, in words."""
+    notes = dict(trace.meta.notes)
+    note = notes.get("op_naming")
+    if isinstance(note, dict) and notes.get("op_names"):
+        notes["op_names"] = f"{notes['op_names']}; {naming_sentence(note)}"
+    return trace.with_meta(notes=notes)
 
 
 def _progress(message: str) -> None:

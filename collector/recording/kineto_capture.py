@@ -50,6 +50,7 @@ class KinetoCapture:
     def __init__(self) -> None:
         self._prof: Any = None
         self.naming = False
+        self._named: tuple[str, int, int] = ("", 0, 0)  # (what ended naming, start and end ns)
 
     def start(self, naming: bool = True) -> None:
         import torch
@@ -70,6 +71,7 @@ class KinetoCapture:
             self._prof = None
             raise CaptureUnavailable(f"CUPTI is taken: {str(exc).splitlines()[0]}") from None
         self.naming = True
+        self._named = ("", time.monotonic_ns(), 0)
         if not naming:
             self.set_naming(False)
 
@@ -79,14 +81,24 @@ class KinetoCapture:
     def stop_api_records(self) -> None:
         """Kineto's session cannot leave out API calls alone: the recorder's own are dropped by their window."""
 
-    def set_naming(self, on: bool) -> None:
-        """Collect ``aten::`` ops (names for GPU work) while ``on``; the CUDA activity is always collected."""
+    def set_naming(self, on: bool, reason: str = "step") -> None:
+        """Collect ``aten::`` ops (names for GPU work) while ``on``; the CUDA activity is always collected.
+        ``reason``: what ended it (a key of collector.recording.opnames.STOPPED_BY, or "pause")."""
         if self._prof is None or on == self.naming:
             return
         from torch.profiler import ProfilerActivity
 
         self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
         self.naming = on
+        if not on:
+            self._named = (reason, self._named[1], time.monotonic_ns())
+        elif self._named[0] == "pause":
+            self._named = ("", self._named[1], 0)
+
+    def naming_summary(self) -> tuple[str, int]:
+        """What ended the naming and how long it ran, ns (as ClientCapture's)."""
+        reason, t0, t1 = self._named
+        return reason, (t1 or time.monotonic_ns()) - t0 if t0 else 0
 
     def stop(self, timings: dict[str, float] | None = None) -> EventTable:
         """Stop collecting; the events as an event table (only KEPT_CATEGORIES). ``timings`` receives the
