@@ -11,9 +11,11 @@ The method that placed the steps goes into ``RunMeta.step_method``:
                    source is that line starts a step) or an annotation name (``record_function``/NVTX;
                    each such range starts a step)
 ``optimizer``      torch's ``Optimizer.step#...`` ranges: each step ends where an optimizer step ends
-``repeat:WHAT``    the loop, found as the repeating sequence of WHAT on each rank: ``source`` (user source
-                   lines of host intervals), ``cpu_op`` (names and sources of the ops and waits on the busiest
-                   CPU thread) or ``gpu`` (GPU work names): see :func:`iterations`
+``repeat:WHAT``    the loop, found as the repeating sequence of WHAT on each rank: ``graph`` (CUDA graph
+                   replays, each one token, and the GPU work between them; tried first where a rank
+                   replayed graphs), ``source`` (user source lines of host intervals), ``cpu_op`` (names and
+                   sources of the ops and waits on the busiest CPU thread) or ``gpu`` (GPU work names): see
+                   :func:`iterations`
 ``none``           nothing found: the analysis takes each rank's run as one step
 ================== ===================================================================================
 
@@ -32,6 +34,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from collector.frames import launch_rows
+from collector.importers import graphs
 from collector.model import (
     GPU_KINDS,
     NO_STEP,
@@ -156,7 +160,9 @@ def _periodic(x: np.ndarray, counts: np.ndarray, k: int) -> tuple[np.ndarray, in
 
 
 def _repeats(trace: Trace) -> tuple[np.ndarray, np.ndarray, str] | None:
-    """Per-rank loops by source lines, CPU op names or GPU work names: (rank, start_ns), (rank, end_ns), what."""
+    """Per-rank loops by graph replays, source lines, CPU op names or GPU work names: (rank, start_ns),
+    (rank, end_ns), what. Graph replays come first where a rank replayed CUDA graphs: its host then issues
+    little besides the replays, each of which is one token (collector.importers.graphs)."""
     df = trace.intervals
     cpu = _cpu_rows(trace)
     host = cpu & (_kind(df, IntervalKind.CPU_OP) | _kind(df, IntervalKind.LAUNCH) | _kind(df, IntervalKind.SYNC_WAIT))
@@ -165,17 +171,26 @@ def _repeats(trace: Trace) -> tuple[np.ndarray, np.ndarray, str] | None:
     has_source = _strings(df["source"]).to_numpy() != ""
     launch_start = _launch_start(df)
     n_sources = int(_codes(df["source"], np.arange(len(df))).max(initial=0)) + 1
-    for what in ("source", "cpu_op", "gpu"):
+    start, end, rank_of = df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), df["rank"].to_numpy()
+    methods: tuple[str, ...] = ("source", "cpu_op", "gpu")
+    if graphs.has_graph_replays(df, MIN_ITERATIONS):
+        methods = ("graph", *methods)
+    for what in methods:
         starts, ends = [], []
-        for rank in np.unique(df["rank"].to_numpy()):
-            mine = df["rank"].to_numpy() == rank
+        for rank in np.unique(rank_of):
+            mine = rank_of == rank
             collapse = False
-            if what == "source":
+            if what == "graph":
+                tokens = graphs.replay_tokens(df, np.flatnonzero(mine & gpu), MIN_ITERATIONS)
+                if tokens is None:
+                    continue
+                codes, t0, t1 = tokens
+            elif what == "source":
                 rows = np.flatnonzero(mine & host)
                 if not len(rows) or has_source[rows].mean() < SOURCE_SHARE:
                     continue
                 rows = rows[has_source[rows]]
-                codes, t0 = _codes(df["source"], rows), df["start_ns"].to_numpy()[rows]
+                codes, t0, t1 = _codes(df["source"], rows), start[rows], end[rows]
                 collapse = True
             elif what == "cpu_op":
                 rows = np.flatnonzero(mine & ops)
@@ -184,20 +199,18 @@ def _repeats(trace: Trace) -> tuple[np.ndarray, np.ndarray, str] | None:
                 lanes, n = np.unique(df["lane"].to_numpy()[rows], return_counts=True)
                 rows = rows[df["lane"].to_numpy()[rows] == lanes[np.argmax(n)]]
                 codes = _codes(df["name"], rows) * (n_sources + 1) + _codes(df["source"], rows) + 1
-                t0 = df["start_ns"].to_numpy()[rows]
+                t0, t1 = start[rows], end[rows]
             else:
                 rows = np.flatnonzero(mine & gpu)
-                codes, t0 = _codes(df["name"], rows), launch_start[rows]
-            order = np.lexsort((rows, t0))
-            rows, codes, t0 = rows[order], codes[order], t0[order]
+                codes, t0, t1 = _codes(df["name"], rows), launch_start[rows], end[rows]
+            order = np.lexsort((np.arange(len(t0)), t0))
+            codes, t0, t1 = codes[order], t0[order], t1[order]
             found = iterations(codes, collapse)
             if found is None:
                 continue
             first, last = found
-            t1 = df["end_ns"].to_numpy()[rows]
-            end = int(t1[first[-1] : last + 1].max())
             starts.append(np.stack([np.full(len(first), rank), t0[first]], axis=1))
-            ends.append(np.array([[rank, end]]))
+            ends.append(np.array([[rank, int(t1[first[-1] : last + 1].max())]]))
         if starts:
             return np.concatenate(starts), np.concatenate(ends), what
     return None
@@ -229,7 +242,7 @@ def _step_at(trace: Trace, spec: str) -> tuple[np.ndarray, np.ndarray]:
     if file and line.isdigit():
         key = _strings(df["source"]).str.split(" (", n=1, regex=False).str[0]
         match = ((key == spec) | key.str.endswith("/" + spec)).to_numpy()
-        launch = _launch_rows(df)
+        launch = launch_rows(df)
         hit = match & cpu
         hit[launch[match & (launch >= 0)]] = True  # GPU work's source marks the host call that launched it
     if not hit.any():
@@ -299,7 +312,7 @@ def _with_steps(trace: Trace, starts: np.ndarray, ends: np.ndarray, method: str)
     i = np.searchsorted(ms, key, side="right") - 1
     inside = (i >= 0) & (key < me[np.maximum(i, 0)])
     step = np.where(inside, marks["step"].to_numpy()[np.maximum(i, 0)], NO_STEP)
-    launch = _launch_rows(df)
+    launch = launch_rows(df)
     gpu = ~_cpu_rows(trace)
     linked = gpu & (launch >= 0)
     step[linked] = step[launch[linked]]
@@ -340,21 +353,9 @@ def _cpu_rows(trace: Trace) -> np.ndarray:
     return cpu_lane[np.where((lane >= 0) & (lane < len(trace.lanes)), lane, len(trace.lanes))]
 
 
-def _launch_rows(df: pd.DataFrame) -> np.ndarray:
-    """Row of the interval that launched each row (-1 where none)."""
-    ids = df["id"].to_numpy(np.int64)
-    launch = df["launch_id"].to_numpy(np.int64)
-    if not len(ids):
-        return launch
-    order = np.argsort(ids, kind="stable")
-    pos = np.minimum(np.searchsorted(ids[order], launch), len(ids) - 1)
-    row = order[pos]
-    return np.where((launch >= 0) & (ids[row] == launch), row, -1)
-
-
 def _launch_start(df: pd.DataFrame) -> np.ndarray:
     """Start of each row's launching interval, or its own start."""
-    row = _launch_rows(df)
+    row = launch_rows(df)
     t = df["start_ns"].to_numpy(np.int64)
     return np.where(row >= 0, t[np.maximum(row, 0)], t)
 

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.collectives import mark_host_collectives
+from collector.importers.graphs import mark_graph_replays
 from collector.importers.kineto_events import HOST_API_CATS, KinetoEvents, Launches
 from collector.importers.kineto_lanes import BYTES_KIND_CODES, build_lanes, cat_in, per_lane, run_meta
 from collector.importers.kineto_sync import HostWaits, host_waits
@@ -85,8 +86,10 @@ def claims(head: Head) -> bool:
 
 
 def load(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Trace:
-    """The trace of the torch.profiler file at ``path``, with host-run collectives marked (gloo, MPI)."""
-    return mark_host_collectives(trace_from_kineto(read_events(path, max_inflated_bytes=max_inflated_bytes)))
+    """The trace of the torch.profiler file at ``path``, with host-run collectives marked (gloo, MPI) and CUDA
+    graph replays under their spans (collector.importers.graphs)."""
+    trace = trace_from_kineto(read_events(path, max_inflated_bytes=max_inflated_bytes))
+    return mark_graph_replays(mark_host_collectives(trace))
 
 
 def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: bool = False) -> Trace:

@@ -203,11 +203,12 @@ class CuptiRecorder(Recorder):
         t0 = time.perf_counter()
         table.top["distributedInfo"] = {"rank": self.rank, "world_size": distributed_env()[1]}
         clock1 = clock_pair()
+        from collector.importers.graphs import mark_graph_replays
         from collector.importers.kineto import trace_from_kineto
 
         stopped_by, named_ns = capture.naming_summary()
         named_ops = int((table.events["cat"] == "cpu_op").sum())
-        raw = trace_from_kineto(table, source_name=self.workload, by_start=True)
+        raw = mark_graph_replays(trace_from_kineto(table, source_name=self.workload, by_start=True))
         t1 = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
         facts = HostFacts(

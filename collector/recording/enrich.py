@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from collector.frames import concat_keeping_codes
 from collector.importers.kineto_lanes import KIND_CODE, lookup_first
 from collector.importers.kineto_sync import latest_start, outermost_enclosing
 from collector.model import (
@@ -383,7 +384,7 @@ def _with_annotations(
         parts.append(_host_rows(frame, lanes, li, "sample", smp, next_id))
     out = parts[0]
     for part in parts[1:]:
-        out = _concat(out, part)
+        out = concat_keeping_codes(out, part)
     return _renumber(out), lanes
 
 
@@ -407,24 +408,6 @@ def _host_rows(
         )
     )
     return add[frame.columns]
-
-
-def _concat(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """``a`` then ``b`` (same columns); categoricals keep codes, with their categories united."""
-    out = {}
-    for c in a.columns:
-        x, y = a[c], b[c]
-        if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
-            labels = [str(v) for v in x.cat.categories]
-            index = {v: i for i, v in enumerate(labels)}
-            for v in y.cat.categories:
-                index.setdefault(str(v), len(index))
-            recode = np.array([index[str(v)] for v in y.cat.categories] + [-1], dtype=np.int64)
-            codes = np.concatenate([x.cat.codes.to_numpy(np.int64), recode[y.cat.codes.to_numpy(np.int64)]])
-            out[c] = pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(list(index), dtype=object)))
-        else:
-            out[c] = pd.Series(np.concatenate([x.to_numpy(), y.to_numpy()]))
-    return pd.DataFrame(out)
 
 
 def _renumber(frame: pd.DataFrame) -> pd.DataFrame:

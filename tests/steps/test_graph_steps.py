@@ -1,0 +1,87 @@
+"""CUDA graph replays: each replay's kernels under a labelled span, and in a loop of replays with nothing
+else marking steps, each replay (or each repeat of the replay pattern) is a step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from collector.importers.graphs import mark_graph_replays
+from collector.importers.kineto import trace_from_kineto
+from collector.model import RunMeta, Trace
+from collector.recording.enrich import HostFacts, enrich
+from collector.steps import find_steps
+from collector.synthetic.graphs import EAGER_KERNEL, replay_loop
+
+
+def _trace(**kw: object) -> Trace:
+    return mark_graph_replays(trace_from_kineto(replay_loop(**kw)))  # type: ignore[arg-type]
+
+
+def _graph_kernels(iv: pd.DataFrame) -> pd.DataFrame:
+    names = iv.set_index("id")["name"].astype(str)
+    launched_by = names.reindex(iv["launch_id"]).to_numpy()
+    return iv[(iv["kind"] == "kernel").to_numpy() & (launched_by == "cudaGraphLaunch")]
+
+
+def test_each_replay_is_drawn_under_a_labelled_span_holding_its_kernels() -> None:
+    iv = _trace(replays=40, kernels=3).intervals
+    spans = iv[iv["kind"] == "annotation"]
+    assert spans["name"].astype(str).unique().tolist() == ["CUDA graph 0 replay"]
+    assert len(spans) == 40 and set(spans["lane_kind"].astype(str)) == {"compute_stream"}
+    kernels = _graph_kernels(iv)
+    assert len(kernels) == 120
+    s, e = spans["start_ns"].to_numpy(), spans["end_ns"].to_numpy()
+    for start, end in zip(kernels["start_ns"], kernels["end_ns"], strict=True):
+        assert ((s <= start) & (e >= end)).sum() == 1  # inside exactly one replay span
+    eager = iv[(iv["kind"] == "kernel") & ~iv["id"].isin(kernels["id"])]
+    assert len(eager) == 9 and not any(((s <= a) & (e >= a)).any() for a in eager["start_ns"])  # warm-up
+
+
+def test_without_replays_the_trace_is_unchanged() -> None:
+    raw = trace_from_kineto(replay_loop(replays=0))
+    assert mark_graph_replays(raw) is raw
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_in_a_loop_of_replays_each_replay_is_a_step(sync: bool) -> None:
+    trace = find_steps(_trace(replays=40, kernels=3, sync=sync))
+    assert trace.meta.step_method == "repeat:graph"
+    assert len(trace.steps()) == 40
+    kernels = _graph_kernels(trace.intervals)
+    assert (kernels.groupby("step").size() == 3).all() and sorted(kernels["step"].unique()) == list(range(40))
+    warmup = trace.intervals[(trace.intervals["kind"] == "kernel") & ~trace.intervals["id"].isin(kernels["id"])]
+    assert (warmup["step"] == -1).all()  # the eager warm-up before the capture is set-up
+
+
+def test_each_repeat_of_a_replay_and_eager_work_is_a_step() -> None:
+    trace = find_steps(_trace(replays=30, kernels=4, eager=2))
+    assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
+    iv = trace.intervals
+    per_step = iv[(iv["kind"] == "kernel") & (iv["step"] >= 0)].groupby("step")["name"].agg(list)
+    assert all(names.count(EAGER_KERNEL) == 2 and len(names) == 6 for names in per_step)
+
+
+def test_replays_keep_their_spans_and_steps_through_the_recorders_join() -> None:
+    raw = _trace(replays=25, kernels=3)
+    trace = find_steps(enrich(raw, HostFacts(), RunMeta.new(workload="graphs", clock="unix_ns")))
+    iv = trace.intervals
+    spans = iv[iv["name"].astype(str) == "CUDA graph 0 replay"]
+    assert len(spans) == 25 and trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 25
+    assert np.array_equal(np.sort(spans["step"].to_numpy()), np.arange(25))  # each span in its replay's step
+    assert list(iv["id"]) == list(range(len(iv))) and iv["start_ns"].is_monotonic_increasing
+
+
+def test_two_graphs_are_numbered_in_the_order_they_first_ran() -> None:
+    from collector.importers.graphs import graph_numbers, graph_work
+
+    iv = _trace(replays=6, kernels=3).intervals
+    rows, replay = graph_work(iv)
+    other = iv.copy()
+    names = other["name"].astype(str).to_numpy().copy()
+    late = rows[replay >= np.sort(np.unique(replay))[3]]  # the last 3 replays run another graph
+    names[late] = "other_kernel"
+    other["name"] = pd.Categorical(names)
+    _, numbers = graph_numbers(other, rows, replay)
+    assert numbers.tolist() == [0, 0, 0, 1, 1, 1]
