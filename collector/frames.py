@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from collector.importers.kineto_lanes import lookup_first
+from collector.model import NO_LAUNCH
+
 
 def concat_keeping_codes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """``a`` then ``b`` (same columns); categoricals keep their codes, with their categories united, so no
@@ -35,3 +38,19 @@ def launch_rows(frame: pd.DataFrame) -> np.ndarray:
     pos = np.minimum(np.searchsorted(ids[order], launch), len(ids) - 1)
     row = order[pos]
     return np.where((launch >= 0) & (ids[row] == launch), row, -1)
+
+
+def renumber_by_start(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sort by start (then lane) and renumber ids in that order, keeping launch links."""
+    start, lane = frame["start_ns"].to_numpy(), frame["lane"].to_numpy()
+    new = np.arange(len(frame), dtype=np.int64)
+    step = np.diff(start)
+    if not ((step > 0) | ((step == 0) & (np.diff(lane) >= 0))).all():
+        frame = frame.take(np.lexsort((lane, start))).reset_index(drop=True)
+    old = frame["id"].to_numpy(np.int64)
+    if np.array_equal(old, new):  # in order and numbered already (the recorder imports by start)
+        return frame
+    pos = lookup_first(old, frame["launch_id"].to_numpy(np.int64))
+    frame["launch_id"] = np.where(pos >= 0, new[np.maximum(pos, 0)], NO_LAUNCH)
+    frame["id"] = new
+    return frame

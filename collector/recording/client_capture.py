@@ -23,6 +23,7 @@ import pandas as pd
 
 from collector.recording import cupti_client as cc
 from collector.recording.clock import ClockLine, clock_pair
+from collector.recording.commjoin import Threads
 from collector.recording.kineto_capture import LAZY_LOADING, CaptureUnavailable, columns_table, refuse_if_profiling
 from collector.recording.opnames import OpNamer, warm_up
 from collector.traceformat.events import EventTable
@@ -41,6 +42,7 @@ class ClientCapture:
         self.threads: dict[int, int] = {}
         """Thread ident (low 32 bits, CUPTI's thread id) -> native id, for the threads seen in Python."""
         self._pairs: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        self._seen: dict[int, int] = {}
         self.losses = ""
         """After :meth:`stop`: what CUPTI's records lack, in words ("" when nothing was lost)."""
 
@@ -86,6 +88,10 @@ class ClientCapture:
         else:
             self._namer.stop(reason)
 
+    def python_threads(self) -> Threads:
+        """After :meth:`stop`: the threads Python ran on (their records carry native thread ids)."""
+        return Threads(frozenset(self._seen.values()), dict(self._seen))
+
     def stop_api_records(self) -> None:
         """No more host API records (the recorder's own calls while it stops): nothing of them to drop."""
         if self._client is not None:
@@ -107,6 +113,7 @@ class ClientCapture:
         cupti_to_mono, mono_to_wall = ClockLine.inverse(c0, c1), ClockLine(w0, w1)
         live = {t.ident & 0xFFFFFFFF: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
         threads = {**live, **self._namer.threads, **self.threads}  # e.g. a DataLoader's pin-memory thread
+        self._seen = threads
         table = event_table(
             records,
             self._namer.rows,

@@ -12,7 +12,9 @@ Python after the first step. What only the recorder adds:
   boundary; without one, until the first bound of collector.recording.opnames.NamingBound: time, ops, or
   the loop's repeat), then the launches of later steps are named by their kernel
   (collector.recording.enrich); ``notes.op_naming`` says what ended the naming;
-* **steps** (``rec.step()``, optimizer steps), ``record_function`` / NVTX ranges, stream names.
+* **steps** (``rec.step()``, optimizer steps), ``record_function`` / NVTX ranges, stream names;
+* **collectives** of torch.distributed: the flight recorder's calls joined to NCCL's kernels and to gloo's
+  worker threads, whose waits and copies are marked as the collective's (collector.recording.commjoin).
 
 If CUPTI cannot be had by either reader (another profiler such as Nsight Systems or torch.profiler already
 running), :meth:`CuptiRecorder.start` falls back to CUDA-event timing and says so in the trace
@@ -28,9 +30,10 @@ from types import FrameType
 from typing import Any
 
 from collector.model import RunMeta, Trace
-from collector.recording import hostspans, ranges, sourceline
+from collector.recording import comm, hostspans, ranges, sourceline
 from collector.recording.client_capture import ClientCapture
 from collector.recording.clock import ClockLine, clock_pair
+from collector.recording.commjoin import join_comm
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
 from collector.recording.heap import steady_heap
@@ -80,6 +83,7 @@ class CuptiRecorder(Recorder):
         """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, join, write)."""
 
     def _start_timing(self) -> None:
+        comm.enable()  # the flight recorder, for the process groups the workload makes from now on
         # the stream tag's buffers first: their fill kernels are the recorder's, not the workload's
         self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
         plain_ns = 0.0
@@ -241,6 +245,8 @@ class CuptiRecorder(Recorder):
             **self._meta,
         )
         trace = _with_naming_sentence(enrich(raw, facts, meta))
+        calls = comm.calls(self._clock0[1], clock1[1])
+        trace = join_comm(trace, calls, capture.python_threads(), comm.default_backend())
         self.trace = drop_empty_last_step(trace, self._step) if step_open else trace
         t2 = time.perf_counter()
         if self.out:

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from collector.frames import concat_keeping_codes
+from collector.frames import concat_keeping_codes, renumber_by_start
 from collector.importers.kineto_lanes import KIND_CODE, lookup_first
 from collector.importers.kineto_sync import latest_start, outermost_enclosing
 from collector.model import (
-    NO_LAUNCH,
     NO_STEP,
     Lane,
     LaneKind,
@@ -355,7 +354,7 @@ def _with_annotations(
     """Annotation rows appended on their thread's lane (the main lane when threads cannot be matched), and
     sampled stacks on a lane of their own (ident: minus the sampled thread's)."""
     if not rows and not facts.samples:
-        return _renumber(frame), lanes
+        return renumber_by_start(frame), lanes
     lanes = list(lanes)
     rank = lanes[0].rank if lanes else 0
     parts = [frame]
@@ -385,7 +384,7 @@ def _with_annotations(
     out = parts[0]
     for part in parts[1:]:
         out = concat_keeping_codes(out, part)
-    return _renumber(out), lanes
+    return renumber_by_start(out), lanes
 
 
 def _host_rows(
@@ -408,22 +407,6 @@ def _host_rows(
         )
     )
     return add[frame.columns]
-
-
-def _renumber(frame: pd.DataFrame) -> pd.DataFrame:
-    """Sort by start (then lane) and renumber ids in that order, keeping launch links."""
-    start, lane = frame["start_ns"].to_numpy(), frame["lane"].to_numpy()
-    new = np.arange(len(frame), dtype=np.int64)
-    step = np.diff(start)
-    if not ((step > 0) | ((step == 0) & (np.diff(lane) >= 0))).all():
-        frame = frame.take(np.lexsort((lane, start))).reset_index(drop=True)
-    old = frame["id"].to_numpy(np.int64)
-    if np.array_equal(old, new):  # in order and numbered already (the recorder imports by start)
-        return frame
-    pos = lookup_first(old, frame["launch_id"].to_numpy(np.int64))
-    frame["launch_id"] = np.where(pos >= 0, new[np.maximum(pos, 0)], NO_LAUNCH)
-    frame["id"] = new
-    return frame
 
 
 def _tagged_streams(frame: pd.DataFrame, tags: Sequence[tuple[int, int, str]]) -> dict[int, str]:

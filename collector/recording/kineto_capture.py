@@ -78,6 +78,16 @@ class KinetoCapture:
     def note_thread(self) -> None:
         """Nothing to do: Kineto names threads itself (the same interface as ClientCapture)."""
 
+    def python_threads(self) -> Any:
+        """The threads Python runs on (collector.recording.commjoin.Threads); Kineto's records carry every
+        thread's native id."""
+        import threading
+
+        from collector.recording.commjoin import Threads
+
+        live = {t.ident & 0xFFFFFFFF: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
+        return Threads(frozenset(live.values()), live)
+
     def stop_api_records(self) -> None:
         """Kineto's session cannot leave out API calls alone: the recorder's own are dropped by their window."""
 

@@ -24,7 +24,7 @@ from collector.recording.dispatchmode import mode_base
 from collector.recording.ops import OpClass, classify_op
 
 NAMING_LIMIT_NS = 2_000_000_000
-"""Without a step boundary, ops are named for the first 2 s at most."""
+"""Without a step boundary, ops are named for 2 s at most from the first op named."""
 NAMING_MAX_OPS = 20_000
 """...and for the first 20,000 ops at most (about 0.15 s of naming at a few microseconds per op)."""
 NAMING_STALE_OPS = 1_000
@@ -99,6 +99,8 @@ class OpNamer:
                         threads[tid] = native()
                     rows.append((tid, name, t0, t1))
                     n = len(rows)
+                    if n == 1:
+                        namer.started_ns = t0  # the time bound counts from the first op, not the set-up before it
                     if n >= max_ops or n - namer._last_new >= stale_ops or t1 - namer.started_ns >= limit_ns:
                         namer._bounded(n, t1)
                 return out

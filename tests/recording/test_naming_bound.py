@@ -41,7 +41,7 @@ def test_naming_stops_at_the_time_bound_on_an_injected_clock() -> None:
     namer.start()
     for _ in range(50):
         x.mul_(1)
-    assert namer.stopped_by == "time" and len(namer.rows) == 5  # 2 readings per op after the start's
+    assert namer.stopped_by == "time" and len(namer.rows) == 6  # 2 readings per op, from the first op's start
     assert namer.stopped_ns - namer.started_ns >= 10_000_000
     assert _get_current_dispatch_mode() is None
 
@@ -127,3 +127,16 @@ def test_a_pause_leaves_the_mode_and_resume_names_ops_again() -> None:
     assert _names(namer) == ["aten::add_", "aten::sub_"] and namer.stopped_by == "step"
     namer.resume()  # after a stop: nothing
     assert not namer.on and _get_current_dispatch_mode() is None
+
+
+def test_the_time_bound_counts_from_the_first_op_not_the_set_up_before_it() -> None:
+    now = [0]
+    x = torch.ones(4)
+    namer = OpNamer(NamingBound(ns=10_000_000, ops=NEVER, stale_ops=NEVER), clock=lambda: now[0])
+    namer.start()
+    now[0] = 30_000_000_000  # 30 s of data loading before the first op
+    for _ in range(5):
+        x.add_(1)
+        now[0] += 1_000_000
+    assert namer.on and len(namer.rows) == 5
+    namer.stop()

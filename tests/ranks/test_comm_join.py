@@ -1,0 +1,191 @@
+"""GPU ranks' collectives from the flight recorder and the CUPTI records: gloo with CUDA tensors through its
+worker threads (their waits and copies marked as the collective's, not the user's), NCCL kernels named with
+their group and bytes; merged, the planted straggler is found."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from collector.importers.kineto import trace_from_kineto
+from collector.merge import merge_traces
+from collector.model import RunMeta, Trace
+from collector.recording import comm
+from collector.recording.commjoin import COLLECTIVE_CAUSE, Threads, join_comm
+from collector.recording.enrich import HostFacts, enrich
+from collector.synthetic.gloo_cuda import AUTOGRAD, BUCKET_BYTES, GROUP, MAIN, WORKER, Rank, ddp_job
+
+MS = 1_000_000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rank_trace(rank: Rank, calls: list[comm.CollectiveCall] | None, backend: str = "gloo") -> Trace:
+    raw = trace_from_kineto(rank.table, by_start=True)
+    markers = [("step", f"step {i}", a, b, i) for i, (a, b) in enumerate(rank.steps)]
+    facts = HostFacts(markers=markers, threads={MAIN: "main thread"})
+    trace = enrich(raw, facts, RunMeta.new(workload="ddp", clock="unix_ns", notes={"timing": "cupti"}))
+    return join_comm(trace, calls, Threads(python=frozenset({MAIN})), backend)
+
+
+def _by_lane(iv: pd.DataFrame, label: str) -> pd.DataFrame:
+    return iv[iv["lane_label"].astype(str) == label]
+
+
+def test_gloo_worker_runs_become_the_calls_collectives_on_a_comm_lane() -> None:
+    rank = ddp_job(steps=8, buckets=2)[0]
+    trace = _rank_trace(rank, rank.calls)
+    iv = trace.intervals
+    coll = iv[iv["kind"] == "collective"]
+    assert len(coll) == 16 and set(coll["name"].astype(str)) == {"gloo:all_reduce"}
+    assert set(coll["group"].astype(str)) == {GROUP} and set(coll["bytes"]) == {BUCKET_BYTES}
+    assert set(coll["lane_label"].astype(str)) == {f"gloo comm (thread {WORKER})"}
+    assert set(coll["lane_kind"].astype(str)) == {"comm_stream"}
+    created = sorted(c.created_ns for c in rank.calls if c.name == "gloo:all_reduce")
+    assert sorted(coll["start_ns"]) == created  # from the enqueue: when this rank arrived
+    assert (coll["step"] >= 0).all()
+    assert trace.meta.notes["comm"]["host_collectives"] == 16
+
+
+def test_the_workers_waits_and_copies_are_the_collectives_not_the_users() -> None:
+    rank = ddp_job(steps=6, buckets=2)[1]
+    iv = _rank_trace(rank, rank.calls).intervals
+    worker = _by_lane(iv, f"gloo worker (thread {WORKER})")
+    waits = worker[worker["kind"] == "sync_wait"]
+    assert len(waits) == 12
+    assert set(waits["cause"].astype(str)) == {COLLECTIVE_CAUSE}
+    assert set(waits["source"].astype(str)) == {"gloo:all_reduce"}
+    copies = iv[iv["kind"].isin(["memcpy_h2d", "memcpy_d2h"])]
+    assert len(copies) == 24  # the copies back (worker) and to the host (autograd's enqueue)
+    assert set(copies["source"].astype(str)) == {"gloo:all_reduce"}
+    assert set(copies["cause"].astype(str)) == {COLLECTIVE_CAUSE}
+    launches = iv.set_index("id").loc[copies["launch_id"]]
+    assert set(launches["stream"]) == {WORKER, AUTOGRAD} and set(launches["source"].astype(str)) == {"gloo:all_reduce"}
+    main = iv[(iv["stream"] == MAIN) & (iv["lane_kind"] == "cpu_thread")]
+    assert len(main) and not (main["cause"].astype(str) == COLLECTIVE_CAUSE).any()
+
+
+def test_merged_ranks_find_the_planted_straggler() -> None:
+    from webapp.analysis.run import analyze
+
+    ranks = ddp_job(world=2, steps=10, buckets=2, slow_rank=1, delay_ns=20 * MS)
+    merged = merge_traces([_rank_trace(r, r.calls) for r in ranks])
+    result = analyze(merged)
+    straggler = [f for f in result.findings if f.rule == "straggler"]
+    assert straggler and "Rank 1" in straggler[0].title, [(f.rule, f.title) for f in result.findings]
+    align = merged.meta.notes["clock_alignment"]["ranks"]
+    assert [a["anchors"] for a in align] == [20, 20]
+
+
+def test_without_the_flight_recorder_each_run_is_a_collective_of_the_default_backend() -> None:
+    rank = ddp_job(steps=4, buckets=3)[0]
+    iv = _rank_trace(rank, None, backend="gloo").intervals
+    coll = iv[iv["kind"] == "collective"]
+    assert len(coll) == 12 and set(coll["name"].astype(str)) == {"gloo:collective"}
+    assert _rank_trace(rank, None).meta.notes["comm"]["calls"] == "worker threads"
+    untouched = _rank_trace(rank, None, backend="")
+    assert not (untouched.intervals["kind"] == "collective").any()
+
+
+def test_a_call_of_host_tensors_is_passed_over() -> None:
+    """A collective of CPU tensors (the loss, logged) runs no CUDA work: the worker's runs pair with the
+    CUDA calls around it, by order and bytes."""
+    rank = ddp_job(steps=3, buckets=2)[0]
+    extra = [comm.CollectiveCall("gloo:all_reduce", GROUP, 4, c.created_ns - 1, MAIN, 0) for c in rank.calls[1::2]]
+    iv = _rank_trace(rank, sorted([*rank.calls, *extra], key=lambda c: c.created_ns)).intervals
+    coll = iv[iv["kind"] == "collective"]
+    assert len(coll) == 6 and set(coll["bytes"]) == {BUCKET_BYTES}
+
+
+def test_nccl_kernels_take_the_group_and_bytes_of_their_call() -> None:
+    from collector.synthetic.cupti import EventRows
+
+    rows = EventRows()
+    calls = []
+    for i in range(3):
+        t = 1_000_000 + i * 1_000_000
+        calls.append(comm.CollectiveCall("nccl:all_reduce", f"pg {i % 2}", 1000 * (i + 1), t, MAIN, i + 1))
+        c = rows.call(MAIN, "cudaLaunchKernel", t + 20_000)
+        rows.gpu("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 21, t + 30_000, 50_000, c)
+    trace = enrich(trace_from_kineto(rows.table()), HostFacts(), RunMeta.new())
+    iv = join_comm(trace, calls, Threads(python=frozenset({MAIN}))).intervals
+    coll = iv[iv["kind"] == "collective"].sort_values("start_ns")
+    assert coll["group"].astype(str).tolist() == ["pg 0", "pg 1", "pg 0"]
+    assert coll["bytes"].tolist() == [1000, 2000, 3000]
+
+
+def test_the_flight_recorders_dump_is_read() -> None:
+    doc = {
+        "entries": [
+            {
+                "profiling_name": "gloo:all_gather",
+                "process_group": ["0", "default_pg"],
+                "input_sizes": [[10]],
+                "input_dtypes": ["Float"],
+                "output_sizes": [[2, 10]],
+                "output_dtypes": ["Float"],
+                "time_created_ns": 2_000,
+                "thread_id": str((7 << 32) | 1234),
+                "collective_seq_id": 3,
+            },
+            {"profiling_name": "gloo:barrier", "process_group": ["1", "undefined"], "time_created_ns": 1_000},
+            {"state": "no name: skipped"},
+        ]
+    }
+    found = comm.parse(doc)
+    assert [c.name for c in found] == ["gloo:barrier", "gloo:all_gather"]
+    gather = found[1]
+    assert (gather.group, gather.bytes, gather.thread, gather.seq, gather.backend) == (
+        "default_pg (pg 0)",
+        80,
+        1234,
+        3,
+        "gloo",
+    )
+    assert found[0].group == "pg 1" and found[0].bytes == 0
+
+
+def test_the_flight_recorder_is_turned_on_unless_the_user_sized_it() -> None:
+    env: dict[str, str] = {}
+    assert comm.enable(env) and env == {"TORCH_FR_BUFFER_SIZE": str(comm.BUFFER_ENTRIES)}
+    theirs = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+    assert not comm.enable(theirs) and theirs == {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+
+
+def test_a_real_gloo_group_leaves_its_calls_in_the_flight_recorder() -> None:
+    """A world of one on this host's CPU: the calls of the recording window come back, barrier included."""
+    code = textwrap.dedent(
+        """
+        import json, time
+        from collector.recording import comm
+        comm.enable()
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        t0 = time.time_ns()
+        dist.all_reduce(torch.ones(16))
+        dist.barrier()
+        found = comm.calls(t0, time.time_ns())
+        print(json.dumps([(c.name, c.group, c.bytes) for c in found] if found is not None else None))
+        """
+    )
+    root = ROOT
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = done.stdout.strip().splitlines()[-1]
+    if found == "null":
+        pytest.skip("this torch has no flight recorder to read")
+    assert json.loads(found) == [
+        ["gloo:all_reduce", "default_pg (pg 0)", 64],
+        ["gloo:barrier", "default_pg (pg 0)", 0],
+    ]
