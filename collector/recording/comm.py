@@ -57,7 +57,8 @@ def enable(environ: dict[str, str] | None = None) -> bool:
 
 def calls(since_ns: int, until_ns: int) -> list[CollectiveCall] | None:
     """The collectives enqueued between ``since_ns`` and ``until_ns`` (wall clock), oldest first; None when
-    there is no flight recorder to read (no torch.distributed, an older torch, a ring that was off: empty).
+    there is no flight recorder to read (no torch.distributed, an older torch, a ring that was off) or it
+    holds no call of that window (then gloo's worker threads are read without it).
     The ring outlives its process groups: a script that destroyed its group before the recording stopped
     still has its calls read."""
     try:
@@ -75,10 +76,8 @@ def calls(since_ns: int, until_ns: int) -> list[CollectiveCall] | None:
             doc = json.loads(dump(True, False))
         except (RuntimeError, ValueError, TypeError):  # a ring that cannot be read: do without it
             continue
-        found = parse(doc)
-        if not found:
-            return None
-        return [c for c in found if since_ns <= c.created_ns <= until_ns]
+        inside = [c for c in parse(doc) if since_ns <= c.created_ns <= until_ns]
+        return inside or None  # none in the window: no ring, or one whose clock is not the wall clock
     return None
 
 

@@ -13,6 +13,9 @@ Python after the first step. What only the recorder adds:
   the loop's repeat), then the launches of later steps are named by their kernel
   (collector.recording.enrich); ``notes.op_naming`` says what ended the naming;
 * **steps** (``rec.step()``, optimizer steps), ``record_function`` / NVTX ranges, stream names;
+* **torch.compile**: each compiled graph's calls (their Triton kernels are named after them) and the
+  time it spends compiling, autotuning or recording CUDA graphs: set-up, never a step
+  (collector.recording.compiled; ``notes.setup_windows``);
 * **collectives** of torch.distributed: the flight recorder's calls joined to NCCL's kernels and to gloo's
   worker threads, whose waits and copies are marked as the collective's (collector.recording.commjoin).
 
@@ -30,12 +33,12 @@ from types import FrameType
 from typing import Any
 
 from collector.model import RunMeta, Trace
-from collector.recording import comm, hostspans, ranges, sourceline
+from collector.recording import comm, compiled, hostspans, ranges, sourceline
 from collector.recording.client_capture import ClientCapture
 from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.commjoin import join_comm
 from collector.recording.cpu_recorder import distributed_env
-from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
+from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich, without_setup_steps
 from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.opnames import NAMING_LIMIT_NS, naming_note, naming_sentence
@@ -45,6 +48,8 @@ from collector.recording.stacks import StackSampler
 
 STOP_SLACK_NS = 1_000_000_000
 """How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
+SETUP_NOTED = 100
+"""torch.compile set-up windows listed in ``notes.setup_windows`` (what, start_ns, end_ns) at most."""
 READERS: dict[str, type[ClientCapture] | type[KinetoCapture]] = {"client": ClientCapture, "kineto": KinetoCapture}
 """Our own CUPTI client (collector.recording.client_capture), then torch.profiler's Kineto."""
 CUPTI_NOTE = (
@@ -75,6 +80,9 @@ class CuptiRecorder(Recorder):
         """Monotonic ns windows of host work that is not the workload's: the recorder's own calls and the
         steps ``every`` skips (their rows, and the GPU work they launched, are dropped at stop)."""
         self._tag: Any = None
+        self._regions: list[tuple[int, str, int, int]] = []
+        self._setup: list[tuple[str, int, int]] = []
+        """torch.compile's calls of compiled graphs (tid, name, t0, t1) and its set-up (what, t0, t1)."""
         self.timing = "cupti"
         """``"cupti"``, or ``"events"`` after a fallback at start."""
         self.reader = ""
@@ -121,6 +129,7 @@ class CuptiRecorder(Recorder):
             capture.set_naming(True)
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
+        self._undo.append(compiled.install(self._on_region, self._on_setup))
         self._install_step_hook()
         self._step_start = self._t_start = time.monotonic_ns()
         self._on = True
@@ -163,6 +172,13 @@ class CuptiRecorder(Recorder):
         if self._on:
             self._annotations.append((threading.get_native_id(), name, t0, t1))
             self._check_naming(t1)
+
+    def _on_region(self, name: str, t0: int, t1: int) -> None:
+        if self._on:
+            self._regions.append((threading.get_native_id(), name, t0, t1))
+
+    def _on_setup(self, what: str, t0: int, t1: int) -> None:
+        self._setup.append((what, t0, t1))
 
     def _check_naming(self, now: int) -> None:
         capture = self._capture
@@ -225,7 +241,9 @@ class CuptiRecorder(Recorder):
             dropped=[(to_trace(a), to_trace(b)) for a, b in self._own],
             samples=[(to_trace(a), to_trace(b), st) for a, b, st in samples],
             sampled_thread=int(threading.main_thread().native_id or 0),
+            regions=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._regions],
         )
+        setup = [(w, to_trace(a), to_trace(b)) for w, a, b in self._setup]
         meta = RunMeta.new(
             workload=self.workload,
             source=self.source,
@@ -239,6 +257,7 @@ class CuptiRecorder(Recorder):
                 "every": self.every,
                 "rank": self.rank,
                 "op_naming": naming_note(stopped_by, named_ops, named_ns),
+                **({"setup_windows": [[w, a, b] for w, a, b in setup[:SETUP_NOTED]]} if setup else {}),
                 **({"recorder_call_ns": round(self._call_ns)} if self.calibrate else {}),
                 **({"stack_samples": self._sampler.samples} if self._sampler is not None else {}),
             },
@@ -247,7 +266,8 @@ class CuptiRecorder(Recorder):
         trace = _with_naming_sentence(enrich(raw, facts, meta))
         calls = comm.calls(self._clock0[1], clock1[1])
         trace = join_comm(trace, calls, capture.python_threads(), comm.default_backend())
-        self.trace = drop_empty_last_step(trace, self._step) if step_open else trace
+        trace = drop_empty_last_step(trace, self._step) if step_open else trace
+        self.trace = without_setup_steps(trace, [(a, b) for _, a, b in setup])
         t2 = time.perf_counter()
         if self.out:
             _progress(f"writing {len(self.trace.intervals):,} intervals to {self.out}")

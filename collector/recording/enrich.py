@@ -8,7 +8,8 @@ recorder's own observations already moved onto that clock. Output: the same inte
   the outermost span on the same thread wins, as in the Python call stack;
 * ``source`` of every copy (and of its launch) started inside a copy or cause span;
 * GPU work named by the ``aten::`` op that launched it: exactly where the op was recorded, else by the op
-  that launched the same kernel most often while naming was on (``notes.op_names`` says which);
+  that launched the same kernel most often while naming was on, else (Triton's kernels) after the
+  ``torch.compile`` graph call it was launched in (``notes.op_names`` says which; collector.recording.gpunames);
 * ``annotation`` rows for ``record_function`` / NVTX ranges, steps from the recorder's marks (GPU work
   belongs to the step that launched it), lanes labelled with thread and stream names.
 
@@ -26,7 +27,7 @@ import pandas as pd
 
 from collector.frames import concat_keeping_codes, renumber_by_start
 from collector.importers.kineto_lanes import KIND_CODE, lookup_first
-from collector.importers.kineto_sync import latest_start, outermost_enclosing
+from collector.importers.kineto_sync import outermost_enclosing
 from collector.model import (
     NO_STEP,
     Lane,
@@ -40,13 +41,13 @@ from collector.model import (
     step_at,
 )
 from collector.recording.dropped import first_covered, without_windows
+from collector.recording.gpunames import GPU_WORK, Strings, op_names, region_names
 
 SPAN_SLACK_NS = 20_000
 """A runtime wait starting this close outside a Python call's span still belongs to it: Kineto's host times
 and the recorder's (monotonic, mapped onto Kineto's clock) were seen a few microseconds apart, as much as a
 short ``synchronize`` lasts."""
 
-_GPU_WORK = [KIND_CODE[k] for k in ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")]
 _COPIES = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
 
 
@@ -60,9 +61,11 @@ class HostFacts:
     ``stream_names``: (device, stream id) -> label; ``stream_tags``: (start_ns, end_ns, label) of each
     4-byte device-to-device copy the recorder launched on a named stream (CUPTI numbers streams its own way);
     ``dropped``: (start_ns, end_ns) windows of host work that is not the workload's (the recorder's own calls,
-    steps skipped by ``every``): host rows starting inside one are dropped with the GPU work they launched.
+    steps skipped by ``every``): host rows starting inside one are dropped with the GPU work they launched;
     ``samples``: (start_ns, end_ns, folded stack) stretches of the sampled thread's Python stack
-    (collector.recording.stacks), put on a lane of their own beside ``sampled_thread``'s.
+    (collector.recording.stacks), put on a lane of their own beside ``sampled_thread``'s;
+    ``regions``: (tid, name, start_ns, end_ns) of each call of a ``torch.compile``d graph (annotations; the
+    GPU work launched inside one and named by no op is named after it).
     """
 
     spans: Sequence[tuple[int, str, int, int, str, int]] = ()
@@ -74,32 +77,7 @@ class HostFacts:
     dropped: Sequence[tuple[int, int]] = ()
     samples: Sequence[tuple[int, int, str]] = ()
     sampled_thread: int = 0
-
-
-class _Strings:
-    """A string column as codes into a list of distinct labels that can grow: rows are relabelled by code,
-    never by a Python string per row."""
-
-    def __init__(self, col: pd.Series) -> None:
-        cat = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype(str).astype("category")
-        self.labels = [str(c) for c in cat.cat.categories]
-        self._index = {label: i for i, label in enumerate(self.labels)}
-        codes = cat.cat.codes.to_numpy().astype(np.int64)
-        self.codes = np.where(codes < 0, self.code(""), codes) if (codes < 0).any() else codes
-
-    def code(self, label: str) -> int:
-        """The code of ``label`` (added when new)."""
-        at = self._index.get(label)
-        if at is None:
-            at = self._index[label] = len(self.labels)
-            self.labels.append(label)
-        return at
-
-    def codes_of(self, labels: Sequence[str]) -> np.ndarray:
-        return np.array([self.code(x) for x in labels], dtype=np.int64)
-
-    def categorical(self) -> pd.Categorical:
-        return pd.Categorical.from_codes(self.codes, categories=pd.Index(self.labels, dtype=object))
+    regions: Sequence[tuple[int, str, int, int]] = ()
 
 
 def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
@@ -120,7 +98,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     main_lane = _main_host_lane(lanes, lane, is_host)
     thread_of = _thread_matcher(set(pd.unique(tid[is_host]).tolist()), set(facts.threads))
 
-    cause, source = _Strings(iv["cause"]), _Strings(iv["source"])
+    cause, source = Strings(iv["cause"]), Strings(iv["source"])
     sp = pd.DataFrame(list(facts.spans), columns=["tid", "cause", "start_ns", "end_ns", "source", "bytes"])
     sp_key = thread_of(sp["tid"].to_numpy(np.int64))
     sp_s, sp_e = sp["start_ns"].to_numpy(np.int64), sp["end_ns"].to_numpy(np.int64)
@@ -160,8 +138,15 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     fill = one & (nbytes[copies] == 0)
     nbytes[copies[fill]] = sp["bytes"].to_numpy(np.int64)[hit[fill]]
 
-    names = _Strings(iv["name"])
-    how = _op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
+    names = Strings(iv["name"])
+    work = np.flatnonzero(np.isin(kind, GPU_WORK) & (launch >= 0))
+    named_before = names.codes[work].copy()
+    how = op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
+    unnamed = work[names.codes[work] == named_before]
+    region_key = thread_of(np.array([r[0] for r in facts.regions], dtype=np.int64))
+    in_regions = region_names(names, unnamed, key[launch[unnamed]], start[launch[unnamed]], facts.regions, region_key)
+    if in_regions:
+        how += f"; {in_regions} by their compiled region"
     _label_setup(names, is_host)
 
     frame = iv.assign(
@@ -171,7 +156,8 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
         bytes=nbytes,
         non_blocking=non_blocking,
     )
-    frame, lanes = _with_annotations(frame, lanes, facts.annotations, thread_of, main_lane, facts)
+    regions = [(t, n, a, b) for t, n, a, b in facts.regions]
+    frame, lanes = _with_annotations(frame, lanes, [*facts.annotations, *regions], thread_of, main_lane, facts)
     steps = _markers(trace, facts.markers)
     frame["step"] = _steps_of(frame, steps)
     lanes = _labels(lanes, tagged, main_lane, facts.threads)
@@ -192,7 +178,7 @@ SETUP_CALLS = re.compile(
 library loads. Labelled ``first-call set-up: <call>`` on the CPU lane (the GPU is idle meanwhile)."""
 
 
-def _label_setup(names: _Strings, is_host: np.ndarray) -> None:
+def _label_setup(names: Strings, is_host: np.ndarray) -> None:
     """Host calls that are first-call set-up relabelled ``first-call set-up: <call>`` (in place)."""
     setup = [i for i, n in enumerate(names.labels) if SETUP_CALLS.match(n)]
     if not setup:
@@ -214,6 +200,32 @@ def drop_empty_last_step(trace: Trace, step: int) -> Trace:
     keep = ~((mk["kind"] == MarkerKind.STEP.value) & (mk["step"] == step)).to_numpy()
     frame = iv.assign(step=np.where(in_step, NO_STEP, iv["step"].to_numpy()).astype(np.int32))
     return replace(trace, intervals=frame, markers=mk[keep].reset_index(drop=True))
+
+
+def without_setup_steps(trace: Trace, windows: Sequence[tuple[int, int]]) -> Trace:
+    """Without the step marks that overlap set-up ``windows`` ((start_ns, end_ns): torch.compile compiling,
+    autotuning, recording CUDA graphs): their rows join no step (the set-up, when they lead), and the steps
+    kept are numbered from 0 again."""
+    mk = trace.markers
+    is_step = (mk["kind"] == MarkerKind.STEP.value).to_numpy(bool)
+    if not len(windows) or not is_step.any():
+        return trace
+    w = np.asarray(windows, dtype=np.int64).reshape(-1, 2)
+    s, e = mk["start_ns"].to_numpy(np.int64), mk["end_ns"].to_numpy(np.int64)
+    drop = is_step & ((w[None, :, 0] < e[:, None]) & (w[None, :, 1] > s[:, None])).any(axis=1)
+    if not drop.any():
+        return trace
+    number = mk["step"].to_numpy(np.int64)
+    kept = is_step & ~drop
+    order = np.argsort(s[kept], kind="stable")
+    renumber = np.full(int(max(number.max(), 0)) + 2, NO_STEP, dtype=np.int64)  # the last slot: NO_STEP itself
+    renumber[number[kept][order]] = np.arange(int(kept.sum()))
+    marks = mk[~drop].copy()
+    marks["step"] = renumber[marks["step"].to_numpy(np.int64)]
+    steps = (marks["kind"] == MarkerKind.STEP.value).to_numpy(bool)
+    marks.loc[steps, "name"] = [f"step {k}" for k in marks.loc[steps, "step"]]
+    frame = trace.intervals.assign(step=renumber[trace.intervals["step"].to_numpy(np.int64)].astype(np.int32))
+    return replace(trace, intervals=frame, markers=conform_markers(marks.reset_index(drop=True)))
 
 
 def _main_host_lane(lanes: Sequence[Lane], lane: np.ndarray, is_host: np.ndarray) -> int:
@@ -239,78 +251,6 @@ class _Threads:
 
 def _thread_matcher(trace_tids: set[int], our_tids: set[int]) -> _Threads:
     return _Threads(bool(trace_tids & our_tids))
-
-
-def _op_names(
-    names: _Strings, kind: np.ndarray, start: np.ndarray, end: np.ndarray, key: np.ndarray, launch: np.ndarray
-) -> str:
-    """GPU work renamed (in place) after the ``aten::`` op that launched it; returns how names were found."""
-    ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
-    work = np.flatnonzero(np.isin(kind, _GPU_WORK) & (launch >= 0))
-    if len(ops) == 0 or len(work) == 0:
-        return "kernel names (no op names were recorded)"
-    lpos = launch[work]
-    inner = np.full(len(work), -1, dtype=np.int64)
-    near = np.flatnonzero(start[lpos] <= end[ops].max())  # launches after the last named op have no op
-    inner[near] = innermost_enclosing(key[ops], start[ops], end[ops], key[lpos[near]], start[lpos[near]])
-    ok = inner >= 0
-    op_of = np.full(len(work), -1, dtype=np.int64)
-    op_of[ok] = names.codes[ops[inner[ok]]]
-    if ok.any():
-        op_of[~ok] = usual_op(names.codes[work[ok]], op_of[ok], len(names.labels))[names.codes[work[~ok]]]
-    have = op_of >= 0
-    names.codes[work[have]] = op_of[have]
-    exact = int(ok.sum())
-    return f"aten ops: {exact} exact (recorded), {int(have.sum()) - exact} by their kernel, rest kernel names"
-
-
-def usual_op(kernel: np.ndarray, op: np.ndarray, n_codes: int) -> np.ndarray:
-    """Per name code (``n_codes`` of them): the op code seen most often with it as ``kernel``, the first
-    seen among equals, or -1 if never seen."""
-    out = np.full(n_codes, -1, dtype=np.int64)
-    pairs, first, counts = np.unique(kernel * n_codes + op, return_index=True, return_counts=True)
-    k = pairs // n_codes
-    best = np.lexsort((first, -counts, k))  # per kernel: most seen, then earliest
-    lead = np.ones(len(best), dtype=bool)
-    lead[1:] = k[best[1:]] != k[best[:-1]]
-    out[k[best[lead]]] = pairs[best[lead]] % n_codes
-    return out
-
-
-def innermost_enclosing(
-    iv_key: np.ndarray, iv_start: np.ndarray, iv_end: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray
-) -> np.ndarray:
-    """For each point (key, t): position of the innermost interval with that key containing t, or -1.
-
-    Intervals on one key nest like a call stack (``aten::mm`` holds the ``aten::empty`` that made its output,
-    then the launch). The latest interval starting before t may have ended already; then its enclosing one
-    is tried, and so on outward. Parents come from one stack pass over the intervals (host ops of the
-    named steps only); the walk outward is vectorized over the points.
-    """
-    out = np.full(len(pt_t), -1, dtype=np.int64)
-    if len(iv_start) == 0 or len(pt_t) == 0:
-        return out
-    order = np.lexsort((-iv_end, iv_start, iv_key))
-    k, s, e = iv_key[order], iv_start[order], iv_end[order]
-    parent = np.full(len(order), -1, dtype=np.int64)
-    stack: list[int] = []
-    for i in range(len(order)):
-        if stack and k[stack[-1]] != k[i]:
-            stack = []
-        while stack and e[stack[-1]] < s[i]:
-            stack.pop()
-        parent[i] = stack[-1] if stack else -1
-        stack.append(i)
-    cur = latest_start(k, s, pt_key, pt_t)
-    while True:
-        open_ = np.flatnonzero(cur >= 0)
-        ended = open_[e[cur[open_]] < pt_t[open_]]
-        if len(ended) == 0:
-            break
-        cur[ended] = parent[cur[ended]]
-    hit = cur >= 0
-    out[hit] = order[cur[hit]]
-    return out
 
 
 def _markers(trace: Trace, rows: Sequence[tuple[str, str, int, int, int]]) -> pd.DataFrame:

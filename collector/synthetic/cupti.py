@@ -27,10 +27,15 @@ class EventRows:
         self.corr = 0
 
     def call(self, thread: int, name: str, start: int, dur: int = 4_000) -> int:
-        """A CUDA runtime call on ``thread``; returns its correlation id."""
+        """A CUDA runtime call (``cu...``: a driver call) on ``thread``; returns its correlation id."""
         self.corr += 1
-        self.rows.append(("cuda_runtime", name, PID, thread, start, start + dur, self.corr, 0))
+        cat = "cuda_driver" if name.startswith("cu") and not name.startswith("cuda") else "cuda_runtime"
+        self.rows.append((cat, name, PID, thread, start, start + dur, self.corr, 0))
         return self.corr
+
+    def op(self, thread: int, name: str, start: int, end: int) -> None:
+        """An ``aten::`` op named while naming was on (``cpu_op``, no correlation)."""
+        self.rows.append(("cpu_op", name, PID, thread, start, end, -1, 0))
 
     def gpu(self, cat: str, name: str, stream: int, start: int, dur: int, corr: int, nbytes: int = 0) -> int:
         """GPU work (``kernel``, ``gpu_memcpy``, ``gpu_memset``) on device 0's ``stream``; returns its end."""

@@ -287,7 +287,7 @@ def test_an_empty_last_step_is_dropped_and_its_host_rows_join_the_tail() -> None
 
 
 def test_innermost_enclosing_walks_out_past_ended_children() -> None:
-    from collector.recording.enrich import innermost_enclosing
+    from collector.recording.gpunames import innermost_enclosing
 
     key = np.array([1, 1, 1, 1, 2])
     start = np.array([0, 10, 12, 30, 0])

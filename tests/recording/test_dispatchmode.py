@@ -50,7 +50,7 @@ def test_naming_ops_does_not_import_dynamo_and_dynamo_later_wraps_the_mode() -> 
         torch.ones(2).add_(1)
         print("still naming:", "aten::add_" in {name for _, name, _, _ in namer.rows})
         namer.stop()
-        print("left meta_path:", not any(type(f).__name__ == "_DynamoWatch" for f in sys.meta_path))
+        print("left meta_path:", not any(type(f).__name__ == "_ImportWatch" for f in sys.meta_path))
         """
     )
     assert "dynamo after naming: False" in out
