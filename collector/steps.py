@@ -78,6 +78,9 @@ def find_steps(trace: Trace, step_at: str | None = None) -> Trace:
             raise ValueError(f"--step-at {step_at!r}: no interval has this source line or annotation name")
         return _with_steps(trace, starts, ends, f"step_at:{step_at}")
     if len(trace.steps()):
+        found = _repeats(trace, ("graph",)) if _replays_past_markers(trace) else None
+        if found is not None:  # the marks were the set-up's (warm-up, capture); the loop replays graphs
+            return _trim_first_step(_with_steps(trace, found[0], found[1], "repeat:graph"))
         return _trim_first_step(trace.with_meta(step_method=trace.meta.step_method or "markers"))
     if df.empty:
         return trace.with_meta(step_method="none")
@@ -159,10 +162,21 @@ def _periodic(x: np.ndarray, counts: np.ndarray, k: int) -> tuple[np.ndarray, in
 # ------------------------------------------------------------------------------------ methods
 
 
-def _repeats(trace: Trace) -> tuple[np.ndarray, np.ndarray, str] | None:
-    """Per-rank loops by graph replays, source lines, CPU op names or GPU work names: (rank, start_ns),
-    (rank, end_ns), what. Graph replays come first where a rank replayed CUDA graphs: its host then issues
-    little besides the replays, each of which is one token (collector.importers.graphs)."""
+def _replays_past_markers(trace: Trace) -> bool:
+    """More CUDA graph replays outside every marked step than there are marked steps (and at least
+    MIN_ITERATIONS): a loop of replays after a marked warm-up (an optimizer step before the capture, or in it)."""
+    df = trace.intervals
+    _, replay = graphs.graph_work(df)
+    if not len(replay):
+        return False
+    outside = int((df["step"].to_numpy()[np.unique(replay)] < 0).sum())
+    return outside >= max(MIN_ITERATIONS, len(trace.steps()) + 1)
+
+
+def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Per-rank loops by graph replays, source lines, CPU op names or GPU work names (or ``methods`` alone):
+    (rank, start_ns), (rank, end_ns), what. Graph replays come first where a rank replayed CUDA graphs: its
+    host then issues little besides the replays, each of which is one token (collector.importers.graphs)."""
     df = trace.intervals
     cpu = _cpu_rows(trace)
     host = cpu & (_kind(df, IntervalKind.CPU_OP) | _kind(df, IntervalKind.LAUNCH) | _kind(df, IntervalKind.SYNC_WAIT))
@@ -172,9 +186,10 @@ def _repeats(trace: Trace) -> tuple[np.ndarray, np.ndarray, str] | None:
     launch_start = _launch_start(df)
     n_sources = int(_codes(df["source"], np.arange(len(df))).max(initial=0)) + 1
     start, end, rank_of = df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), df["rank"].to_numpy()
-    methods: tuple[str, ...] = ("source", "cpu_op", "gpu")
-    if graphs.has_graph_replays(df, MIN_ITERATIONS):
-        methods = ("graph", *methods)
+    if not methods:
+        methods = ("source", "cpu_op", "gpu")
+        if graphs.has_graph_replays(df, MIN_ITERATIONS):
+            methods = ("graph", *methods)
     for what in methods:
         starts, ends = [], []
         for rank in np.unique(rank_of):

@@ -85,3 +85,29 @@ def test_two_graphs_are_numbered_in_the_order_they_first_ran() -> None:
     other["name"] = pd.Categorical(names)
     _, numbers = graph_numbers(other, rows, replay)
     assert numbers.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_steps_marked_in_the_warm_up_give_way_to_the_replays_after_them() -> None:
+    """An optimizer step in each eager warm-up iteration (and one in the capture) marked steps; the loop of
+    replays after them marks none: the replays are the steps, the marked warm-up is set-up."""
+    from collector.model import conform_markers
+
+    raw = _trace(replays=30, kernels=3)
+    iv = raw.intervals
+    warm = iv[(iv["kind"] == "kernel") & ~iv["id"].isin(_graph_kernels(iv)["id"])].sort_values("start_ns")
+    bounds = warm["start_ns"].to_numpy()[::3].tolist() + [int(warm["end_ns"].max())]
+    marks = pd.DataFrame(
+        [
+            {"rank": 0, "kind": "step", "name": f"step {i}", "start_ns": a, "end_ns": b, "step": i}
+            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))
+        ]
+    )
+    from dataclasses import replace
+
+    from collector.model import step_at
+
+    marked = replace(raw, markers=conform_markers(marks))
+    marked = replace(marked, intervals=iv.assign(step=step_at(marked.markers, iv["start_ns"].to_numpy())))
+    trace = find_steps(marked)
+    assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
+    assert find_steps(replace(marked, intervals=iv.assign(step=0))).meta.step_method == "markers"
