@@ -48,6 +48,10 @@ from collector.recording.stacks import StackSampler
 
 STOP_SLACK_NS = 1_000_000_000
 """How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
+PROBE_MIN_BYTES = 1 << 20
+"""The H2D bandwidth probe runs when the recording stops, and only if the trace holds a host-to-device copy
+this large: the analysis compares copies of 1 MiB or more with it (a fixed cost of ~0.1 s a short script
+without such copies does not pay)."""
 SETUP_NOTED = 100
 """torch.compile set-up windows listed in ``notes.setup_windows`` (what, start_ns, end_ns) at most."""
 READERS: dict[str, type[ClientCapture] | type[KinetoCapture]] = {"client": ClientCapture, "kineto": KinetoCapture}
@@ -71,6 +75,7 @@ class CuptiRecorder(Recorder):
         self._sampler: StackSampler | None = None
         self._call_ns = 0.0
         """The recorder's own host cost per CUDA call (ns), measured at start when ``calibrate``."""
+        self._probe_at_stop, self.probe = self.probe, False  # the bandwidth probe: at stop, if copies need it
         self._capture: ClientCapture | KinetoCapture | None = None
         self._spans: list[tuple[int, str, int, int, str, int]] = []
         self._annotations: list[tuple[int, str, int, int]] = []
@@ -88,12 +93,10 @@ class CuptiRecorder(Recorder):
         self.reader = ""
         """Who read CUPTI's records: ``"client"`` (our own, the default) or ``"kineto"`` (torch.profiler's)."""
         self.stop_timings: dict[str, float] = {}
-        """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, join, write)."""
+        """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, probe where taken, join, write)."""
 
     def _start_timing(self) -> None:
         comm.enable()  # the flight recorder, for the process groups the workload makes from now on
-        # the stream tag's buffers first: their fill kernels are the recorder's, not the workload's
-        self._tag = [self._torch.zeros(1, device=f"cuda:{self._device}") for _ in range(2)]
         plain_ns = 0.0
         if self.calibrate:
             with self._torch.cuda.device(self._device):
@@ -114,6 +117,7 @@ class CuptiRecorder(Recorder):
             self._timing_note = f"CUPTI unavailable ({'; '.join(dict.fromkeys(refusals))}); fell back to CUDA events"
             print(f"streamscope: {self._timing_note}", file=sys.stderr, flush=True)
             self.timing = "events"
+            self._probe_now()
             super()._start_timing()
             return
         self._capture = capture
@@ -139,9 +143,11 @@ class CuptiRecorder(Recorder):
         """Label a CUDA stream's lane. CUPTI numbers streams its own way, so the stream is tagged with a
         4-byte device-to-device copy (a copy keeps a transfer stream's role), found by its launch time."""
         super().name_stream(stream, label)
-        if self._capture is None or self._tag is None:
+        if self._capture is None:
             return
         t0 = time.monotonic_ns()
+        if self._tag is None:  # made on first use, inside the recorder's own window (no kernel: its bytes are any)
+            self._tag = [self._torch.empty(1, device=f"cuda:{self._device}") for _ in range(2)]
         with self._torch.cuda.stream(stream):
             self._tag[1].copy_(self._tag[0])
         self._tags.append((t0, time.monotonic_ns(), str(label)))
@@ -172,6 +178,14 @@ class CuptiRecorder(Recorder):
         if self._on:
             self._annotations.append((threading.get_native_id(), name, t0, t1))
             self._check_naming(t1)
+
+    def _probe_now(self) -> None:
+        """Take the H2D bandwidth probe (``probe=True``) into the run's metadata, on the recorded device."""
+        if self._probe_at_stop:
+            from collector.recording.probe import probe_bandwidth
+
+            with self._torch.cuda.device(self._device):
+                self._meta["bandwidth_probe"] = probe_bandwidth()
 
     def _on_region(self, name: str, t0: int, t1: int) -> None:
         if self._on:
@@ -230,6 +244,10 @@ class CuptiRecorder(Recorder):
         named_ops = int((table.events["cat"] == "cpu_op").sum())
         raw = mark_graph_replays(trace_from_kineto(table, source_name=self.workload, by_start=True))
         t1 = time.perf_counter()
+        if self._probe_at_stop and _large_h2d_copy(raw):
+            self._probe_now()
+            timings["probe"] = time.perf_counter() - t1
+        t_join = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
@@ -272,8 +290,15 @@ class CuptiRecorder(Recorder):
         if self.out:
             _progress(f"writing {len(self.trace.intervals):,} intervals to {self.out}")
         self._write()
-        timings.update(importer=t1 - t0, join=t2 - t1, write=time.perf_counter() - t2)
+        timings.update(importer=t1 - t0, join=t2 - t_join, write=time.perf_counter() - t2)
         return self.trace
+
+
+def _large_h2d_copy(trace: Trace) -> bool:
+    """The trace holds a host-to-device copy of PROBE_MIN_BYTES or more (the probe's bandwidth is compared
+    with those)."""
+    iv = trace.intervals
+    return bool(((iv["kind"] == "memcpy_h2d").to_numpy(bool) & (iv["bytes"].to_numpy() >= PROBE_MIN_BYTES)).any())
 
 
 def _with_naming_sentence(trace: Trace) -> Trace:
