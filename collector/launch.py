@@ -6,7 +6,7 @@ runs ``python -m collector record TARGET`` with the launcher's environment (``RA
 ``LOCAL_RANK``) and writes its own trace: ``run.json.gz`` becomes ``run.rank0.json.gz``, ``run.rank1.json.gz``,
 ... When every rank ran on this node, the rank files are then merged (clocks aligned on the collectives,
 collector.merge) into the ``--out`` file itself. The ranks' output reaches the terminal as it comes, less the
-``USDT: ...`` lines their profiler library prints on its own (:func:`run_quiet`).
+``USDT:...`` lines their profiler library prints on its own (:func:`run_quiet`).
 """
 
 from __future__ import annotations
@@ -110,8 +110,10 @@ def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str)
     return status
 
 
-KINETO_NOISE = b"USDT: "
-"""Lines the ranks' profiler library prints on its own (``USDT: ... profiler_stop``): kept off the terminal."""
+KINETO_NOISE = b"USDT:"
+"""Lines the ranks' profiler library (Kineto) prints on its own at each profiler start and stop, e.g.
+``USDT:2026-12-04 21:05:27 29599:29599 SyncActivityProfilerHandler.cpp:59] profiler_stop``: kept off the
+terminal."""
 
 
 def run_quiet(argv: Sequence[str], env: dict[str, str]) -> int:

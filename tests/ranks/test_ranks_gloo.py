@@ -57,6 +57,7 @@ def _job(factory: pytest.TempPathFactory, nproc: int, *args: str) -> Job:
     folder = factory.mktemp("job")
     done = _record(folder, "demo:ddp", *args, "--out", "run.json.gz", nproc=nproc)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "USDT:" not in done.stdout + done.stderr  # the ranks' profiler prints these; the launcher drops them
     return Job(folder, nproc)
 
 
