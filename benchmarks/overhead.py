@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from programs import MARKED, PROGRAMS, SCRIPTS, program_steps, script_source
+from programs import MARKED, PROGRAMS, SCRIPTS, profiler, program_steps, script_source
 from regimes import LOOPS, loop_steps, step_fn, sync
 
 MODES = ("plain", "cupti", "cupti-nostacks", "cupti-kineto", "events", "prof", "prof-cuda")
@@ -78,7 +78,6 @@ def segment(step: Callable[[], None], steps: int, mode: str, marked: bool = True
     """Run ``steps`` steps under ``mode``; ``marked``: ``rec.step()`` after each (as an optimizer hook would).
     The GPU is waited for after the first step in every mode, so the later steps start from the same state;
     garbage is collected before, so no mode pays for another's."""
-    import torch
 
     from collector.recording.api import record
 
@@ -92,11 +91,7 @@ def segment(step: Callable[[], None], steps: int, mode: str, marked: bool = True
             rec.READERS = ("kineto",)
         rec.start()
     elif mode.startswith("prof"):
-        acts = [torch.profiler.ProfilerActivity.CUDA]
-        if mode == "prof":
-            acts.insert(0, torch.profiler.ProfilerActivity.CPU)
-        prof = torch.profiler.profile(activities=acts)
-        prof.start()
+        prof = profiler(mode)
     sync()
     ends = [time.perf_counter()]
     for i in range(steps):

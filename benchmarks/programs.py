@@ -98,15 +98,9 @@ def _compiled(device: str, model: str) -> Iterator[None]:
         net = timm.create_model("resnet18", num_classes=10).to(device).to(memory_format=torch.channels_last)
         x = torch.randn(64, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
     else:
-        net = nn.Sequential(
-            nn.Conv2d(3, 64, 3, padding=1),
-            nn.ReLU(),
-            nn.Conv2d(64, 64, 3, padding=1),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(64, 10),
-        ).to(device)
+        from collector.demos import small_convnet
+
+        net = small_convnet().to(device)
         x = torch.randn(64, 3, 64, 64, device=device)
     y = torch.randint(0, 10, (x.shape[0],), device=device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
@@ -118,6 +112,19 @@ def _compiled(device: str, model: str) -> Iterator[None]:
         loss.backward()
         opt.step()
         yield
+
+
+def profiler(mode: str) -> Any:
+    """torch.profiler started with the CUDA activity only (``prof-cuda``: CUPTI's own cost) or with CPU and
+    CUDA (``prof``)."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    if mode == "prof":
+        activities.insert(0, torch.profiler.ProfilerActivity.CPU)
+    prof = torch.profiler.profile(activities=activities)
+    prof.start()
+    return prof
 
 
 SCRIPTS = ("matmul-mask", "infer-tiny", "graph-replay")
@@ -172,11 +179,8 @@ def script_source(name: str, mode: str, device: str = "cuda") -> str:
                 rec = record("{name}", out, timing="cupti", auto_steps=True)
                 rec.start()
             elif MODE.startswith("prof"):
-                acts = [torch.profiler.ProfilerActivity.CUDA]
-                if MODE == "prof":
-                    acts.insert(0, torch.profiler.ProfilerActivity.CPU)
-                prof = torch.profiler.profile(activities=acts)
-                prof.start()
+                from programs import profiler
+                prof = profiler(MODE)
             t_start = time.perf_counter()
 
             def main():

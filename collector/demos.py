@@ -209,12 +209,11 @@ def tiny_ops(ctx: DemoContext) -> Generator[None, None, None]:
         yield
 
 
-def convnet(ctx: DemoContext) -> Generator[None, None, None]:
-    """GPU-bound: 2 conv 3x3 (64 channels), batch 128 of 64x64, pinned ``non_blocking`` batches, SGD."""
-    import torch
+def small_convnet() -> Any:
+    """Two 3x3 convolutions of 64 channels, pooled, and a linear layer to 10 classes (on the CPU)."""
     from torch import nn
 
-    net = nn.Sequential(
+    return nn.Sequential(
         nn.Conv2d(3, 64, 3, padding=1),
         nn.ReLU(),
         nn.Conv2d(64, 64, 3, padding=1),
@@ -222,7 +221,15 @@ def convnet(ctx: DemoContext) -> Generator[None, None, None]:
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
         nn.Linear(64, 10),
-    ).cuda()
+    )
+
+
+def convnet(ctx: DemoContext) -> Generator[None, None, None]:
+    """GPU-bound: 2 conv 3x3 (64 channels), batch 128 of 64x64, pinned ``non_blocking`` batches, SGD."""
+    import torch
+    from torch import nn
+
+    net = small_convnet().cuda()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(0)
     xs = [torch.randn(128, 3, 64, 64, generator=gen).pin_memory() for _ in range(2)]
