@@ -14,8 +14,8 @@ The method that placed the steps goes into ``RunMeta.step_method``:
 ``repeat:WHAT``    the loop, found as the repeating sequence of WHAT on each rank: ``graph`` (CUDA graph
                    replays, each one token, and the GPU work between them; tried first where a rank
                    replayed graphs), ``source`` (user source lines of host intervals), ``cpu_op`` (names and
-                   sources of the ops and waits on the busiest CPU thread) or ``gpu`` (GPU work names): see
-                   :func:`iterations`
+                   sources of the ops and waits on the busiest CPU thread, where the ops span most of the
+                   run) or ``gpu`` (GPU work names): see :func:`iterations`
 ``none``           nothing found: the analysis takes each rank's run as one step
 ================== ===================================================================================
 
@@ -65,6 +65,10 @@ FOLLOWING_STEPS = 3
 """Steps after step 0 it is compared with (a few: a loop may change pace later)."""
 SOURCE_SHARE = 0.5
 """Host intervals repeat by source line when at least this share of them carries a source."""
+OPS_SPAN_SHARE = 0.5
+"""Host ops repeat as the loop only where at least this share of the rank's GPU work was launched while
+they were recorded (the recorder names ops in the first step only, or for a bounded time: then the GPU
+work's names are read instead)."""
 
 
 def find_steps(trace: Trace, step_at: str | None = None) -> Trace:
@@ -209,7 +213,7 @@ def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, n
                 collapse = True
             elif what == "cpu_op":
                 rows = np.flatnonzero(mine & ops)
-                if not len(rows):
+                if not len(rows) or not _ops_span_the_run(df, rows, np.flatnonzero(mine & gpu), launch_start):
                     continue
                 lanes, n = np.unique(df["lane"].to_numpy()[rows], return_counts=True)
                 rows = rows[df["lane"].to_numpy()[rows] == lanes[np.argmax(n)]]
@@ -229,6 +233,20 @@ def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, n
         if starts:
             return np.concatenate(starts), np.concatenate(ends), what
     return None
+
+
+def _ops_span_the_run(df: pd.DataFrame, rows: np.ndarray, gpu: np.ndarray, launch_start: np.ndarray) -> bool:
+    """The host ops among ``rows`` were there while most of the rank's GPU work (``gpu`` rows, launched at
+    ``launch_start``) was launched: a recorder names ops for a bounded time only (collector.recording.opnames),
+    and a loop found in that window is not the run's. A rank without GPU work takes its ops as they are."""
+    op = rows[_kind(df.iloc[rows], IntervalKind.CPU_OP)]
+    if not len(op):
+        return False
+    if not len(gpu):
+        return True
+    t0, t1 = int(df["start_ns"].to_numpy()[op].min()), int(df["end_ns"].to_numpy()[op].max())
+    at = launch_start[gpu]
+    return float(((at >= t0) & (at <= t1)).mean()) >= OPS_SPAN_SHARE
 
 
 def _optimizer_steps(opt: pd.DataFrame, spans: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:

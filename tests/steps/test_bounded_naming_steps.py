@@ -1,0 +1,33 @@
+"""A loop without step marks whose ops were named for its first iterations only (the recorder bounds its op
+naming): the loop is found from its GPU work, not from the named window."""
+
+from __future__ import annotations
+
+from collector.importers.kineto import trace_from_kineto
+from collector.model import RunMeta
+from collector.recording.enrich import HostFacts, enrich
+from collector.steps import find_steps
+from collector.synthetic.cupti import EventRows
+
+MAIN, STREAM = 2001, 7
+
+
+def test_a_loop_named_in_its_first_iterations_only_is_found_by_its_gpu_work() -> None:
+    rows = EventRows()
+    t = 1_000_000
+    for i in range(40):
+        for op, kernel in [
+            ("aten::tanh", "tanh_kernel"),
+            *[("aten::mul", "mul_kernel"), ("aten::add", "add_kernel")] * 20,
+        ]:
+            if i < 3:  # naming stopped by its bound in the fourth iteration
+                rows.op(MAIN, op, t - 500, t + 4_500)
+            c = rows.call(MAIN, "cudaLaunchKernel", t)
+            rows.gpu("kernel", kernel, STREAM, t + 2_000, 2_000, c)
+            t += 5_000
+        rows.call(MAIN, "cudaStreamSynchronize", t, 20_000)  # a .item() each iteration
+        t += 30_000
+    trace = enrich(trace_from_kineto(rows.table()), HostFacts(threads={MAIN: "main thread"}), RunMeta.new())
+    found = find_steps(trace)
+    assert found.meta.step_method == "repeat:gpu"
+    assert len(found.steps()) == 40
