@@ -65,6 +65,8 @@ FOLLOWING_STEPS = 3
 """Steps after step 0 it is compared with (a few: a loop may change pace later)."""
 SOURCE_SHARE = 0.5
 """Host intervals repeat by source line when at least this share of them carries a source."""
+BOUNDED_NAMING = ("time", "ops", "repeat")
+"""``notes.op_naming.stopped_by`` of a recording whose op naming ended before the run did."""
 OPS_SPAN_SHARE = 0.5
 """Host ops repeat as the loop only where at least this share of the rank's GPU work was launched while
 they were recorded (the recorder names ops in the first step only, or for a bounded time: then the GPU
@@ -190,6 +192,8 @@ def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, n
     launch_start = _launch_start(df)
     n_sources = int(_codes(df["source"], np.arange(len(df))).max(initial=0)) + 1
     start, end, rank_of = df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), df["rank"].to_numpy()
+    naming = (trace.meta.notes or {}).get("op_naming") or {}
+    bounded = isinstance(naming, dict) and naming.get("stopped_by") in BOUNDED_NAMING
     if not methods:
         methods = ("source", "cpu_op", "gpu")
         if graphs.has_graph_replays(df, MIN_ITERATIONS):
@@ -213,7 +217,8 @@ def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, n
                 collapse = True
             elif what == "cpu_op":
                 rows = np.flatnonzero(mine & ops)
-                if not len(rows) or not _ops_span_the_run(df, rows, np.flatnonzero(mine & gpu), launch_start):
+                gpu_rows = np.flatnonzero(mine & gpu)
+                if not len(rows) or not _ops_span_the_run(df, rows, gpu_rows, launch_start, bounded):
                     continue
                 lanes, n = np.unique(df["lane"].to_numpy()[rows], return_counts=True)
                 rows = rows[df["lane"].to_numpy()[rows] == lanes[np.argmax(n)]]
@@ -235,12 +240,15 @@ def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, n
     return None
 
 
-def _ops_span_the_run(df: pd.DataFrame, rows: np.ndarray, gpu: np.ndarray, launch_start: np.ndarray) -> bool:
+def _ops_span_the_run(
+    df: pd.DataFrame, rows: np.ndarray, gpu: np.ndarray, launch_start: np.ndarray, bounded: bool
+) -> bool:
     """The host ops among ``rows`` were there while most of the rank's GPU work (``gpu`` rows, launched at
-    ``launch_start``) was launched: a recorder names ops for a bounded time only (collector.recording.opnames),
-    and a loop found in that window is not the run's. A rank without GPU work takes its ops as they are."""
+    ``launch_start``) was launched, and the recorder did not end its op naming early (``bounded``: by time,
+    ops or repeat, collector.recording.opnames): a loop found in a naming window is not the run's. A rank
+    without GPU work takes its ops as they are."""
     op = rows[_kind(df.iloc[rows], IntervalKind.CPU_OP)]
-    if not len(op):
+    if not len(op) or bounded:
         return False
     if not len(gpu):
         return True
