@@ -113,9 +113,10 @@ def replay_tokens(
     frame: pd.DataFrame, rows: np.ndarray, minimum: int = 1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Step-finding tokens for the GPU rows ``rows`` of one rank: each graph replay is one token (its graph,
-    from its launch call's start to the end of its last work) and every other GPU row one token (its name,
-    from its launch's start, or its own, to its end). Returns (codes, start_ns, end_ns) in no particular
-    order, or None when fewer than ``minimum`` replays launched work among ``rows``."""
+    from its launch call's start to the end of its last work) and every other GPU row launched from the first
+    replay on one token (its name, from its launch's start, or its own, to its end; what ran before the first
+    replay is set-up: a graph is captured after a warm-up). Returns (codes, start_ns, end_ns) in no
+    particular order, or None when fewer than ``minimum`` replays launched work among ``rows``."""
     work, replay = graph_work(frame)
     mine = np.isin(work, rows)
     work, replay = work[mine], replay[mine]
@@ -124,9 +125,11 @@ def replay_tokens(
         return None
     start, end = frame["start_ns"].to_numpy(np.int64), frame["end_ns"].to_numpy(np.int64)
     others = rows[~np.isin(rows, work)]
-    other_codes = pd.factorize(frame["name"].astype(str).to_numpy()[others])[0].astype(np.int64)
     launch = launch_rows(frame)[others]
     other_t = np.where(launch >= 0, start[np.maximum(launch, 0)], start[others])
+    after = other_t >= start[launches].min()  # work before the first replay is set-up (warm-up, capture)
+    others, other_t = others[after], other_t[after]
+    other_codes = pd.factorize(frame["name"].astype(str).to_numpy()[others])[0].astype(np.int64)
     replay_end = pd.Series(end[work]).groupby(replay).max().reindex(launches).to_numpy(np.int64)
     codes = np.concatenate([other_codes, int(other_codes.max(initial=-1)) + 1 + graph])
     return codes, np.concatenate([other_t, start[launches]]), np.concatenate([end[others], replay_end])

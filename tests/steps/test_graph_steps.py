@@ -111,3 +111,9 @@ def test_steps_marked_in_the_warm_up_give_way_to_the_replays_after_them() -> Non
     trace = find_steps(marked)
     assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
     assert find_steps(replace(marked, intervals=iv.assign(step=0))).meta.step_method == "markers"
+
+
+def test_a_long_eager_warm_up_before_the_capture_is_set_up_not_the_loop() -> None:
+    """Three warm-up iterations of 40 eager kernels each (120 tokens) before 20 replays: the replays are the loop."""
+    trace = find_steps(_trace(replays=20, kernels=40, warmup=3))
+    assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 20
