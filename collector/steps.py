@@ -169,14 +169,19 @@ def _periodic(x: np.ndarray, counts: np.ndarray, k: int) -> tuple[np.ndarray, in
 
 
 def _replays_past_markers(trace: Trace) -> bool:
-    """More CUDA graph replays outside every marked step than there are marked steps (and at least
-    MIN_ITERATIONS): a loop of replays after a marked warm-up (an optimizer step before the capture, or in it)."""
+    """More CUDA graph replays after the marked steps (outside every step, or in a rank's last, which a
+    recorder closes when it stops) than there are marked steps, and at least MIN_ITERATIONS: a loop of
+    replays after a marked warm-up (an optimizer step in each eager iteration before the capture)."""
     df = trace.intervals
     _, replay = graphs.graph_work(df)
     if not len(replay):
         return False
-    outside = int((df["step"].to_numpy()[np.unique(replay)] < 0).sum())
-    return outside >= max(MIN_ITERATIONS, len(trace.steps()) + 1)
+    steps = trace.steps()
+    launches = np.unique(replay)
+    step, rank = df["step"].to_numpy()[launches], df["rank"].to_numpy()[launches]
+    last = steps.groupby("rank")["step"].max()
+    loose = (step < 0) | (step == last.reindex(rank).to_numpy(dtype=float, na_value=-2))
+    return int(loose.sum()) >= max(MIN_ITERATIONS, len(steps) + 1)
 
 
 def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, str] | None:

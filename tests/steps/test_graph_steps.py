@@ -110,7 +110,40 @@ def test_steps_marked_in_the_warm_up_give_way_to_the_replays_after_them() -> Non
     marked = replace(marked, intervals=iv.assign(step=step_at(marked.markers, iv["start_ns"].to_numpy())))
     trace = find_steps(marked)
     assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
-    assert find_steps(replace(marked, intervals=iv.assign(step=0))).meta.step_method == "markers"
+    # the recorder closes a last step when it stops: there it holds every replay
+    last = len(bounds) - 1
+    closing = conform_markers(
+        pd.concat(
+            [
+                marked.markers,
+                pd.DataFrame(
+                    [
+                        {
+                            "rank": 0,
+                            "kind": "step",
+                            "name": f"step {last}",
+                            "start_ns": bounds[-1],
+                            "end_ns": int(iv["end_ns"].max()) + 1,
+                            "step": last,
+                        }
+                    ]
+                ),
+            ],
+            ignore_index=True,
+        )
+    )
+    closed = replace(marked, markers=closing)
+    closed = replace(closed, intervals=iv.assign(step=step_at(closing, iv["start_ns"].to_numpy())))
+    assert find_steps(closed).meta.step_method == "repeat:graph"
+    every = pd.DataFrame(  # an optimizer step after each replay: the marks are the loop's
+        [
+            {"rank": 0, "kind": "step", "name": f"step {i}", "start_ns": int(a), "end_ns": int(a) + 100_000, "step": i}
+            for i, a in enumerate(iv[iv["name"].astype(str) == "cudaGraphLaunch"]["start_ns"])
+        ]
+    )
+    stepped = replace(marked, markers=conform_markers(every))
+    stepped = replace(stepped, intervals=iv.assign(step=step_at(stepped.markers, iv["start_ns"].to_numpy())))
+    assert find_steps(stepped).meta.step_method == "markers"
 
 
 def test_a_long_eager_warm_up_before_the_capture_is_set_up_not_the_loop() -> None:
