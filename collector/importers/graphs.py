@@ -19,10 +19,13 @@ import numpy as np
 import pandas as pd
 
 from collector.frames import concat_keeping_codes, launch_rows
-from collector.model import GPU_KINDS, NO_LAUNCH, IntervalKind, Trace, conform_intervals
+from collector.model import GPU_KINDS, IntervalKind, Trace, conform_intervals
 
 GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch(_v\d+)?$")
 """Host calls that replay a CUDA graph."""
+GRAPH_MADE = re.compile(r"^(cuda|cu|hip)(StreamEndCapture|GraphInstantiate\w*)(_v\d+)?$")
+"""Host calls that end a graph's capture or make it runnable: what comes before the last of them (ahead of
+the first replay) is the set-up."""
 REPLAY_LABEL = "CUDA graph {} replay"
 """The name of a replay's span; ``{}`` is the graph's number."""
 
@@ -102,7 +105,7 @@ def mark_graph_replays(trace: Trace) -> Trace:
             "start_ns": spans["start_ns"].to_numpy(np.int64),
             "end_ns": spans["end_ns"].to_numpy(np.int64),
             "step": iv["step"].to_numpy()[launch],
-            "launch_id": NO_LAUNCH,
+            "launch_id": iv["id"].to_numpy(np.int64)[launch],  # the replay's call: the span takes its step
         }
     )
     frame = concat_keeping_codes(iv, conform_intervals(add)[iv.columns])
@@ -113,10 +116,10 @@ def replay_tokens(
     frame: pd.DataFrame, rows: np.ndarray, minimum: int = 1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Step-finding tokens for the GPU rows ``rows`` of one rank: each graph replay is one token (its graph,
-    from its launch call's start to the end of its last work) and every other GPU row launched from the first
-    replay on one token (its name, from its launch's start, or its own, to its end; what ran before the first
-    replay is set-up: a graph is captured after a warm-up). Returns (codes, start_ns, end_ns) in no
-    particular order, or None when fewer than ``minimum`` replays launched work among ``rows``."""
+    from its launch call's start to the end of its last work) and every other GPU row launched after the
+    graph was made (:func:`_setup_end`) one token (its name, from its launch's start, or its own, to its end;
+    the warm-up and the capture before are set-up). Returns (codes, start_ns, end_ns) in no particular
+    order, or None when fewer than ``minimum`` replays launched work among ``rows``."""
     work, replay = graph_work(frame)
     mine = np.isin(work, rows)
     work, replay = work[mine], replay[mine]
@@ -127,12 +130,24 @@ def replay_tokens(
     others = rows[~np.isin(rows, work)]
     launch = launch_rows(frame)[others]
     other_t = np.where(launch >= 0, start[np.maximum(launch, 0)], start[others])
-    after = other_t >= start[launches].min()  # work before the first replay is set-up (warm-up, capture)
+    rank = frame["rank"].to_numpy()[rows[0]] if len(rows) else 0
+    after = other_t >= _setup_end(frame, rank, int(start[launches].min()))
     others, other_t = others[after], other_t[after]
     other_codes = pd.factorize(frame["name"].astype(str).to_numpy()[others])[0].astype(np.int64)
     replay_end = pd.Series(end[work]).groupby(replay).max().reindex(launches).to_numpy(np.int64)
     codes = np.concatenate([other_codes, int(other_codes.max(initial=-1)) + 1 + graph])
     return codes, np.concatenate([other_t, start[launches]]), np.concatenate([end[others], replay_end])
+
+
+def _setup_end(frame: pd.DataFrame, rank: int, first_replay: int) -> int:
+    """Where a rank's graph loop starts: the end of its last capture (or instantiation) call before its first
+    replay, else that replay's launch. Warm-up and capture come before it."""
+    names = frame["name"] if isinstance(frame["name"].dtype, pd.CategoricalDtype) else frame["name"].astype("category")
+    made = np.array([bool(GRAPH_MADE.match(str(c))) for c in names.cat.categories] + [False], dtype=bool)
+    rows = np.flatnonzero(made[names.cat.codes.to_numpy()] & (frame["rank"].to_numpy() == rank))
+    start = frame["start_ns"].to_numpy(np.int64)[rows]
+    before = rows[start < first_replay]
+    return int(frame["end_ns"].to_numpy(np.int64)[before].max()) if len(before) else first_replay
 
 
 def has_graph_replays(frame: pd.DataFrame, minimum: int) -> bool:

@@ -3,7 +3,8 @@
 Set-up: ``warmup`` eager iterations of the graph's kernels (one ``cudaLaunchKernel`` each), a capture (host
 calls only: captured work does not run), then ``replays`` iterations of one ``cudaGraphLaunch`` whose kernels
 carry its correlation id, and, with ``eager``, that many eager kernels launched after each replay (an
-optimizer step outside the graph). The host waits for the GPU after each iteration when ``sync`` is set
+optimizer step outside the graph); with ``copy_in``, a device-to-device copy of the next batch into the
+graph's input before each replay. The host waits for the GPU after each iteration when ``sync`` is set
 (``loss.item()``), else runs ahead. Times in ns on one clock; kernels 10 us each, back to back.
 """
 
@@ -18,7 +19,9 @@ GRAPH_KERNELS = ("sm90_xmma_gemm_bf16", "vectorized_elementwise_kernel<add>", "r
 EAGER_KERNEL = "multi_tensor_apply_kernel<adam>"
 
 
-def replay_loop(replays: int = 40, kernels: int = 3, warmup: int = 3, eager: int = 0, sync: bool = True) -> EventTable:
+def replay_loop(
+    replays: int = 40, kernels: int = 3, warmup: int = 3, eager: int = 0, sync: bool = True, copy_in: bool = False
+) -> EventTable:
     """The event table of the loop described in the module docstring (``kernels`` kernels in the graph)."""
     r = EventRows()
     names = [GRAPH_KERNELS[i % len(GRAPH_KERNELS)] + f"_{i}" for i in range(kernels)]
@@ -33,6 +36,10 @@ def replay_loop(replays: int = 40, kernels: int = 3, warmup: int = 3, eager: int
         r.call(TID, call, t, 50_000)
         t += 60_000
     for _ in range(replays):
+        if copy_in:  # the next batch copied into the graph's static input
+            corr = r.call(TID, "cudaMemcpyAsync", t)
+            gpu = r.gpu("gpu_memcpy", "Memcpy DtoD (Device -> Device)", STREAM, max(gpu, t + 3_000), 2_000, corr, 4096)
+            t += 6_000
         corr = r.call(TID, "cudaGraphLaunch", t, 8_000)
         gpu = max(gpu, t + 6_000)
         for name in names:

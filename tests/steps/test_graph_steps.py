@@ -150,3 +150,12 @@ def test_a_long_eager_warm_up_before_the_capture_is_set_up_not_the_loop() -> Non
     """Three warm-up iterations of 40 eager kernels each (120 tokens) before 20 replays: the replays are the loop."""
     trace = find_steps(_trace(replays=20, kernels=40, warmup=3))
     assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 20
+
+
+def test_a_batch_copied_in_before_each_replay_makes_each_step_a_copy_and_a_replay() -> None:
+    trace = find_steps(_trace(replays=30, kernels=3, copy_in=True))
+    assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
+    iv = trace.intervals
+    spans = iv[iv["name"].astype(str) == "CUDA graph 0 replay"]
+    copies = iv[iv["kind"] == "memcpy_d2d"]
+    assert sorted(spans["step"]) == list(range(30)) and sorted(copies["step"]) == list(range(30))
