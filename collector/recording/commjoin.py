@@ -9,10 +9,12 @@ on, and how CUPTI's thread ids map to the trace's).
 * **gloo with CUDA tensors**: the enqueuing thread copies the tensors to pinned host memory, then a worker
   thread of gloo's own (one Python never runs on, that launches no kernel) waits for that copy
   (``cudaStreamSynchronize``), runs the collective on the host and copies the result back
-  (``cudaMemcpyAsync``). Each such *run* (from a wait that does not follow another wait to the row before the
-  next run) is paired, in order, with the gloo call enqueued last before it whose bytes match, and becomes a
-  ``collective`` interval named after the call, from its enqueue (when this rank arrived) to the run's end,
-  on a ``gloo comm (thread N)`` lane. Without the flight recorder each run is a ``<backend>:collective``.
+  (``cudaMemcpyAsync``). Each such *run* (:func:`run_starts`: from a wait, or a copy back that no wait
+  preceded, to the row before the next run) is paired with the earliest gloo call not yet paired that was
+  enqueued before it and whose bytes match (gloo runs its calls in order; calls of host tensors run no CUDA
+  work and are passed over), and becomes a ``collective`` interval named after the call, from its enqueue
+  (when this rank arrived) to the run's end, on a ``gloo comm (thread N)`` lane. Without the flight recorder
+  each run is a ``<backend>:collective``.
 * The worker's waits get cause ``collective`` and the collective's name as source; its copies, and the
   enqueuing thread's copies launched just after the call was enqueued, get the same source and cause, so no
   finding blames them on the user's code.
@@ -42,6 +44,8 @@ read on different clocks (the flight recorder's wall clock, CUPTI's mapped onto 
 ENQUEUE_NS = 2_000_000
 """The enqueuing thread's copies of a call's tensors start within this long after the call is enqueued."""
 
+RECORD_CALLS = ("cudaEventRecord", "cuEventRecord", "hipEventRecord")
+"""Host calls that record an event (gloo records one after each copy back)."""
 _SYNC, _COLL = KIND_CODE["sync_wait"], KIND_CODE["collective"]
 _COPY = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
 _KERNELS = [KIND_CODE["kernel"], KIND_CODE["collective"]]
@@ -215,15 +219,16 @@ def _runs(trace: Trace, kind: np.ndarray, launch: np.ndarray, python: frozenset[
     h2d = copies[kind[copies] == KIND_CODE["memcpy_h2d"]]
     copied = np.bincount(launch[h2d], weights=iv["bytes"].to_numpy(np.float64)[h2d], minlength=len(iv))
     waiting = set(np.unique(lane[kind == _SYNC]).tolist())
+    names = iv["name"].astype(str).to_numpy(dtype=object) if waiting else np.zeros(0, dtype=object)
     parts: list[tuple[int, int, int, int, np.ndarray]] = []
     for li, ln in enumerate(trace.lanes):
         if ln.kind is not LaneKind.CPU_THREAD or ln.ident in python or li in launching or li not in waiting:
             continue
         mine = np.flatnonzero(lane == li)
         mine = mine[np.argsort(start[mine], kind="stable")]
-        sync = kind[mine] == _SYNC
-        first = np.flatnonzero(sync & ~np.concatenate(([False], sync[:-1])))
-        for rows in np.split(mine, first)[1:]:  # the rows before the first wait are no run
+        record = np.array([n.startswith(RECORD_CALLS) for n in names[mine].tolist()], dtype=bool)
+        first = run_starts(kind[mine] == _SYNC, copied[mine] > 0, record)
+        for rows in np.split(mine, first)[1:]:  # the rows before the first run's are none
             parts.append((li, int(start[rows].min()), int(end[rows].max()), int(copied[rows].sum()), rows))
     parts.sort(key=lambda p: p[1])
     return _Runs(
@@ -233,6 +238,28 @@ def _runs(trace: Trace, kind: np.ndarray, launch: np.ndarray, python: frozenset[
         np.array([p[3] for p in parts], dtype=np.int64),
         [p[4] for p in parts],
     )
+
+
+def run_starts(sync: np.ndarray, copy: np.ndarray, record: np.ndarray) -> np.ndarray:
+    """Positions where a worker thread's runs start, from its rows in time order: ``sync`` (a wait),
+    ``copy`` (launched a host-to-device copy), ``record`` (an event record). A run starts at a wait that does
+    not follow another (gloo waits for its copies to the host, then runs), or at a copy that follows a copy
+    and its event record (the copy back of a collective that did not wait: a broadcast's receiving rank),
+    or at the thread's first copy."""
+    starts = []
+    copied = recorded = False
+    for i in range(len(sync)):  # the rows of gloo's worker threads: a few per collective
+        if sync[i]:
+            if i == 0 or not sync[i - 1]:
+                starts.append(i)
+            copied = recorded = False
+        elif copy[i]:
+            if recorded or not starts:
+                starts.append(i)
+            copied, recorded = True, False
+        elif record[i] and copied:
+            recorded = True
+    return np.array(starts, dtype=np.int64)
 
 
 def _pair(runs: _Runs, calls: Sequence[CollectiveCall]) -> list[CollectiveCall | None]:

@@ -38,9 +38,16 @@ class Rank:
 
 
 def ddp_job(
-    world: int = 2, steps: int = 8, buckets: int = 2, slow_rank: int = 1, delay_ns: int = 20_000_000
+    world: int = 2,
+    steps: int = 8,
+    buckets: int = 2,
+    slow_rank: int = 1,
+    delay_ns: int = 20_000_000,
+    broadcast_step: int = -1,
 ) -> list[Rank]:
-    """The job of the module docstring, one :class:`Rank` per rank."""
+    """The job of the module docstring, one :class:`Rank` per rank; with ``broadcast_step``, rank 0 also
+    broadcasts a CUDA tensor after that step's all_reduces (DDP rebuilding its buckets): its worker waits for
+    its copy to the host, the others' do not (they only copy the result back)."""
     rows = [EventRows() for _ in range(world)]
     calls: list[list[CollectiveCall]] = [[] for _ in range(world)]
     marks: list[list[tuple[int, int]]] = [[] for _ in range(world)]
@@ -49,7 +56,7 @@ def ddp_job(
         calls[r].append(CollectiveCall("gloo:barrier", GROUP, 0, t[r], MAIN, 1))
     t = [x + 500_000 for x in t]
     worker_free = [0] * world
-    for _ in range(steps):
+    for step in range(steps):
         enqueued = [[0] * buckets for _ in range(world)]
         copied = [[0] * buckets for _ in range(world)]
         step_start = list(t)
@@ -90,6 +97,18 @@ def ddp_job(
                 rows[r].call(WORKER, "cudaEventRecord", back + 9_000, 1_000)
                 rows[r].call(WORKER, "cudaStreamWaitEvent", back + 11_000, 1_000)
                 worker_free[r] = back + 13_000
+        if step == broadcast_step:
+            at = max(t)
+            for r in range(world):
+                calls[r].append(CollectiveCall("gloo:broadcast", GROUP, 4096, at, MAIN, len(calls[r]) + 1))
+                begin = max(worker_free[r], at + 30_000)
+                if r == 0:
+                    rows[r].call(WORKER, "cudaStreamSynchronize", begin, 5_000)
+                back = begin + LATENCY_NS
+                c = rows[r].call(WORKER, "cudaMemcpyAsync", back, 8_000)
+                rows[r].gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", SIDE, back + 10_000, 5_000, c, 4096)
+                rows[r].call(WORKER, "cudaEventRecord", back + 9_000, 1_000)
+                worker_free[r] = back + 11_000
         for r in range(world):  # the optimizer, once the buckets are back
             t[r] = max(t[r], worker_free[r]) + 5_000
             for _ in range(2):

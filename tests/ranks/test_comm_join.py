@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -189,3 +190,26 @@ def test_a_real_gloo_group_leaves_its_calls_in_the_flight_recorder() -> None:
         ["gloo:all_reduce", "default_pg (pg 0)", 64],
         ["gloo:barrier", "default_pg (pg 0)", 0],
     ]
+
+
+def test_a_broadcast_received_without_a_wait_is_a_run_of_its_own() -> None:
+    """The receiving rank's worker only copies a broadcast back (no wait first): that copy starts a run of its
+    own, so the all_reduces after it keep their own calls (no shift by one)."""
+    rank = ddp_job(steps=6, buckets=2, broadcast_step=2)[1]
+    iv = _rank_trace(rank, rank.calls).intervals
+    coll = iv[iv["kind"] == "collective"].sort_values("start_ns")
+    assert coll["name"].astype(str).tolist().count("gloo:broadcast") == 1 and len(coll) == 13
+    created = sorted(c.created_ns for c in rank.calls if c.name != "gloo:barrier")
+    assert coll["start_ns"].tolist() == created
+
+
+def test_runs_start_at_a_first_wait_or_at_a_copy_back_after_a_finished_one() -> None:
+    from collector.recording.commjoin import run_starts
+
+    #            wait  wait  copy  rec   rec   copy  rec   copy  wait  copy  rec
+    sync = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0]
+    copy = [0, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0]
+    rec = [0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1]
+    as_bool = [np.array(x, dtype=bool) for x in (sync, copy, rec)]
+    assert run_starts(*as_bool).tolist() == [0, 5, 7, 8]
+    assert run_starts(np.zeros(2, bool), np.array([1, 0], bool), np.zeros(2, bool)).tolist() == [0]
