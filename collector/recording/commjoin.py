@@ -16,8 +16,8 @@ on, and how CUPTI's thread ids map to the trace's).
   (when this rank arrived) to the run's end, on a ``gloo comm (thread N)`` lane. Without the flight recorder
   each run is a ``<backend>:collective``.
 * The worker's waits get cause ``collective`` and the collective's name as source; its copies, and the
-  enqueuing thread's copies launched just after the call was enqueued, get the same source and cause, so no
-  finding blames them on the user's code.
+  enqueuing thread's copies launched just before the call was enqueued (gloo makes the work, which starts
+  them, then enqueues it), get the same source and cause, so no finding blames them on the user's code.
 
 Loops run over comm threads, runs and calls (a few per step), never over the trace's intervals.
 """
@@ -42,7 +42,7 @@ PAIR_SLACK_NS = 50_000
 """A run (or an NCCL kernel's launch) may start this much before its call's enqueue time reads: the two are
 read on different clocks (the flight recorder's wall clock, CUPTI's mapped onto it)."""
 ENQUEUE_NS = 2_000_000
-"""The enqueuing thread's copies of a call's tensors start within this long after the call is enqueued."""
+"""The enqueuing thread's copies of a call's tensors start within this long before the call is enqueued."""
 
 RECORD_CALLS = ("cudaEventRecord", "cuEventRecord", "hipEventRecord")
 """Host calls that record an event (gloo records one after each copy back)."""
@@ -284,12 +284,13 @@ def _pair(runs: _Runs, calls: Sequence[CollectiveCall]) -> list[CollectiveCall |
 def _enqueue_copies(
     edits: _Edits, call: CollectiveCall, threads: Threads, calls: Sequence[CollectiveCall]
 ) -> np.ndarray:
-    """Launch rows of the copies the enqueuing thread made of ``call``'s tensors: on its thread, starting
-    after the call's enqueue and before the thread's next call (at most ENQUEUE_NS later)."""
+    """Launch rows of the copies the enqueuing thread made of ``call``'s tensors: gloo makes the work (which
+    starts its copies to the host) and then enqueues it, so on the call's thread, in the ENQUEUE_NS before
+    the call's enqueue and after the thread's previous call."""
     tid = threads.native.get(call.thread, call.thread)
-    later = [c.created_ns for c in calls if c.thread == call.thread and c.created_ns > call.created_ns]
-    until = min([call.created_ns + ENQUEUE_NS, *later[:1]])
-    lo, hi = np.searchsorted(edits.copy_launch_start, [call.created_ns, until])
+    earlier = [c.created_ns for c in calls if c.thread == call.thread and c.created_ns < call.created_ns]
+    since = max([call.created_ns - ENQUEUE_NS, *earlier[-1:]])
+    lo, hi = np.searchsorted(edits.copy_launch_start, [since, call.created_ns + PAIR_SLACK_NS])
     rows = edits.copy_launch[lo:hi]
     return rows[edits.copy_launch_tid[lo:hi] == tid]
 

@@ -1,12 +1,13 @@
 """A DDP job under gloo with CUDA tensors as each rank's CUPTI capture and flight recorder see it, for tests.
 
 Per rank and step: the main thread launches the forward kernels, autograd's thread the backward kernels and,
-at the end of backward, one gloo all_reduce per gradient bucket: it enqueues the call (the flight
-recorder's entry) and copies the bucket to pinned host memory on a side stream. gloo's worker thread then
-waits for that copy (``cudaStreamSynchronize``), reduces on the host until every rank has arrived, and copies
-the result back (``cudaMemcpyAsync``, an event record and a stream wait). The main thread waits for the
-buckets (no CUDA call) and launches the optimizer's kernels. Rank ``slow_rank`` sleeps ``delay_ns`` at the
-start of every step. A barrier (no CUDA work) comes first. All ranks share one host clock.
+at the end of backward, one gloo all_reduce per gradient bucket: it copies the bucket to pinned host memory
+on a side stream, then enqueues the call (the flight recorder's entry, as torch's gloo backend records it).
+gloo's worker thread then waits for that copy (``cudaStreamSynchronize``), reduces on the host until every
+rank has arrived, and copies the result back (``cudaMemcpyAsync``, an event record and a stream wait). The
+main thread waits for the buckets (no CUDA call) and launches the optimizer's kernels. Rank ``slow_rank``
+sleeps ``delay_ns`` at the start of every step. A barrier (no CUDA work) comes first. All ranks share one
+host clock.
 """
 
 from __future__ import annotations
@@ -73,15 +74,15 @@ def ddp_job(
                     c = rows[r].call(AUTOGRAD, "cudaLaunchKernel", at)
                     gpu = rows[r].gpu("kernel", "sm90_gemm_bwd", COMPUTE, max(gpu, at + 5_000), KERNEL_NS, c)
                     at += 10_000
-                enqueued[r][b] = at
-                calls[r].append(CollectiveCall("gloo:all_reduce", GROUP, BUCKET_BYTES, at, AUTOGRAD, len(calls[r]) + 1))
-                rows[r].call(AUTOGRAD, "cudaEventRecord", at + 2_000, 1_000)
+                rows[r].call(AUTOGRAD, "cudaEventRecord", at + 2_000, 1_000)  # the work made: copies started
                 rows[r].call(AUTOGRAD, "cudaStreamWaitEvent", at + 4_000, 1_000)
                 c = rows[r].call(AUTOGRAD, "cudaMemcpyAsync", at + 6_000, 8_000)
                 copied[r][b] = rows[r].gpu(
                     "gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", SIDE, max(gpu, at + 10_000), 90_000, c, BUCKET_BYTES
                 )
                 at += 20_000
+                enqueued[r][b] = at  # then enqueued: the flight recorder's entry
+                calls[r].append(CollectiveCall("gloo:all_reduce", GROUP, BUCKET_BYTES, at, AUTOGRAD, len(calls[r]) + 1))
             t[r] = at
         for b in range(buckets):  # every rank's worker reduces bucket b once all have arrived
             done = max(enqueued[r][b] for r in range(world)) + LATENCY_NS
