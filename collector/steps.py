@@ -34,8 +34,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from collector.frames import launch_rows
 from collector.importers import graphs
+from collector.importers.frames import launch_rows
 from collector.model import (
     GPU_KINDS,
     NO_STEP,

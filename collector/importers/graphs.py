@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from collector.frames import concat_keeping_codes, launch_rows
+from collector.importers.frames import concat_keeping_codes, launch_rows
 from collector.model import GPU_KINDS, IntervalKind, Trace, conform_intervals
 
 GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch(_v\d+)?$")

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.frames import concat_keeping_codes, launch_rows, renumber_by_start
+from collector.importers.frames import concat_keeping_codes, launch_rows, renumber_by_start
 from collector.importers.kineto_lanes import KIND_CODE
 from collector.model import Lane, LaneKind, Trace, conform_intervals, step_at
 from collector.recording.comm import CollectiveCall

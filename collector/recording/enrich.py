@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from collector.frames import concat_keeping_codes, renumber_by_start
+from collector.importers.frames import concat_keeping_codes, renumber_by_start
 from collector.importers.kineto_lanes import KIND_CODE, lookup_first
 from collector.importers.kineto_sync import outermost_enclosing
 from collector.model import (

@@ -1,4 +1,4 @@
-"""Helpers on interval frames shared by the importers and the recorder (no I/O, no torch)."""
+"""Helpers on interval frames shared by the importers, the recorder and step finding (no I/O, no torch)."""
 
 from __future__ import annotations
 
