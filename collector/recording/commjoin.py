@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.importers.frames import concat_keeping_codes, launch_rows, renumber_by_start
-from collector.importers.kineto_lanes import KIND_CODE
+from collector.importers.frames import concat_keeping_codes, renumber_by_start
+from collector.importers.kineto_lanes import KIND_CODE, lookup_first
 from collector.model import Lane, LaneKind, Trace, conform_intervals, step_at
 from collector.recording.comm import CollectiveCall
 
@@ -77,16 +77,19 @@ def join_comm(trace: Trace, calls: Sequence[CollectiveCall] | None, threads: Thr
     iv = trace.intervals
     if iv.empty:
         return trace
-    kind = iv["kind"].cat.codes.to_numpy()
-    launch = launch_rows(iv)
     calls = sorted(calls, key=lambda c: c.created_ns) if calls is not None else None
+    nccl_calls = [c for c in calls or [] if c.backend == "nccl"]
+    gloo = [c for c in calls or [] if c.backend == "gloo" and "barrier" not in c.name]
+    if not nccl_calls and not gloo and not (calls is None and backend):
+        return trace  # nothing to join: no collective was called while recording
+    kind = iv["kind"].cat.codes.to_numpy()
+    launch = lookup_first(iv["id"].to_numpy(np.int64), iv["launch_id"].to_numpy(np.int64))
     edits = _Edits(iv, kind, launch)
-    nccl = _name_nccl(iv, kind, launch, [c for c in calls or [] if c.backend == "nccl"], edits)
+    nccl = _name_nccl(iv, kind, launch, nccl_calls, edits)
     runs = _runs(trace, kind, launch, threads.python)
     rows: list[dict[str, Any]] = []
     lanes = list(trace.lanes)
     comm_lane: dict[int, int] = {}
-    gloo = [c for c in calls or [] if c.backend == "gloo" and "barrier" not in c.name]
     paired = _pair(runs, gloo) if calls is not None else [None] * len(runs.start)
     for r, call in enumerate(paired):
         if call is None and (calls is not None or not backend):
