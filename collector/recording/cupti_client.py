@@ -248,10 +248,12 @@ class CuptiClient:
         enable = getattr(self._lib, function, None)
         if enable is None:  # CUPTI before 12.x: every call is recorded
             return
-        for cbid in range(1, 1024):
-            name = self.callback_name(domain, cbid)
-            if name in names:
-                enable(ctypes.c_uint32(cbid), ctypes.c_uint8(0))
+        key = (domain, names)
+        cbids = _QUIET_CBIDS.get(key)
+        if cbids is None:  # 2,046 name lookups: once per process
+            cbids = _QUIET_CBIDS[key] = [c for c in range(1, 1024) if self.callback_name(domain, c) in names]
+        for cbid in cbids:
+            enable(ctypes.c_uint32(cbid), ctypes.c_uint8(0))
 
     def stop_api_records(self) -> None:
         """Stop recording runtime and driver calls; GPU work already launched is still recorded. Calls made
@@ -348,6 +350,8 @@ def small_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+_QUIET_CBIDS: dict[tuple[int, frozenset[str]], list[int]] = {}
+"""Callback ids of the quiet calls per (domain, names), found once per process (libcupti's numbering)."""
 _registered: tuple[Any, Any] | None = None
 """The callbacks CUPTI was last given, kept alive for as long as CUPTI may call them."""
 
