@@ -334,6 +334,12 @@ def whole_markdown(whole: dict[str, dict[str, list[dict]]]) -> str:
             f"{ratio('prof')} | {n:,} | {statistics.median(r['import_s'] for r in cupti):.3f} | {start:.3f} | "
             f"{stop:.3f} | {verdict} | {said} |"
         )
+    phases = {}
+    for name, runs in whole.items():
+        keys = dict.fromkeys(k for r in runs["cupti"] for k in r.get("phases", {}))
+        phases[name] = {k: statistics.median(r.get("phases", {}).get(k, 0.0) for r in runs["cupti"]) for k in keys}
+    lines += ["", "The recorder's start and stop by phase (median seconds, cupti):", ""]
+    lines += [f"- {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in p.items()) for name, p in phases.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -159,8 +159,8 @@ def script_source(name: str, mode: str, device: str = "cuda") -> str:
     """Python source of the short script ``name`` recorded (or not) as ``mode`` says (plain, cupti, prof,
     prof-cuda). It prints one JSON line: ``total_s`` (from just after ``import torch`` to the end, recording
     included; the device is initialised before), ``import_s`` (importing the recorder), ``start_s`` and
-    ``stop_s`` (the recorder's or the profiler's, its trace written), ``intervals`` and the recorder's
-    ``notes.op_naming``."""
+    ``stop_s`` (the recorder's or the profiler's, its trace written), ``intervals``, the recorder's
+    ``notes.op_naming`` and its start and stop phases (``phases``, seconds)."""
     loop = textwrap.indent(textwrap.dedent(_SCRIPT_LOOPS[name]).strip(), "    ")
     return (
         textwrap.dedent(
@@ -192,16 +192,17 @@ def script_source(name: str, mode: str, device: str = "cuda") -> str:
 
             main()
             t_loop = time.perf_counter()
-            n, naming = 0, {}
+            n, naming, phases = 0, {}, {}
             if rec is not None:
                 trace = rec.stop()
                 n, naming = len(trace.intervals), dict(trace.meta.notes.get("op_naming") or {})
+                phases = {**getattr(rec, "start_timings", {}), **getattr(rec, "stop_timings", {})}
             if prof is not None:
                 prof.stop()
                 n = len(prof.events())
             t1 = time.perf_counter()
             print(json.dumps({"total_s": t1 - t0, "import_s": t_import - t0, "start_s": t_start - t_import,
-                              "stop_s": t1 - t_loop, "intervals": n, "op_naming": naming}))
+                              "stop_s": t1 - t_loop, "intervals": n, "op_naming": naming, "phases": phases}))
             """
         )
     )

@@ -94,13 +94,17 @@ class CuptiRecorder(Recorder):
         """Who read CUPTI's records: ``"client"`` (our own, the default) or ``"kineto"`` (torch.profiler's)."""
         self.stop_timings: dict[str, float] = {}
         """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, probe where taken, join, write)."""
+        self.start_timings: dict[str, float] = {}
+        """Seconds of :meth:`start`'s fixed costs: starting the capture, and calibrating where it does."""
 
     def _start_timing(self) -> None:
         comm.enable()  # the flight recorder, for the process groups the workload makes from now on
         plain_ns = 0.0
+        t_start = time.perf_counter()
         if self.calibrate:
             with self._torch.cuda.device(self._device):
                 plain_ns = tiny_op_ns()
+        t_capture = time.perf_counter()
         capture: ClientCapture | KinetoCapture | None = None
         refusals = []
         for reader in self.READERS:
@@ -122,6 +126,7 @@ class CuptiRecorder(Recorder):
             return
         self._capture = capture
         self._clock0 = clock_pair()
+        self.start_timings["capture"] = time.perf_counter() - t_capture
         if self.stacks:
             self._sampler = StackSampler().start()
         if self.calibrate:  # the same tiny ops, recorded and sampled (their rows are dropped at stop)
@@ -131,6 +136,7 @@ class CuptiRecorder(Recorder):
                 self._call_ns = max(tiny_op_ns() - plain_ns, 0.0)
             self._own.append((t0, time.monotonic_ns()))
             capture.set_naming(True)
+            self.start_timings["calibrate"] = t_capture - t_start + (time.monotonic_ns() - t0) / 1e9
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._undo.append(compiled.install(self._on_region, self._on_setup))
