@@ -39,8 +39,12 @@ from collector.recording.comm import CollectiveCall
 COLLECTIVE_CAUSE = "collective"
 """The ``cause`` of a wait or copy that a collective made (the ``source`` then names the collective)."""
 PAIR_SLACK_NS = 50_000
-"""A run (or an NCCL kernel's launch) may start this much before its call's enqueue time reads: the two are
-read on different clocks (the flight recorder's wall clock, CUPTI's mapped onto it)."""
+"""Margin between the flight recorder's enqueue times and CUPTI's times mapped onto the same wall clock: an
+NCCL kernel's launch, or a copy made just before the enqueue, may read up to this much later than the call
+and still count as after it (NCCL calls can follow each other closely, so the margin stays small)."""
+RUN_SLACK_NS = 1_000_000
+"""A gloo worker's run may start this much before its call's enqueue time reads: calls are taken in order,
+the earliest first, so a wider margin only guards against the clocks disagreeing."""
 ENQUEUE_NS = 2_000_000
 """The enqueuing thread's copies of a call's tensors start within this long before the call is enqueued."""
 
@@ -274,7 +278,7 @@ def _pair(runs: _Runs, calls: Sequence[CollectiveCall]) -> list[CollectiveCall |
     for start, nbytes in zip(runs.start.tolist(), runs.bytes.tolist(), strict=True):
         hit = None
         k = j
-        while k < len(calls) and calls[k].created_ns <= start + PAIR_SLACK_NS:
+        while k < len(calls) and calls[k].created_ns <= start + RUN_SLACK_NS:
             if not nbytes or not calls[k].bytes or calls[k].bytes == nbytes:
                 hit = k
                 break
