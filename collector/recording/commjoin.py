@@ -40,8 +40,9 @@ COLLECTIVE_CAUSE = "collective"
 """The ``cause`` of a wait or copy that a collective made (the ``source`` then names the collective)."""
 PAIR_SLACK_NS = 50_000
 """Margin between the flight recorder's enqueue times and CUPTI's times mapped onto the same wall clock: an
-NCCL kernel's launch, or a copy made just before the enqueue, may read up to this much later than the call
-and still count as after it (NCCL calls can follow each other closely, so the margin stays small)."""
+NCCL kernel's launch may read up to this much earlier than its call and still count as after it, and a copy
+made just before a gloo call's enqueue this much later and still count as before it (NCCL calls can follow
+each other closely, so the margin stays small)."""
 RUN_SLACK_NS = 1_000_000
 """A gloo worker's run may start this much before its call's enqueue time reads: calls are taken in order,
 the earliest first, so a wider margin only guards against the clocks disagreeing."""
