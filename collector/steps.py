@@ -84,7 +84,7 @@ def find_steps(trace: Trace, step_at: str | None = None) -> Trace:
             raise ValueError(f"--step-at {step_at!r}: no interval has this source line or annotation name")
         return _with_steps(trace, starts, ends, f"step_at:{step_at}")
     if len(trace.steps()):
-        found = _repeats(trace, ("graph",)) if _replays_past_markers(trace) else None
+        found = _repeats(trace, ("graph",)) if graphs.replays_past_marks(trace, MIN_ITERATIONS) else None
         if found is not None:  # the marks were the set-up's (warm-up, capture); the loop replays graphs
             return _trim_first_step(_with_steps(trace, found[0], found[1], "repeat:graph"))
         return _trim_first_step(trace.with_meta(step_method=trace.meta.step_method or "markers"))
@@ -166,22 +166,6 @@ def _periodic(x: np.ndarray, counts: np.ndarray, k: int) -> tuple[np.ndarray, in
 
 
 # ------------------------------------------------------------------------------------ methods
-
-
-def _replays_past_markers(trace: Trace) -> bool:
-    """More CUDA graph replays after the marked steps (outside every step, or in a rank's last, which a
-    recorder closes when it stops) than there are marked steps, and at least MIN_ITERATIONS: a loop of
-    replays after a marked warm-up (an optimizer step in each eager iteration before the capture)."""
-    df = trace.intervals
-    _, replay = graphs.graph_work(df)
-    if not len(replay):
-        return False
-    steps = trace.steps()
-    launches = np.unique(replay)
-    step, rank = df["step"].to_numpy()[launches], df["rank"].to_numpy()[launches]
-    last = steps.groupby("rank")["step"].max()
-    loose = (step < 0) | (step == last.reindex(rank).to_numpy(dtype=float, na_value=-2))
-    return int(loose.sum()) >= max(MIN_ITERATIONS, len(steps) + 1)
 
 
 def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, np.ndarray, str] | None:

@@ -154,3 +154,19 @@ def has_graph_replays(frame: pd.DataFrame, minimum: int) -> bool:
     """At least ``minimum`` graph replays launched GPU work in ``frame``."""
     _, replay = graph_work(frame)
     return len(np.unique(replay)) >= minimum
+
+
+def replays_past_marks(trace: Trace, minimum: int) -> bool:
+    """More CUDA graph replays after the marked steps (outside every step, or in a rank's last, which a
+    recorder closes when it stops) than there are marked steps, and at least ``minimum``: a loop of replays
+    after a marked warm-up (an optimizer step in each eager iteration before the capture)."""
+    df = trace.intervals
+    _, replay = graph_work(df)
+    if not len(replay):
+        return False
+    steps = trace.steps()
+    launches = np.unique(replay)
+    step, rank = df["step"].to_numpy()[launches], df["rank"].to_numpy()[launches]
+    last = steps.groupby("rank")["step"].max()
+    loose = (step < 0) | (step == last.reindex(rank).to_numpy(dtype=float, na_value=-2))
+    return int(loose.sum()) >= max(minimum, len(steps) + 1)
