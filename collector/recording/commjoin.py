@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.frames import concat_keeping_codes, renumber_by_start
-from collector.importers.kineto_lanes import KIND_CODE, lookup_first
-from collector.model import Lane, LaneKind, Trace, conform_intervals, step_at
+from collector.importers.kineto_lanes import lookup_first
+from collector.model import KIND_CODE, Lane, LaneKind, Trace, conform_intervals, step_at
 from collector.recording.comm import CollectiveCall
 
 COLLECTIVE_CAUSE = "collective"

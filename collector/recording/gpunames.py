@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from collector.importers.kineto_lanes import KIND_CODE
 from collector.importers.kineto_sync import latest_start
+from collector.model import KIND_CODE
 
 GPU_WORK = [KIND_CODE[k] for k in ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")]
 
