@@ -51,7 +51,8 @@ def enable(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     if any(env.get(k) for k in BUFFER_ENV):
         return any(env.get(k, "0").strip() not in ("", "0") for k in BUFFER_ENV)
-    env[BUFFER_ENV[0]] = str(BUFFER_ENTRIES)
+    for key in BUFFER_ENV:  # older releases read NCCL's name only
+        env[key] = str(BUFFER_ENTRIES)
     return True
 
 

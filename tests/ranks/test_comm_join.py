@@ -153,7 +153,8 @@ def test_the_flight_recorders_dump_is_read() -> None:
 
 def test_the_flight_recorder_is_turned_on_unless_the_user_sized_it() -> None:
     env: dict[str, str] = {}
-    assert comm.enable(env) and env == {"TORCH_FR_BUFFER_SIZE": str(comm.BUFFER_ENTRIES)}
+    size = str(comm.BUFFER_ENTRIES)
+    assert comm.enable(env) and env == {"TORCH_FR_BUFFER_SIZE": size, "TORCH_NCCL_TRACE_BUFFER_SIZE": size}
     theirs = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
     assert not comm.enable(theirs) and theirs == {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
 

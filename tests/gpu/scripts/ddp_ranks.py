@@ -1,5 +1,7 @@
-"""DDP over gloo with CUDA tensors: two ranks share one GPU (NCCL refuses that), rank 1 sleeps 20 ms per step."""
+"""DDP, rank 1 sleeping 20 ms per step (planted). ``gloo``: both ranks share GPU 0 (NCCL refuses that) and gloo
+moves CUDA tensors through host memory; ``nccl``: one GPU per rank."""
 
+import sys
 import time
 
 import torch
@@ -7,12 +9,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-dist.init_process_group("gloo")
+backend = sys.argv[1] if len(sys.argv) > 1 else "gloo"
+dist.init_process_group(backend)
 rank = dist.get_rank()
-torch.cuda.set_device(0)
+device = 0 if backend == "gloo" else rank
+torch.cuda.set_device(device)
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 512)).cuda()
-model = DistributedDataParallel(net, device_ids=[0])
+model = DistributedDataParallel(net, device_ids=[device])
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x = torch.randn(256, 512, device="cuda")
 for _ in range(20):
