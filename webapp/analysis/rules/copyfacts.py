@@ -13,6 +13,8 @@ from webapp.analysis.rules.base import MIN_COPY_BYTES, RuleContext
 FALLBACK_PINNED_SPEEDUP = 2.0
 """Without a bandwidth probe or pinned copies to measure, assume pinned copies run only 2x faster than
 pageable ones (10x measured on an H200): a deliberately modest estimate."""
+COLLECTIVE_CAUSE = "collective"
+"""The cause the recorder gives the waits and copies a collective makes on its own threads."""
 DEFAULT_CALL_NS = 10_000
 """Host time of an asynchronous copy call where the trace has none to measure, ns."""
 
@@ -30,7 +32,9 @@ def copies(
         sel &= rd.kind[rows] == rd.code(kind)
     if memory is not None:
         sel &= rd.mem[rows] == rd.mem_code(memory)
-    return np.flatnonzero(sel)
+    ops = np.flatnonzero(sel)
+    # a collective's own staging copies (gloo with CUDA tensors) are the communication's, not the user's
+    return ops[ctx.column("cause", rows[ops]) != COLLECTIVE_CAUSE] if len(ops) else ops
 
 
 def waits_for(ctx: RuleContext, ops: np.ndarray) -> np.ndarray:
