@@ -184,9 +184,9 @@ class CpuRecorder:
         self.rank = int(info["rank"])
         self.trace = self._build(_table(events, info), info, error)
         if self.out:
-            from collector.traceformat.write import write_trace
+            from collector.traceformat.save import save_trace
 
-            write_trace(self.trace, self.out)
+            self.out = save_trace(self.trace, self.out)  # a fallback path when ``out`` cannot be written
         return self.trace
 
     def _build(self, table: EventTable, info: dict[str, Any], error: str) -> Trace:
