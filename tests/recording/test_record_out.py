@@ -215,3 +215,7 @@ def test_ranks_that_cannot_write_are_saved_and_merged(tmp_path: Path) -> None:
     assert f"merged 2 ranks into {merged}" in done.stderr
     trace = load_trace(str(merged))
     assert trace.ranks == [0, 1] and (trace.intervals["kind"] == "collective").any()
+    labels = sorted((ln.rank, ln.kind.value, ln.label.split(" (")[0]) for ln in trace.lanes)  # by what they are
+    assert sorted(set(labels)) == [
+        (r, k, lb) for r in (0, 1) for k, lb in (("comm_stream", "gloo comm"), ("cpu_thread", "main thread"))
+    ]
