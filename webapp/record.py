@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -168,7 +169,18 @@ def _follow(job: Job, proc: subprocess.Popen[str], out: Path, name: str, store: 
     try:
         info = ingest_within(store, budget, trace, name or "recording", ticket=f"record:{job.id}")
     except IngestError as exc:
-        job.error, job.state = f"{exc}; the recording is kept at {trace}", "failed"
+        job.error, job.state = f"{exc}; the recording is kept at {_keep(store, trace, name, job.id)}", "failed"
         return
     trace.unlink(missing_ok=True)
     job.run_id, job.error, job.state = info.id, failed, "done"
+
+
+def _keep(store: Store, trace: Path, name: str, job_id: str) -> Path:
+    """Move a trace the store refused to ``recordings/`` in the data folder (uploads/ is swept at start)."""
+    kept = store.root / "recordings" / f"{Path(name).stem or 'recording'}-{job_id}{''.join(trace.suffixes[-2:])}"
+    try:
+        kept.parent.mkdir(exist_ok=True)
+        shutil.move(trace, kept)
+    except OSError:
+        return trace  # where it is, then
+    return kept

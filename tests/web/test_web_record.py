@@ -88,8 +88,9 @@ def test_a_trace_that_cannot_be_stored_is_kept_and_named(tmp_path: Path) -> None
     client = _app(tmp_path, body).test_client()
     job = _finish(client, client.post("/api/record", json={"demo": "naive"}).get_json())
     assert job["state"] == "failed"
-    kept = job["error"].rsplit("the recording is kept at ", 1)[-1]
-    assert Path(kept).exists() and Path(kept).name.startswith("rec-")
+    kept = Path(job["error"].rsplit("the recording is kept at ", 1)[-1])
+    assert kept.exists() and kept.parent == tmp_path / "d" / "recordings"  # not in uploads/, swept at start
+    assert kept.name == f"naive-{job['id']}.json.gz"
 
 
 def test_an_unwritable_uploads_folder_refuses_before_recording(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
