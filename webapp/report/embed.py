@@ -286,7 +286,8 @@ def _add_steps(
     made: dict[tuple[int, int], EmbeddedView] = {}
 
     def view(group: Sequence[tuple[int, int, int]]) -> EmbeddedView:
-        a, b = max(0, group[0][1] - o), max(1, group[-1][2] - o)
+        pad = (group[-1][2] - group[0][1]) // 20  # as the focus windows: what "go to step" shows lies inside
+        a, b = max(0, group[0][1] - o - pad), max(1, group[-1][2] - o + pad)
         if (a, b) not in made:
             first, last = group[0][0], group[-1][0]
             name = f"step {first}" if first == last else f"steps {first}-{last}"
