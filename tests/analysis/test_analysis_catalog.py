@@ -99,7 +99,7 @@ def test_a_run_without_gpu_work_shows_host_and_collective_figures_instead() -> N
     shown = {r["key"] for r in catalog.to_json(False)}
     assert not any(catalog.get(k).gpu for k in shown)  # type: ignore[union-attr]
     assert {m.key for m in catalog.headline(False)} >= {"host_busy_step_median_ns", "collective_step_median_ns"}
-    assert not catalog.shown("idle_other_step_median_ns", False) and catalog.shown("made_up_ns", False)
+    assert not catalog.shown("cp_launch_step_median_ns", False) and catalog.shown("made_up_ns", False)
 
 
 NEW = Metric("new_stall_ns", "Brand-new stall", Unit.NS, Better.LOWER, headline=True, card=True)

@@ -120,10 +120,11 @@ CATALOG: tuple[Metric, ...] = (
     Metric("gpu_idle_ns", "GPU idle", NS, LOWER, step_column=True, gpu=True),
     Metric("gpu_idle_step_median_ns", "GPU idle / step", NS, LOWER, headline=True, card=True, gpu=True),
     Metric("gpu_idle_step_p90_ns", "GPU idle / step, p90", NS, LOWER, gpu=True),
-    # the critical path of each step (webapp.analysis.causal.critical): what the step waited on ("Path: ...")
-    Metric("cp_host_ns", "Path: host work", NS, LOWER, step_column=True),
-    Metric("cp_host_step_median_ns", "Path: host work / step", NS, LOWER, headline=True, card=True),
-    Metric("cp_host_step_p90_ns", "Path: host work / step, p90", NS, LOWER),
+    # the critical path of each step (webapp.analysis.causal.critical): what the step waited on ("Path: ...");
+    # walked through the GPU work, so its host and GPU parts are GPU figures
+    Metric("cp_host_ns", "Path: host work", NS, LOWER, step_column=True, gpu=True),
+    Metric("cp_host_step_median_ns", "Path: host work / step", NS, LOWER, headline=True, card=True, gpu=True),
+    Metric("cp_host_step_p90_ns", "Path: host work / step, p90", NS, LOWER, gpu=True),
     Metric("cp_launch_ns", "Path: launch latency", NS, LOWER, gpu=True),
     Metric("cp_launch_step_median_ns", "Path: launch latency / step", NS, LOWER, headline=True, gpu=True),
     Metric("cp_launch_step_p90_ns", "Path: launch latency / step, p90", NS, LOWER, gpu=True),
