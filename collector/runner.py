@@ -9,6 +9,11 @@ streamscope's ``--out`` before TARGET. TARGET is ``demo:NAME`` or a path to a Py
 A script runs as ``__main__`` with ``sys.argv = [script, *args]`` and its folder first on ``sys.path``;
 step boundaries are taken after each optimizer step. The process leaves with the script's exit status
 (1 and a traceback when it raises); the trace is written in every case, with the error in its metadata.
+The run is named after the script's file; the whole command is kept in the metadata.
+
+``--out`` is checked before anything runs (its folder made; a path that cannot be written stops the
+command with OutPathError, exit 2), and a trace that still cannot be written at the end is saved
+to a fallback path that is printed (collector.traceformat.save).
 """
 
 from __future__ import annotations
