@@ -24,7 +24,7 @@ from webapp.analysis.report import what_if_rows
 from webapp.figures import compare_metric_rows, metric_cards
 from webapp.formatting import fmt_ns
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.multiprocess]  # the site records a 2-rank gloo job
 
 FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
 SAMPLES = REPO / "sample_traces"

@@ -198,6 +198,7 @@ dist.barrier()
 """
 
 
+@pytest.mark.multiprocess
 def test_ranks_that_cannot_write_are_saved_and_merged(tmp_path: Path) -> None:
     """--nproc 2 (gloo): --out's missing folder is made before the ranks start; when the ranks then cannot
     write there, their files go to the launcher's shared fallback folder, are merged from there, and the
