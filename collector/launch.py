@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from typing import IO, Any
+
+from collector.traceformat.save import FALLBACK_DIR_ENV
 
 TORCHRUN_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("--nnodes", str, "number of nodes, or MIN:MAX (torchrun --nnodes)"),
@@ -91,22 +95,34 @@ def launcher_argv(nproc: int, flags: Sequence[str], rank_argv: Sequence[str]) ->
 
 
 def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str) -> int:
-    """Run the ranks; on one node, merge their files into ``out``. Returns the launcher's exit status."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMSCOPE_RANK_CHILD": "1"}
-    status = run_quiet(launcher_argv(nproc, flags, rank_argv), env)
-    if status != 0 or not single_node(flags):
-        return status
-    paths = [rank_path(out, r) for r in range(nproc)]
-    missing = [p for p in paths if not os.path.exists(p)]
+    """Run the ranks; on one node, merge their files into ``out``. Returns the launcher's exit status.
+
+    The ranks share one fallback folder (collector.traceformat.save): a rank that cannot write its file
+    beside ``out`` saves it there, and the merge finds it there."""
+    spare = tempfile.mkdtemp(prefix="streamscope-ranks-")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMSCOPE_RANK_CHILD": "1", FALLBACK_DIR_ENV: spare}
+    try:
+        status = run_quiet(launcher_argv(nproc, flags, rank_argv), env)
+        if status != 0 or not single_node(flags):
+            return status
+        return _merge_ranks(nproc, out, spare, status)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(spare)  # only when no rank had to save its file there
+
+
+def _merge_ranks(nproc: int, out: str, spare: str, status: int) -> int:
+    paths = [_found(rank_path(out, r), spare) for r in range(nproc)]
+    missing = [rank_path(out, r) for r, p in enumerate(paths) if p is None]
     if missing:
         print(f"streamscope: no trace from {', '.join(missing)}; not merged", file=sys.stderr)
         return status
     from collector.merge import merge_files
-    from collector.traceformat.write import write_trace
+    from collector.traceformat.save import save_trace
 
-    trace = merge_files(paths)
-    write_trace(trace, out)
-    print(f"streamscope: merged {nproc} ranks into {out} ({merge_summary(trace)})", file=sys.stderr, flush=True)
+    trace = merge_files([p for p in paths if p is not None])
+    written = save_trace(trace, out)
+    print(f"streamscope: merged {nproc} ranks into {written} ({merge_summary(trace)})", file=sys.stderr, flush=True)
     return status
 
 
@@ -159,6 +175,14 @@ def _pass_through(pipe: Any, out: IO[str]) -> None:
     if held and not held.startswith(KINETO_NOISE):
         out.write(decode(held, final=True))
         out.flush()
+
+
+def _found(path: str, spare: str) -> str | None:
+    """``path``, or the file of that name in the ranks' fallback folder, or None."""
+    for candidate in (path, os.path.join(spare, os.path.basename(path))):
+        if os.path.exists(candidate):
+            return candidate
+    return None
 
 
 def merge_summary(trace: object) -> str:

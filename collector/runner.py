@@ -9,6 +9,11 @@ streamscope's ``--out`` before TARGET. TARGET is ``demo:NAME`` or a path to a Py
 A script runs as ``__main__`` with ``sys.argv = [script, *args]`` and its folder first on ``sys.path``;
 step boundaries are taken after each optimizer step. The process leaves with the script's exit status
 (1 and a traceback when it raises); the trace is written in every case, with the error in its metadata.
+The run is named after the script's file; the whole command is kept in the metadata.
+
+``--out`` is checked before anything runs (its folder made; a path that cannot be written stops the
+command with OutPathError, exit 2), and a trace that still cannot be written at the end is saved
+to a fallback path that is printed (collector.traceformat.save).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import shlex
 import sys
 import traceback
 from dataclasses import dataclass
@@ -25,6 +31,7 @@ from collector.errors import StreamscopeError
 from collector.launch import add_launch_arguments, launch, rank_path, torchrun_flags
 from collector.recording.api import TIMINGS, record, use_cpu_recorder
 from collector.recording.recorder import NoCudaError, require_cuda
+from collector.traceformat.save import prepare_out
 
 
 class RecordUsageError(StreamscopeError, ValueError):
@@ -73,7 +80,11 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--slow-cause", default="data", help="demo:ddp: what the straggler spends it on: data, compute or sync"
     )
     parser.add_argument(
-        "--out", "-o", metavar="FILE", help="trace to write (.json or .json.gz); default: <demo or script name>.json.gz"
+        "--out",
+        "-o",
+        metavar="FILE",
+        help="trace to write (.json or .json.gz; its folder is made and checked before anything runs); "
+        "default: <demo or script name>.json.gz",
     )
     parser.add_argument(
         "--every",
@@ -182,6 +193,7 @@ def run_record(req: RecordRequest) -> int:
     if req.nproc:
         if not req.target.startswith("demo:") and not os.path.isfile(req.target):
             raise RecordUsageError(f"no such script: {req.target}")
+        prepare_out(req.out)
         return launch(req.nproc, req.launcher_flags, req.rank_argv(), req.out)
     out = _rank_out(req.out)
     if req.target.startswith("demo:"):
@@ -195,6 +207,7 @@ def run_record(req: RecordRequest) -> int:
         if req.args:
             raise RecordUsageError(f"demos take no arguments, got {' '.join(req.args)!r}")
         _require_device(req.timing, cpu_ok=name == "ddp")
+        prepare_out(out)
         from collector.ddp_demo import Plant
 
         plant = Plant(req.slow_rank, req.delay_ms, req.slow_cause)
@@ -217,6 +230,7 @@ def run_record(req: RecordRequest) -> int:
     if not os.path.isfile(req.target):
         raise RecordUsageError(f"no such script: {req.target}")
     _require_device(req.timing, cpu_ok=True)
+    prepare_out(out)
     status = run_script(req.target, req.args, out, every=req.every, probe=req.probe, timing=req.timing)
     if os.environ.get("STREAMSCOPE_RANK_CHILD"):
         # a rank launched by `record --nproc`: its trace is written; leave without tearing down the script's
@@ -241,8 +255,9 @@ def run_script(
 
     ``recorder`` (tests) replaces the Recorder: anything with ``start()``, ``stop(error=...)``, ``trace``, ``out``.
     """
-    workload = " ".join([path, *args])
-    rec = recorder or record(workload, out, timing=timing, every=every, probe=probe, auto_steps=True, command=workload)
+    command = shlex.join([path, *args])  # the run is named after the script's file; the command stays in the metadata
+    name = os.path.basename(path)
+    rec = recorder or record(name, out, timing=timing, every=every, probe=probe, auto_steps=True, command=command)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))

@@ -21,6 +21,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, request
 
+from webapp.analysis import catalog
 from webapp.budget import get_budget
 from webapp.explore import ranks_arg
 from webapp.figures import rank_heatmap_figures, step_time_figure
@@ -249,6 +250,7 @@ def run_analysis(run_id: str) -> Response:
     _info(run_id)
     analysis = get_store().analysis(run_id)
     analysis.pop("critical_path", None)  # served by range: /critical
-    analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [])
+    gpu = catalog.gpu_work(analysis.get("metrics") or {})
+    analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [], gpu=gpu)
     analysis["rank_figures"] = rank_heatmap_figures((analysis.get("ranks") or {}).get("grid") or {})
     return _fast_json(analysis)

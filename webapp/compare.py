@@ -13,7 +13,7 @@ from flask import Blueprint, Response, abort, jsonify, render_template, request,
 from webapp.analysis import catalog
 from webapp.analysis.compare import Comparison, compare_analyses
 from webapp.analysis.records import RunAnalysis, frame_records
-from webapp.figures import compare_rows, compare_steps_figure
+from webapp.figures import compare_metric_rows, compare_steps_figure
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, Store, get_store
 
@@ -78,25 +78,26 @@ def page() -> str:
     an_a, an_b = compared.analysis_a, compared.analysis_b
     store.warm(info_a.id)
     store.warm(info_b.id)
-    rows = {r["metric"]: r for r in compare_rows(result["metrics"])}
-    keys = catalog.ordered(rows)
-    headline = {m.key for m in catalog.headline()}
+    gpu = catalog.gpu_work(an_a.metrics) or catalog.gpu_work(an_b.metrics)
+    headline, others = compare_metric_rows(result["metrics"], gpu)
     page_data = {
         "a": {
             "run": info_a.to_dict(),
             "lanes": store.lanes(info_a.id),
             "steps": _steps(an_a),
+            "gpu_work": catalog.gpu_work(an_a.metrics),
             "api": url_for("api.get_run", run_id=info_a.id),
         },
         "b": {
             "run": info_b.to_dict(),
             "lanes": store.lanes(info_b.id),
             "steps": _steps(an_b),
+            "gpu_work": catalog.gpu_work(an_b.metrics),
             "api": url_for("api.get_run", run_id=info_b.id),
         },
         "ops": result["ops"][:300],
         "ranks": result["ranks"],
-        "metrics_catalog": catalog.to_json(),
+        "metrics_catalog": catalog.to_json(gpu),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
         "step_figure": compare_steps_figure(
             frame_records(an_a.per_step), frame_records(an_b.per_step), f"A: {info_a.name}", f"B: {info_b.name}"
@@ -107,8 +108,8 @@ def page() -> str:
         a=info_a.to_dict(),
         b=info_b.to_dict(),
         page=page_data,
-        headline=[rows[k] for k in keys if k in headline],
+        headline=headline,
         findings=result["findings"],
         notes=result["notes"],
-        all_rows=[rows[k] for k in keys if k not in headline],
+        all_rows=others,
     )

@@ -25,12 +25,23 @@ _FORMATS: dict[Unit, Callable[[Any], str]] = {
 
 
 def metric_cards(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The run page's number cards (the catalogue's ``card`` entries): [{key, label, value}] for those
-    present in ``metrics``."""
+    """The run page's number cards (the catalogue's ``card`` entries for a run with or without GPU work):
+    [{key, label, value}] for those present in ``metrics``."""
     return [
         {"key": m.key, "label": m.label, "value": format_value(m.key, metrics[m.key])}
-        for m in catalog.cards()
+        for m in catalog.cards(catalog.gpu_work(metrics))
         if m.key in metrics
+    ]
+
+
+def all_metric_rows(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Every metric the run shows (no GPU metric for a run without GPU work), in catalogue order:
+    [{key, label, value}]."""
+    gpu = catalog.gpu_work(metrics)
+    return [
+        {"key": k, "label": catalog.label(k), "value": format_value(k, metrics[k])}
+        for k in catalog.ordered(metrics)
+        if catalog.shown(k, gpu)
     ]
 
 
@@ -80,15 +91,19 @@ def step_breakdown_figure(per_step: Sequence[Mapping[str, Any]], title: str = "S
     return {"data": data, "layout": layout}
 
 
-def step_time_figure(per_step: Sequence[Mapping[str, Any]], title: str = "Step time") -> dict[str, Any] | None:
-    """Bars of step time (ms) per step, one trace per rank (at most 8); with FEW_STEPS or fewer per rank,
-    the stacked breakdown of each step instead (:func:`step_breakdown_figure`); None without steps."""
+def step_time_figure(
+    per_step: Sequence[Mapping[str, Any]], title: str = "Step time", gpu: bool = True
+) -> dict[str, Any] | None:
+    """Bars of step time (ms) per step, one trace per rank (at most 8); with FEW_STEPS or fewer per rank
+    and GPU work (``gpu``), the stacked breakdown of each step instead (:func:`step_breakdown_figure`);
+    None without steps."""
     if not per_step or "step_time_ns" not in per_step[0]:
         return None
     per_rank = max(
         sum(1 for r in per_step if int(r.get("rank", 0)) == rank) for rank in {int(r.get("rank", 0)) for r in per_step}
     )
-    if per_rank <= FEW_STEPS and all(key in per_step[0] for key, _, _ in BREAKDOWN) and len(per_step) <= 8 * FEW_STEPS:
+    few = per_rank <= FEW_STEPS and len(per_step) <= 8 * FEW_STEPS
+    if gpu and few and all(key in per_step[0] for key, _, _ in BREAKDOWN):
         return step_breakdown_figure(per_step, title)
     by_rank: dict[int, tuple[list[int], list[float]]] = {}
     for row in per_step:
@@ -153,6 +168,17 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def compare_metric_rows(
+    metrics: Sequence[Mapping[str, Any]], gpu: bool = True
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The compare pages' metric rows (:func:`compare_rows`) in catalogue order, split into the headline
+    ones and the others; GPU metrics only when a run has GPU work (``gpu``)."""
+    rows = {r["metric"]: r for r in compare_rows(metrics) if catalog.shown(r["metric"], gpu)}
+    headline = {m.key for m in catalog.headline(gpu)}
+    keys = catalog.ordered(rows)
+    return [rows[k] for k in keys if k in headline], [rows[k] for k in keys if k not in headline]
 
 
 def _layout(title: str, xlabel: str, ylabel: str, legend: bool) -> dict[str, Any]:

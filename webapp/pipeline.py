@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.model import Trace
+from webapp.analysis.catalog import gpu_work
 from webapp.analysis.lod import RunIndex
 
 log = logging.getLogger(__name__)
@@ -27,9 +28,12 @@ class PreparedRun:
 
 
 def prepare(trace: Trace, analysis: dict[str, Any] | None = None) -> PreparedRun:
-    """Sort, analyse (unless ``analysis`` is given), index and render the overview of ``trace``."""
+    """Sort, analyse (unless ``analysis`` is given), index and render the overview of ``trace``; the
+    analysis' summary says whether the run has GPU work (``gpu_work``)."""
     if analysis is None:
         analysis = analyze_dict(trace)
+    if analysis.get("summary") and analysis.get("metrics"):  # the runs list shows no GPU figure without GPU work
+        analysis = {**analysis, "summary": {**analysis["summary"], "gpu_work": gpu_work(analysis["metrics"])}}
     frame = trace.intervals.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
     sorted_trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
     index = RunIndex(sorted_trace)

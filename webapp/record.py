@@ -1,14 +1,19 @@
 """Page and API: record a demo (or a script) on this server's GPU, watch progress, land on the new run.
 
-Recording runs ``python -m collector record TARGET --out FILE`` in a subprocess; when it exits 0 the file
-is stored as a run, loaded within the server's memory budget like an upload (webapp.ingest.ingest_within).
+Recording runs ``python -m collector record TARGET --out FILE`` in a subprocess, once the server has checked
+that it can write FILE (503 otherwise, before anything runs); when the recorder exits, its trace (from the
+fallback path it printed, if FILE could not be written; a failed script's trace too, with its error) is stored
+as a run named after the demo or the script's file, loaded within the server's memory budget like an upload
+(webapp.ingest.ingest_within). A trace that cannot be stored stays on disk, and the job says where.
 Without a CUDA GPU (or without torch) the page says why and how to record elsewhere.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,6 +25,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, jsonify, render_template, request
 
+from collector.traceformat.save import OutPathError, prepare_out, saved_path
 from webapp.budget import MemoryBudget, get_budget
 from webapp.ingest import IngestError, ingest_within
 from webapp.store import Store, get_store
@@ -115,13 +121,18 @@ def start() -> tuple[Response, int]:
     store = get_store()
     job = Job(id=secrets.token_hex(6), target=" ".join(target))
     out = store.uploads_dir / f"rec-{job.id}.json.gz"
+    try:
+        prepare_out(str(out))  # before anything runs: a recording that could not be kept is not started
+    except OutPathError as exc:
+        abort(503, f"this server cannot store a recording now: {exc}")
     base = current_app.config.get("RECORD_COMMAND") or [sys.executable, "-m", "collector"]
     cmd = [*base, "record", "--out", str(out), *target]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     jobs, lock = _jobs()
     with lock:
         jobs[job.id] = job
-    threading.Thread(target=_follow, args=(job, proc, out, store, get_budget()), daemon=True).start()
+    name = demo or os.path.basename(target[0])  # a script's run is named after its file; the command is kept
+    threading.Thread(target=_follow, args=(job, proc, out, name, store, get_budget()), daemon=True).start()
     return jsonify(job.to_dict()), 202
 
 
@@ -140,22 +151,36 @@ def status(job_id: str) -> Response:
     return jsonify(job.to_dict())
 
 
-def _follow(job: Job, proc: subprocess.Popen[str], out: Path, store: Store, budget: MemoryBudget) -> None:
-    """Follow the recorder's output; once it exits 0, store its file within the server's memory budget
-    (waiting in line with the uploads, shown in GET /api/ingest as ``record:<job id>``)."""
+def _follow(job: Job, proc: subprocess.Popen[str], out: Path, name: str, store: Store, budget: MemoryBudget) -> None:
+    """Follow the recorder's output; once it exits, store its trace (where it says it saved it when ``out``
+    could not be written) within the server's memory budget, waiting in line with the uploads (shown in
+    GET /api/ingest as ``record:<job id>``). A script that failed still leaves its trace, stored with the
+    error; a trace that cannot be stored is kept on disk and the job says where."""
+    saved = None
     for line in proc.stdout or ():
+        saved = saved_path([line]) or saved
         job.lines.append(line.rstrip()[:300])
     code = proc.wait()
+    trace = Path(saved) if saved else out
+    failed = "" if code == 0 else (job.lines[-1] if job.lines else "") or f"the recorder exited with code {code}"
+    if not trace.exists():
+        job.error, job.state = failed or "the recorder wrote no trace", "failed"
+        return
     try:
-        if code != 0:
-            job.error = (job.lines[-1] if job.lines else "") or f"the recorder exited with code {code}"
-            job.state = "failed"
-            return
-        info = ingest_within(
-            store, budget, out, job.target.replace("demo:", "") or "recording", ticket=f"record:{job.id}"
-        )
-        job.run_id, job.state = info.id, "done"
+        info = ingest_within(store, budget, trace, name or "recording", ticket=f"record:{job.id}")
     except IngestError as exc:
-        job.error, job.state = str(exc), "failed"
-    finally:
-        out.unlink(missing_ok=True)
+        job.error, job.state = f"{exc}; the recording is kept at {_keep(store, trace, name, job.id)}", "failed"
+        return
+    trace.unlink(missing_ok=True)
+    job.run_id, job.error, job.state = info.id, failed, "done"
+
+
+def _keep(store: Store, trace: Path, name: str, job_id: str) -> Path:
+    """Move a trace the store refused to ``recordings/`` in the data folder (uploads/ is swept at start)."""
+    kept = store.root / "recordings" / f"{Path(name).stem or 'recording'}-{job_id}{''.join(trace.suffixes[-2:])}"
+    try:
+        kept.parent.mkdir(exist_ok=True)
+        shutil.move(trace, kept)
+    except OSError:
+        return trace  # where it is, then
+    return kept

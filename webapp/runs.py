@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, abort, render_template, url_for
 
 from webapp.analysis import catalog
+from webapp.analysis.report import what_if_rows
 from webapp.figures import metric_cards
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, get_store
@@ -20,6 +21,7 @@ MAX_EMBEDDED_STEPS = 20_000
 def run_row(info: RunInfo) -> dict[str, Any]:
     """A run as the runs list shows it (plain values; the template formats them)."""
     s = info.summary
+    gpu = s.get("gpu_work", True)  # a run without GPU work has no GPU figures to show
     return {
         "id": info.id,
         "name": info.name,
@@ -28,8 +30,8 @@ def run_row(info: RunInfo) -> dict[str, Any]:
         "created": info.created or "",
         "steps": s.get("steps"),
         "step_time_median_ns": s.get("step_time_median_ns"),
-        "gpu_busy_frac": s.get("gpu_busy_frac"),
-        "copy_compute_overlap_frac": s.get("copy_compute_overlap_frac"),
+        "gpu_busy_frac": s.get("gpu_busy_frac") if gpu else None,
+        "copy_compute_overlap_frac": s.get("copy_compute_overlap_frac") if gpu else None,
         "findings": s.get("findings"),
         "intervals": info.intervals,
         "ranks": info.ranks,
@@ -52,7 +54,7 @@ def run_page(run_id: str) -> str:
     except RunNotFound:
         abort(404, f"no run with id {run_id!r}")
     store.warm(run_id)  # zooming needs the run's arrays: start loading them now
-    light = {k: analysis.get(k) for k in ("findings", "what_if", "notes")}
+    light: dict[str, Any] = {"findings": analysis.get("findings") or []}
     light["steps"] = [
         {"rank": r.get("rank", 0), "step": r["step"], "start_ns": r["start_ns"], "end_ns": r["end_ns"]}
         for r in analysis.get("per_step") or []
@@ -63,21 +65,28 @@ def run_page(run_id: str) -> str:
         for p in analysis.get("phases") or []
         if "phase" in p and "start_ns" in p
     ]
+    metrics = analysis.get("metrics") or {}
+    gpu = catalog.gpu_work(metrics)
     page = {
         "run": info.to_dict(),
         "lanes": lanes,
         "analysis": light,
+        "gpu_work": gpu,
         "analysis_url": url_for("api.run_analysis", run_id=run_id),
         "api": url_for("api.get_run", run_id=run_id),
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
-        "metrics_catalog": catalog.to_json(),
+        "metrics_catalog": catalog.to_json(gpu),
     }
     others = [r for r in store.list_runs() if r.id != run_id]
+    what_if = analysis.get("what_if") or {}
     return render_template(
         "run.html",
         run=info.to_dict(),
-        analysis=analysis,
         page=page,
-        cards=metric_cards(analysis.get("metrics") or {}),
+        notes=analysis.get("notes") or [],
+        cards=metric_cards(metrics),
+        findings=light["findings"],
+        what_if=what_if,
+        what_if_rows=what_if_rows(what_if, light["findings"]),
         others=others,
     )

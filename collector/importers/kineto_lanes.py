@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collector.importers.threads import kineto_thread_name, thread_label
 from collector.model import COPY_KINDS, KIND_CODE, IntervalKind, Lane, LaneKind, RunMeta
 
 BYTES_KIND_CODES = [KIND_CODE[k.value] for k in (*COPY_KINDS, IntervalKind.MEMSET, IntervalKind.COLLECTIVE)]
@@ -111,17 +112,18 @@ def build_lanes(
     copies = count(np.isin(kinds, BYTES_KIND_CODES))
     meta = ev.iloc[np.flatnonzero(cat_in(ev["ph"], ("M",)))]  # few rows: no boolean indexing of every column
     meta = meta[meta["name"].astype(str) == "thread_name"]
-    thread_names = {
-        (int(p), int(t)): str(nm) for p, t, nm in zip(meta["pid"], meta["tid"], meta["arg_name"], strict=True)
-    }
+    thread_names: dict[tuple[int, int], list[str]] = {}  # a thread may be named twice (its OS and Python names)
+    for p, t, nm in zip(meta["pid"], meta["tid"], meta["arg_name"], strict=True):
+        thread_names.setdefault((int(p), int(t)), []).append(kineto_thread_name(str(nm)))
     gpu_lanes = first[first >= 0][is_gpu[first[first >= 0]]]
     devices = {int(a[i]) for i in gpu_lanes}
     lanes: list[Lane] = []
     for i in range(n):
         row = first[i]
         la, lb = int(a[row]), int(b[row])
-        if not is_gpu[row]:
-            lanes.append(Lane(rank, LaneKind.CPU_THREAD, lb, thread_names.get((la, lb)) or f"thread {lb}"))
+        if not is_gpu[row]:  # on Linux the main thread's id is the process id
+            label = thread_label(lb, main=lb == la, names=thread_names.get((la, lb), ()))
+            lanes.append(Lane(rank, LaneKind.CPU_THREAD, lb, label))
             continue
         if kernels[i]:
             role = LaneKind.COMPUTE_STREAM

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ import pandas as pd
 
 from collector.model import NO_STEP, MarkerKind, RunMeta, Trace, conform_intervals, conform_markers, step_at
 from collector.recording.kineto_capture import event_table
+from collector.recording.threadnames import live_thread_labels, relabel_threads
 from collector.traceformat.events import EventTable
 
 CPU_NOTE = "host ops, ranges and collectives from torch.profiler's CPU activity; no CUDA device"
@@ -184,20 +184,18 @@ class CpuRecorder:
         self.rank = int(info["rank"])
         self.trace = self._build(_table(events, info), info, error)
         if self.out:
-            from collector.traceformat.write import write_trace
+            from collector.traceformat.save import save_trace
 
-            write_trace(self.trace, self.out)
+            self.out = save_trace(self.trace, self.out)  # a fallback path when ``out`` cannot be written
         return self.trace
 
     def _build(self, table: EventTable, info: dict[str, Any], error: str) -> Trace:
-        from dataclasses import replace
 
         from collector.importers.collectives import mark_host_collectives
         from collector.importers.kineto import trace_from_kineto
 
         raw = mark_host_collectives(trace_from_kineto(table, source_name=self.workload))
-        main = threading.main_thread().native_id
-        lanes = tuple(replace(ln, label="main thread") if ln.ident == main else ln for ln in raw.lanes)
+        lanes = relabel_threads(raw.lanes, live_thread_labels())
         frame = raw.intervals.copy()
         frame["lane_label"] = np.array([ln.label for ln in lanes], dtype=object)[frame["lane"].to_numpy()]
         markers = conform_markers(

@@ -45,6 +45,7 @@ from collector.recording.opnames import NAMING_LIMIT_NS, naming_note, naming_sen
 from collector.recording.probe import tiny_op_ns
 from collector.recording.recorder import Recorder
 from collector.recording.stacks import StackSampler
+from collector.recording.threadnames import live_thread_labels
 
 STOP_SLACK_NS = 1_000_000_000
 """How far past its wait for the GPU the recorder's own stop window reaches (nothing of the workload runs then)."""
@@ -259,7 +260,7 @@ class CuptiRecorder(Recorder):
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
             annotations=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._annotations],
             markers=[(k, n, to_trace(a), to_trace(b), st) for k, n, a, b, st in self._markers],
-            threads={threading.get_native_id(): "main thread"},
+            threads=live_thread_labels(),
             stream_names=self._stream_names,
             stream_tags=[(to_trace(a), to_trace(b), lb) for a, b, lb in self._tags],
             dropped=[(to_trace(a), to_trace(b)) for a, b in self._own],

@@ -367,13 +367,14 @@ def _tagged_streams(frame: pd.DataFrame, tags: Sequence[tuple[int, int, str]]) -
 def _labels(
     lanes: Sequence[Lane], streams: Mapping[int, str], main_lane: int, threads: Mapping[int, str]
 ) -> list[Lane]:
-    """Thread labels from the recorder (the issuing thread is "main thread" when ids do not match);
-    named streams keep their role in the label."""
+    """Thread labels from the recorder; when no lane's id is one of its threads' (Kineto numbered them its own
+    way), the issuing thread is "main thread". Named streams keep their role in the label."""
+    matched = any(ln.kind is LaneKind.CPU_THREAD and ln.ident in threads for ln in lanes)
     out = []
     for i, ln in enumerate(lanes):
         label = ln.label
         if ln.kind is LaneKind.CPU_THREAD:
-            label = threads.get(ln.ident) or ("main thread" if i == main_lane else label)
+            label = threads.get(ln.ident) or ("main thread" if i == main_lane and not matched else label)
         elif ln.ident in streams:
             label = f"stream {ln.ident} {streams[ln.ident]} ({ln.kind.value.split('_')[0]})"
         out.append(replace(ln, label=label))

@@ -291,9 +291,9 @@ class Recorder:
 
     def _write(self) -> None:
         if self.out and self.trace is not None:
-            from collector.traceformat.write import write_trace
+            from collector.traceformat.save import save_trace
 
-            write_trace(self.trace, self.out)
+            self.out = save_trace(self.trace, self.out)  # a fallback path when ``out`` cannot be written
 
     # ------------------------------------------------------------------ hooks
     def _thread(self) -> int:

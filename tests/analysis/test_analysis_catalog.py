@@ -73,8 +73,33 @@ def test_to_json_is_plain_and_in_catalogue_order() -> None:
         "headline": True,
         "card": True,
         "step_column": False,
+        "gpu": False,
+        "host_card": False,
+        "host_step_column": False,
     }
     assert by_key["intervals"]["better"] is None
+
+
+def test_a_run_without_gpu_work_shows_host_and_collective_figures_instead() -> None:
+    assert catalog.gpu_work({"compute_busy_ns": 5.0, "transfer_busy_ns": 0.0})
+    assert not catalog.gpu_work({"compute_busy_ns": 0.0, "transfer_busy_ns": 0.0, "gpu_busy_ns": 9.0})  # gloo
+    assert catalog.gpu_work({})  # an analysis that does not say: as before
+    gpu_cards = [m.key for m in catalog.cards(True)]
+    host_cards = [m.key for m in catalog.cards(False)]
+    assert "gpu_busy_frac" in gpu_cards and "host_busy_step_median_ns" not in gpu_cards
+    assert host_cards == [
+        "step_time_median_ns",
+        "step_time_p90_ns",
+        "host_busy_step_median_ns",
+        "collective_step_median_ns",
+        "steps",
+        "ranks",
+    ]
+    assert [m.key for m in catalog.step_columns(False)] == ["step_time_ns", "host_busy_ns", "collective_ns"]
+    shown = {r["key"] for r in catalog.to_json(False)}
+    assert not any(catalog.get(k).gpu for k in shown)  # type: ignore[union-attr]
+    assert {m.key for m in catalog.headline(False)} >= {"host_busy_step_median_ns", "collective_step_median_ns"}
+    assert not catalog.shown("cp_launch_step_median_ns", False) and catalog.shown("made_up_ns", False)
 
 
 NEW = Metric("new_stall_ns", "Brand-new stall", Unit.NS, Better.LOWER, headline=True, card=True)

@@ -77,3 +77,20 @@ def test_ops_per_step_when_step_counts_differ() -> None:
     assert row["a_step_ns"] == row["b_step_ns"] == MS  # ...but the same time per step
     assert row["delta_step_ns"] == 0
     assert row["status"] == "same"
+
+
+def test_an_ops_status_is_the_sign_of_the_per_step_change_shown_beside_it() -> None:
+    """Each call got faster but there are twice as many per step: the op costs the step more, so "slower"."""
+    import pandas as pd
+
+    from webapp.analysis.compare import ops_table
+
+    a = pd.DataFrame({"kind": ["kernel"], "name": ["mm"], "count": [100], "total_ns": [100 * MS], "mean_ns": [MS]})
+    b = pd.DataFrame(
+        {"kind": ["kernel"], "name": ["mm"], "count": [200], "total_ns": [160 * MS], "mean_ns": [0.8 * MS]}
+    )
+    row = ops_table(a, b, a_steps=100, b_steps=100).iloc[0]
+    assert row["b_mean_ns"] < row["a_mean_ns"] and row["delta_step_ns"] == 0.6 * MS
+    assert row["status"] == "slower"
+    row = ops_table(b, a, a_steps=100, b_steps=100).iloc[0]
+    assert row["delta_step_ns"] < 0 and row["status"] == "faster"

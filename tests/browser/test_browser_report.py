@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timeline_page import legend_and_drawn
 
 from collector.load import load_trace
 from webapp import PACKAGE_ROOT
@@ -150,3 +151,44 @@ def test_zooming_a_large_run_draws_finer_embedded_views(page, offline, tmp_path:
     assert page.evaluate("ssTimeline.opts.embedded.lastPicked.level") > level0
     assert page.inner_text("#tl-source") != first  # a finer view, fewer ns per pixel
     assert "over the data budget" in (page.text_content("#left-out") or "")
+
+
+def test_the_report_says_what_the_run_page_says_and_draws_every_step_in_detail(
+    runs, page, offline, tmp_path: Path
+) -> None:
+    """The offline run report's cards, metrics, what-if and legend are the analysis', as on the web page; a
+    step that is neither the worst nor the typical one is drawn from a view of its own; keys are page-wide."""
+    from webapp.analysis.report import what_if_rows
+    from webapp.figures import all_metric_rows, metric_cards
+    from webapp.formatting import fmt_ns
+
+    run = runs["naive"]
+    d = run.analysis_dict
+    path = tmp_path / "naive.html"
+    path.write_text(run_report(run), encoding="utf-8")
+    offline(path)
+    page.wait_for_function(FIRST_PAINT)
+    cards = page.eval_on_selector_all(
+        ".metrics .metric", "els => els.map(e => [e.dataset.key, e.querySelector('.v').textContent])"
+    )
+    assert cards == [[c["key"], c["value"]] for c in metric_cards(d["metrics"])]
+    table = page.eval_on_selector_all("#all-metrics tr", "els => els.map(e => e.children[1].textContent)")
+    assert table == [r["value"] for r in all_metric_rows(d["metrics"])]
+    rows = page.eval_on_selector_all(
+        "#whatif .whatif-row", "els => els.map(e => [...e.children].map(c => c.textContent))"
+    )
+    want = what_if_rows(d["what_if"], d["findings"])
+    assert rows == [[r["title"], f"−{fmt_ns(r['saving_ns'])} / step"] for r in want] and rows
+    legend, drawn = legend_and_drawn(page)
+    assert legend == drawn
+    # a step other than the focus ones: its own view, and the page says so
+    focus = {int(v["step"]) for v in page.evaluate("STREAMSCOPE.timeline.focus")}
+    other = next(int(s) for s in run.analysis.per_step["step"] if int(s) not in focus)
+    seq = int(page.get_attribute("#timeline", "data-seq") or 0)
+    page.click(f"#steps-table tbody tr:nth-child({other + 1})")
+    page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
+    assert page.inner_text("#tl-source").startswith(f"drawn from the view of step {other} at ")
+    # keys work page-wide: no click on the timeline first
+    span = page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]")
+    page.keyboard.press("w")
+    assert page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]") < span

@@ -41,3 +41,31 @@ def step_row(page: Any, step: int, rank: int = 0) -> dict[str, Any]:
     """The analysis's per-step row of ``step`` on ``rank``, as the page's analysis URL serves it."""
     analysis = page.evaluate("fetch(window.STREAMSCOPE.analysis_url).then(r => r.json())")
     return dict(next(r for r in analysis["per_step"] if r["rank"] == rank and r["step"] == step))
+
+
+TL_LABELS = {
+    "kernel": "kernel",
+    "memcpy_h2d": "copy H2D",
+    "memcpy_d2h": "copy D2H",
+    "memcpy_d2d": "copy D2D",
+    "memset": "memset",
+    "cpu_op": "CPU op",
+    "launch": "launch",
+    "sync_wait": "sync wait",
+    "collective": "collective",
+    "annotation": "annotation",
+}
+"""The legend's label of each interval kind (webapp/static/tl_theme.js)."""
+
+
+def legend_and_drawn(page: Any, hooks: tuple[str, ...] = ("ssTimeline",)) -> tuple[list[str], list[str]]:
+    """(the kind labels the legend lists, the labels of the kinds the timelines ``hooks`` drew), both sorted."""
+    legend = page.eval_on_selector_all("#tl-legend span", "els => els.map(e => e.textContent)")
+    drawn: set[str] = set()
+    for hook in hooks:
+        drawn |= set(
+            page.evaluate(
+                f"[...new Set({hook}.data.lanes.flatMap(l => [...l.k, ...l.bk].map(k => {hook}.data.kinds[k])))]"
+            )
+        )
+    return sorted(t for t in legend if t in TL_LABELS.values()), sorted(TL_LABELS[k] for k in drawn)

@@ -41,7 +41,7 @@ def test_columns_and_dtypes_follow_the_model(trace: Trace) -> None:
 
 def test_lanes_one_per_stream_with_roles_and_rank(trace: Trace) -> None:
     assert trace.lanes == (
-        Lane(1, LaneKind.CPU_THREAD, 4242, "thread 4242 (python3)"),
+        Lane(1, LaneKind.CPU_THREAD, 4242, "main thread"),  # its id is the process id
         Lane(1, LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)"),
         Lane(1, LaneKind.TRANSFER_STREAM, 20, "stream 20 (transfer)"),
         Lane(1, LaneKind.COMM_STREAM, 30, "stream 30 (comm)"),

@@ -1,6 +1,7 @@
 """The Kineto importer's output, pinned: a digest of every column (dtype, categories, values), the lanes, the
 step markers and the metadata (but its import-time stamps) of each recorded torch.profiler trace, taken before
-the importer was split into its stages. A change to any value, dtype or row order changes the digest.
+the importer was split into its stages (and again when host threads were labelled by what they are: the only
+change then was the lane labels). A change to any value, dtype or row order changes the digest.
 
 Regenerate only for an intended change of output: ``python tests/kineto/test_kineto_golden.py``.
 """
@@ -31,16 +32,16 @@ TRACES = {
 STAMPED = ("created", "host", "streamscope_version")
 """Metadata stamped at import time (RunMeta.new), left out of the digest."""
 DIGESTS = {
-    ("fixture", False): "742a1ae82adbeba2b287a44eba67894200a34ae6a71bb9d32eef88ac5a5375ea",
-    ("fixture", True): "3fcf6d6a2129bd9295204c81707ca99608a0040d44c771e5dc5532509b393c89",
-    ("gpu-step", False): "9e9f6ed4f5c96819e3d98ea9ea37c9eb849251a9c68da59156f8aec6b37cdfa8",
-    ("gpu-step", True): "27cd1807fc05589fc5eb4079edd386b29559d18bc863c64c0269a5bc10975fef",
-    ("gpu-train", False): "1df456ab6870e55a150e02a7047a70558155684b84c9f8ff35eff00c4510e225",
-    ("gpu-train", True): "a473c964480ebb47b10577b8da3d62e784b4f214f12bb63639d18fca59effa16",
-    ("rocm", False): "a972cd1b1c75cf17c77e432396e2ff5b41353922b00851c3e78a129b907b6f04",
-    ("rocm", True): "38e1d7de7850ecb2e92c70234f8920a149b5454980eb51cd393f0c88667c19ce",
-    ("sample-overlap", False): "d83b208a3fe296a4ed2e28bacca09f343d25271ad290d5a374e14d3c44887dd6",
-    ("sample-overlap", True): "445ca75a0440a500ba3e9b5e37737881d55592d34a5b2db62e5b02dd0b952bc2",
+    ("fixture", False): "fff238115d8e82d5508b69cf9e53e1444deb2b8e74d2e67949d57ef9cc2af3bc",
+    ("fixture", True): "28e0b196a8be26186ffa336f0929b02983e3f06f25890c749835802be0e6a843",
+    ("gpu-step", False): "df62ee5bbe14a725c4419ef7de33dde36f193c21e772f086b1fad936f50de9a5",
+    ("gpu-step", True): "523cad3c7e32868c2f5a1d3d0242beb32cb9ded69e19cacbe269bcb753b9bcc1",
+    ("gpu-train", False): "4fe674174a613c5ab6e1c80119abbf86f4dcacf6019f73aed98c67ec83860e4b",
+    ("gpu-train", True): "918df41abf6a32072e3f4fa824f1f764545bfda7b1a81582008b4147ea597255",
+    ("rocm", False): "8af6f9d1779573e1c3e241d5810c2db6358179eb7373e6db623a6da7986cf0ac",
+    ("rocm", True): "71d633252b14020f1f73d08ab2137cc961045885e50ad3e75b1e7afb9d322332",
+    ("sample-overlap", False): "bc1bc9ebd5a162aa10040b5b1c673a0a3655649950d9a3c56bef5c2900cd978e",
+    ("sample-overlap", True): "6af0481b54f3f3e0b1725f7f5d5ff1dbcf6a497680e3b302e28a1d65b2f3395b",
 }
 
 
@@ -71,11 +72,11 @@ def trace_digest(trace: Trace) -> str:
 
 
 LOADED = {
-    "fixture": "00c101f6e8600d26cdd108e72caa139953fe94e266428cb8c0749f7ce3a083e6",
-    "gpu-step": "b9bb1c9e5c4f0795d8a21dbda58656c6f0f82148202eba971eec06c7347c9801",
-    "gpu-train": "f46b80f0c78d481af75327eb711d9c7277439a5dab0657b69da16ca747759c47",
-    "rocm": "af1632281488baf63c1d942acf0ebace8f9afc6d21ebf6edd29813ec3a21bcbf",
-    "sample-overlap": "858733db90710584dc77070ec665f0014fcba060f8408cae50b3abf564bd60bf",
+    "fixture": "6c4105d838d6753a62c8676c1753f0dbdfedd453cbd788297aca3baaec6a64bf",
+    "gpu-step": "66ac11c565f33a55566a77aba55c813941448b365c964cb03992de6c891d99ca",
+    "gpu-train": "ca0a89035e4bbee78ab8f72ea5a4c59bf6bb61f3790c26d2cc1af896bfad5d2f",
+    "rocm": "35783756529cfbe619597bafd12b7b5c0588ef826f94bdaf33a1e4cf06ca036b",
+    "sample-overlap": "ce0c8ca95792e7f98165108566d055ed771ef0640120413e7f201fece19536e8",
 }
 
 

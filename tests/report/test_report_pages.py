@@ -152,3 +152,39 @@ def test_compare_report_holds_the_compare_page(prepared_samples: dict[str, Prepa
     assert "Fixed in B" in html and all(r in html for r in result.findings["fixed"])
     _, slower, _ = compare_report(b, a, 0.05)
     assert slower.failed and slower.text.startswith("FAIL")
+
+
+def test_every_step_gets_detail_and_the_budget_goes_to_it() -> None:
+    """Not only the worst and typical steps: every step has a view of its own, finer than the overview, and
+    the finer levels of the steps spend the budget until it is gone or nothing more would be drawn."""
+    from webapp.report.build import run_context
+    from webapp.report.embed import STEP_VIEW
+
+    run = prepare_run(synthetic_trace(200_000, pattern="sync-trap", steps=40), "big")
+    ctx = run_context(run)
+    views = ctx["page"]["timeline"]["views"]
+    overview_px = (views[0]["end_ns"] - views[0]["start_ns"]) / views[0]["width_px"]
+    o = run.index.origin_ns
+    for r in run.analysis.per_step[run.analysis.per_step["rank"] == 0].itertuples():
+        mine = [
+            v
+            for v in views
+            if v["focus"] == STEP_VIEW and v["start_ns"] <= r.start_ns - o and v["end_ns"] >= r.end_ns - o
+        ]
+        assert mine and mine[0]["label"] == f"step {r.step}"
+        assert (mine[0]["end_ns"] - mine[0]["start_ns"]) / mine[0]["width_px"] < overview_px / 10
+    assert ctx["data_size"] > 0.9 * ctx["data_budget"]  # spent on detail, not left over
+    assert any(n.startswith("each step is embedded down to ") for n in ctx["left_out"])
+
+
+def test_many_steps_share_views_at_the_finest_grouping_that_fits() -> None:
+    from webapp.report.embed import STEP_VIEW
+
+    run = prepare_run(synthetic_trace(100_000, pattern="sync-trap", steps=400), "many")
+    per_step = run.analysis.per_step
+    steps = [(int(s), int(a), int(b)) for s, a, b in per_step[["step", "start_ns", "end_ns"]].itertuples(index=False)]
+    emb = embed_timeline(run.index, focus_steps(per_step), budget_bytes=300_000, steps=steps)
+    grouped = [v for v in emb.views if v.focus == STEP_VIEW]
+    assert grouped and all(v.label.startswith("steps ") for v in grouped)
+    size = int(next(n for n in emb.left_out if n.startswith("the steps, ")).split()[2])
+    assert size > 1 and len(grouped) * size >= len(steps) and emb.size_bytes <= 300_000

@@ -96,3 +96,4 @@ def test_a_recording_too_large_for_the_budget_fails_with_one_line(tmp_path: Path
     assert job["state"] == "failed" and "--max-memory" in job["error"] and "\n" not in job["error"]
     assert c.get("/api/runs").get_json()["runs"] == []
     assert list((tmp_path / "d" / "uploads").iterdir()) == []
+    assert [p.name for p in (tmp_path / "d" / "recordings").iterdir()] == [f"naive-{job['id']}.json.gz"]  # kept

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import sys
 from pathlib import Path
 
 from web_helpers import EVIL, evil_trace
@@ -247,45 +246,6 @@ def test_run_page_has_timeline_findings_and_tables(client, two_runs) -> None:
     ):
         assert needle in html
     assert "cdn" not in html.lower()
-
-
-def test_record_runs_the_collector_and_lands_on_the_run(tmp_path) -> None:
-    """With recording forced on, a fake `python -m collector` writes a trace that becomes a run."""
-    import time
-
-    from collector.traceformat.write import write_trace
-
-    src = tmp_path / "made.json.gz"
-    write_trace(synthetic_trace(300, steps=2), str(src))
-    fake = tmp_path / "fake_collector.py"
-    fake.write_text(
-        "import shutil, sys\n"
-        "args = sys.argv[1:]\n"
-        "out = args[args.index('--out') + 1]\n"
-        "print('recording', args[-1], flush=True)\n"
-        f"shutil.copy({str(src)!r}, out)\n"
-    )
-    app = create_app(
-        {
-            "DATA_DIR": str(tmp_path / "d"),
-            "IMPORT_SAMPLES": False,
-            "RECORD_ENABLED": True,
-            "RECORD_COMMAND": [sys.executable, str(fake)],
-        }
-    )
-    c = app.test_client()
-    assert "Record" in c.get("/record").get_data(as_text=True)
-    assert c.post("/api/record", json={"demo": "nope"}).status_code == 400
-    assert c.post("/api/record", json={"script": "/no/such/file.py"}).status_code == 400
-    job = c.post("/api/record", json={"demo": "naive"}).get_json()
-    deadline = time.monotonic() + 60
-    while job["state"] == "running" and time.monotonic() < deadline:
-        time.sleep(0.05)  # polling the job, not waiting a fixed time
-        job = c.get(f"/api/record/{job['id']}").get_json()
-    assert job["state"] == "done", job
-    assert job["log"] == ["recording demo:naive"]
-    assert c.get(job["run_url"]).status_code == 200
-    assert c.get("/api/record/nope").status_code == 404
 
 
 def test_local_only_refuses_other_host_names(tmp_path) -> None:

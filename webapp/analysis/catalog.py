@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -40,6 +40,9 @@ class Metric:
 
     ``headline``: in the text reports and first on the compare page; ``card``: a number card on the run
     page; ``step_column``: a column of the run page's per-step table (the per-step value of the same key).
+    ``gpu``: it measures GPU work, so it is shown only for runs that have some (:func:`gpu_work`).
+    ``host_card`` / ``host_step_column``: on runs without GPU work, a headline and card / a step column, in
+    place of the GPU ones.
     """
 
     key: str
@@ -49,6 +52,24 @@ class Metric:
     headline: bool = False
     card: bool = False
     step_column: bool = False
+    gpu: bool = False
+    host_card: bool = False
+    host_step_column: bool = False
+
+    def shown(self, gpu: bool = True) -> bool:
+        """Whether the metric applies to a run with (``gpu``) or without GPU work."""
+        return gpu or not self.gpu
+
+    def for_run(self, gpu: bool = True) -> Metric:
+        """The entry as a run with (``gpu``) or without GPU work shows it: its roles resolved."""
+        if gpu:
+            return self
+        return replace(
+            self,
+            headline=(self.headline and not self.gpu) or self.host_card,
+            card=(self.card and not self.gpu) or self.host_card,
+            step_column=(self.step_column and not self.gpu) or self.host_step_column,
+        )
 
     @property
     def sign(self) -> int:
@@ -72,69 +93,84 @@ CATALOG: tuple[Metric, ...] = (
     Metric("step_time_ns", "Step time", NS, LOWER, step_column=True),
     Metric("step_time_median_ns", "Median step", NS, LOWER, headline=True, card=True),
     Metric("step_time_p90_ns", "p90 step", NS, LOWER, headline=True, card=True),
-    Metric("gpu_busy_frac", "GPU busy", FRAC, HIGHER, headline=True, card=True, step_column=True),
-    Metric("gpu_busy_ns", "GPU busy time", NS),
-    Metric("gpu_busy_step_median_ns", "GPU busy / step", NS),
-    Metric("gpu_busy_step_p90_ns", "GPU busy / step, p90", NS),
-    Metric("compute_busy_ns", "Compute busy", NS, step_column=True),
-    Metric("compute_busy_step_median_ns", "Compute busy / step", NS, headline=True),
-    Metric("compute_busy_step_p90_ns", "Compute busy / step, p90", NS),
-    Metric("transfer_busy_ns", "Transfer busy", NS, step_column=True),
-    Metric("transfer_busy_step_median_ns", "Transfer busy / step", NS, headline=True),
-    Metric("transfer_busy_step_p90_ns", "Transfer busy / step, p90", NS),
+    Metric("gpu_busy_frac", "GPU busy", FRAC, HIGHER, headline=True, card=True, step_column=True, gpu=True),
+    Metric("gpu_busy_ns", "GPU busy time", NS, gpu=True),
+    Metric("gpu_busy_step_median_ns", "GPU busy / step", NS, gpu=True),
+    Metric("gpu_busy_step_p90_ns", "GPU busy / step, p90", NS, gpu=True),
+    Metric("compute_busy_ns", "Compute busy", NS, step_column=True, gpu=True),
+    Metric("compute_busy_step_median_ns", "Compute busy / step", NS, headline=True, gpu=True),
+    Metric("compute_busy_step_p90_ns", "Compute busy / step, p90", NS, gpu=True),
+    Metric("transfer_busy_ns", "Transfer busy", NS, step_column=True, gpu=True),
+    Metric("transfer_busy_step_median_ns", "Transfer busy / step", NS, headline=True, gpu=True),
+    Metric("transfer_busy_step_p90_ns", "Transfer busy / step, p90", NS, gpu=True),
     Metric(
-        "copy_compute_overlap_frac", "Copy/compute overlap", FRAC, HIGHER, headline=True, card=True, step_column=True
+        "copy_compute_overlap_frac",
+        "Copy/compute overlap",
+        FRAC,
+        HIGHER,
+        headline=True,
+        card=True,
+        step_column=True,
+        gpu=True,
     ),
-    Metric("copy_compute_overlap_ns", "Copy/compute overlap time", NS),
-    Metric("exposed_copy_ns", "Exposed copy", NS, LOWER, step_column=True),
-    Metric("exposed_copy_step_median_ns", "Exposed copy / step", NS, LOWER, headline=True, card=True),
-    Metric("exposed_copy_step_p90_ns", "Exposed copy / step, p90", NS, LOWER),
-    Metric("gpu_idle_ns", "GPU idle", NS, LOWER, step_column=True),
-    Metric("gpu_idle_step_median_ns", "GPU idle / step", NS, LOWER, headline=True, card=True),
-    Metric("gpu_idle_step_p90_ns", "GPU idle / step, p90", NS, LOWER),
-    # the critical path of each step (webapp.analysis.causal.critical): what the step waited on ("Path: ...")
-    Metric("cp_host_ns", "Path: host work", NS, LOWER, step_column=True),
-    Metric("cp_host_step_median_ns", "Path: host work / step", NS, LOWER, headline=True, card=True),
-    Metric("cp_host_step_p90_ns", "Path: host work / step, p90", NS, LOWER),
-    Metric("cp_launch_ns", "Path: launch latency", NS, LOWER),
-    Metric("cp_launch_step_median_ns", "Path: launch latency / step", NS, LOWER, headline=True),
-    Metric("cp_launch_step_p90_ns", "Path: launch latency / step, p90", NS, LOWER),
-    Metric("cp_compute_ns", "Path: GPU compute", NS, step_column=True),
-    Metric("cp_compute_step_median_ns", "Path: GPU compute / step", NS, headline=True),
-    Metric("cp_compute_step_p90_ns", "Path: GPU compute / step, p90", NS),
-    Metric("cp_copy_ns", "Path: copies", NS, LOWER, step_column=True),
-    Metric("cp_copy_step_median_ns", "Path: copies / step", NS, LOWER, headline=True),
-    Metric("cp_copy_step_p90_ns", "Path: copies / step, p90", NS, LOWER),
+    Metric("copy_compute_overlap_ns", "Copy/compute overlap time", NS, gpu=True),
+    Metric("exposed_copy_ns", "Exposed copy", NS, LOWER, step_column=True, gpu=True),
+    Metric("exposed_copy_step_median_ns", "Exposed copy / step", NS, LOWER, headline=True, card=True, gpu=True),
+    Metric("exposed_copy_step_p90_ns", "Exposed copy / step, p90", NS, LOWER, gpu=True),
+    Metric("gpu_idle_ns", "GPU idle", NS, LOWER, step_column=True, gpu=True),
+    Metric("gpu_idle_step_median_ns", "GPU idle / step", NS, LOWER, headline=True, card=True, gpu=True),
+    Metric("gpu_idle_step_p90_ns", "GPU idle / step, p90", NS, LOWER, gpu=True),
+    # the critical path of each step (webapp.analysis.causal.critical): what the step waited on ("Path: ...");
+    # walked through the GPU work, so its host and GPU parts are GPU figures
+    Metric("cp_host_ns", "Path: host work", NS, LOWER, step_column=True, gpu=True),
+    Metric("cp_host_step_median_ns", "Path: host work / step", NS, LOWER, headline=True, card=True, gpu=True),
+    Metric("cp_host_step_p90_ns", "Path: host work / step, p90", NS, LOWER, gpu=True),
+    Metric("cp_launch_ns", "Path: launch latency", NS, LOWER, gpu=True),
+    Metric("cp_launch_step_median_ns", "Path: launch latency / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_launch_step_p90_ns", "Path: launch latency / step, p90", NS, LOWER, gpu=True),
+    Metric("cp_compute_ns", "Path: GPU compute", NS, step_column=True, gpu=True),
+    Metric("cp_compute_step_median_ns", "Path: GPU compute / step", NS, headline=True, gpu=True),
+    Metric("cp_compute_step_p90_ns", "Path: GPU compute / step, p90", NS, gpu=True),
+    Metric("cp_copy_ns", "Path: copies", NS, LOWER, step_column=True, gpu=True),
+    Metric("cp_copy_step_median_ns", "Path: copies / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_copy_step_p90_ns", "Path: copies / step, p90", NS, LOWER, gpu=True),
     Metric("cp_comm_ns", "Path: communication", NS, LOWER),
-    Metric("cp_sync_ns", "Path: sync waits", NS, LOWER, step_column=True),
-    Metric("cp_sync_step_median_ns", "Path: sync waits / step", NS, LOWER, headline=True),
-    Metric("cp_sync_step_p90_ns", "Path: sync waits / step, p90", NS, LOWER),
+    Metric("cp_sync_ns", "Path: sync waits", NS, LOWER, step_column=True, gpu=True),
+    Metric("cp_sync_step_median_ns", "Path: sync waits / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_sync_step_p90_ns", "Path: sync waits / step, p90", NS, LOWER, gpu=True),
     Metric("cp_other_ns", "Path: not attributed", NS, LOWER),
-    Metric("sync_wait_count", "Sync waits", COUNT, LOWER, headline=True, step_column=True),
-    Metric("sync_wait_ns", "Sync wait", NS, LOWER, step_column=True),
-    Metric("sync_wait_step_median_ns", "Sync wait / step", NS, LOWER, headline=True, card=True),
-    Metric("sync_wait_step_p90_ns", "Sync wait / step, p90", NS, LOWER),
+    Metric("sync_wait_count", "Sync waits", COUNT, LOWER, headline=True, step_column=True, gpu=True),
+    Metric("sync_wait_ns", "Sync wait", NS, LOWER, step_column=True, gpu=True),
+    Metric("sync_wait_step_median_ns", "Sync wait / step", NS, LOWER, headline=True, card=True, gpu=True),
+    Metric("sync_wait_step_p90_ns", "Sync wait / step, p90", NS, LOWER, gpu=True),
     Metric("host_issue_ns", "Host issuing", NS, LOWER),
+    # runs without GPU work (CPU ranks): the host's busy time and the collectives, in place of the GPU figures
+    Metric("host_busy_ns", "Host busy", NS, host_step_column=True),
+    Metric("host_busy_step_median_ns", "Host busy / step", NS, host_card=True),
+    Metric("host_busy_step_p90_ns", "Host busy / step, p90", NS),
+    Metric("collective_ns", "Collectives", NS, host_step_column=True),
+    Metric("collective_step_median_ns", "Collectives / step", NS, host_card=True),
+    Metric("collective_step_p90_ns", "Collectives / step, p90", NS),
     # GPU ops launched and not finished (webapp.analysis.queue): a deeper queue keeps the GPU fed
-    Metric("queue_depth_step_median", "Median queue depth / step", COUNT, HIGHER, headline=True),
-    Metric("copy_count", "Copies", COUNT),
-    Metric("copy_ns", "Copy time", NS),
-    Metric("copy_bytes", "Copy bytes", BYTES),
-    Metric("pageable_copy_count", "Pageable copies", COUNT, LOWER),
-    Metric("pageable_copy_bytes", "Pageable copy bytes", BYTES, LOWER, headline=True, card=True),
-    Metric("pageable_copy_ns", "Pageable copy time", NS, LOWER, headline=True),
+    Metric("queue_depth_step_median", "Median queue depth / step", COUNT, HIGHER, headline=True, gpu=True),
+    Metric("copy_count", "Copies", COUNT, gpu=True),
+    Metric("copy_ns", "Copy time", NS, gpu=True),
+    Metric("copy_bytes", "Copy bytes", BYTES, gpu=True),
+    Metric("pageable_copy_count", "Pageable copies", COUNT, LOWER, gpu=True),
+    Metric("pageable_copy_bytes", "Pageable copy bytes", BYTES, LOWER, headline=True, card=True, gpu=True),
+    Metric("pageable_copy_ns", "Pageable copy time", NS, LOWER, headline=True, gpu=True),
     # H2D bandwidth over copies of at least 1 MiB, and what meta.bandwidth_probe measured
-    Metric("h2d_pinned_achieved_gbps", "H2D pinned achieved", GBPS, HIGHER, headline=True),
-    Metric("h2d_pinned_probe_gbps", "H2D pinned probe", GBPS, headline=True),
-    Metric("h2d_pinned_vs_probe_frac", "H2D pinned vs probe", FRAC, HIGHER),
-    Metric("h2d_pageable_achieved_gbps", "H2D pageable achieved", GBPS, HIGHER, headline=True),
-    Metric("h2d_pageable_probe_gbps", "H2D pageable probe", GBPS),
+    Metric("h2d_pinned_achieved_gbps", "H2D pinned achieved", GBPS, HIGHER, headline=True, gpu=True),
+    Metric("h2d_pinned_probe_gbps", "H2D pinned probe", GBPS, headline=True, gpu=True),
+    Metric("h2d_pinned_vs_probe_frac", "H2D pinned vs probe", FRAC, HIGHER, gpu=True),
+    Metric("h2d_pageable_achieved_gbps", "H2D pageable achieved", GBPS, HIGHER, headline=True, gpu=True),
+    Metric("h2d_pageable_probe_gbps", "H2D pageable probe", GBPS, gpu=True),
     # one-time phases: work before the first step and after the last (never per-step cost)
     Metric("setup_ns", "Set-up (before the steps)", NS, headline=True),
     Metric("tail_ns", "Tail (after the steps)", NS, headline=True),
     # the replay (webapp.analysis.causal): its self-check and the recorder's own cost taken out
     Metric("step_time_unrecorded_median_ns", "Unrecorded step (median)", NS, LOWER, headline=True),
-    Metric("recorder_call_ns", "Recorder cost per CUDA call", NS),
+    Metric("recorder_call_ns", "Recorder cost per CUDA call", NS, gpu=True),
     Metric("replay_error_max_frac", "Replay error, worst step", FRAC, LOWER),
     # the run's size
     Metric("steps", "Steps", COUNT, card=True),
@@ -153,14 +189,39 @@ def get(key: str) -> Metric | None:
     return _index(CATALOG).get(key)
 
 
-def headline() -> tuple[Metric, ...]:
+def gpu_work(metrics: Mapping[str, Any]) -> bool:
+    """Whether a run has GPU work (kernels, memsets or copies), from its metrics. A run without any (CPU ranks:
+    host-run collectives are its only stream work) shows no GPU metric. True when the metrics do not say."""
+    keys = ("compute_busy_ns", "transfer_busy_ns")
+    if not any(k in metrics for k in keys):
+        return True
+    return any(float(metrics.get(k) or 0) > 0 for k in keys)
+
+
+def for_run(gpu: bool = True) -> tuple[Metric, ...]:
+    """The entries a run with (``gpu``) or without GPU work shows, roles resolved (:meth:`Metric.for_run`)."""
+    return tuple(m.for_run(gpu) for m in CATALOG if m.shown(gpu))
+
+
+def headline(gpu: bool = True) -> tuple[Metric, ...]:
     """The entries the text reports list and the compare page shows first, in order."""
-    return tuple(m for m in CATALOG if m.headline)
+    return tuple(m for m in for_run(gpu) if m.headline)
 
 
-def cards() -> tuple[Metric, ...]:
+def cards(gpu: bool = True) -> tuple[Metric, ...]:
     """The entries shown as number cards on the run page, in order."""
-    return tuple(m for m in CATALOG if m.card)
+    return tuple(m for m in for_run(gpu) if m.card)
+
+
+def step_columns(gpu: bool = True) -> tuple[Metric, ...]:
+    """The entries shown as columns of the per-step table, in order."""
+    return tuple(m for m in for_run(gpu) if m.step_column)
+
+
+def shown(key: str, gpu: bool = True) -> bool:
+    """Whether metric ``key`` is shown for a run with (``gpu``) or without GPU work (unknown keys are)."""
+    m = get(key)
+    return m is None or m.shown(gpu)
 
 
 def label(key: str) -> str:
@@ -195,6 +256,7 @@ def ordered(keys: Iterable[str]) -> list[str]:
     return sorted(keys, key=lambda k: rank.get(k, len(rank)))
 
 
-def to_json() -> list[dict[str, Any]]:
-    """The catalogue for pages (``window.STREAMSCOPE.metrics_catalog``): one dict per entry, in order."""
-    return [m.to_dict() for m in CATALOG]
+def to_json(gpu: bool = True) -> list[dict[str, Any]]:
+    """The catalogue for pages (``window.STREAMSCOPE.metrics_catalog``): one dict per entry a run with
+    (``gpu``) or without GPU work shows, its roles resolved, in order."""
+    return [m.to_dict() for m in for_run(gpu)]

@@ -15,7 +15,7 @@ from webapp.analysis.records import RunAnalysis, _plain, frame_records
 from webapp.analysis.run import analyze
 
 SAME_TOLERANCE = 0.05
-"""Per-op mean durations within 5% count as "same": run-to-run noise of kernel times is a few %."""
+"""Per-op times per step within 5% count as "same": run-to-run noise of kernel times is a few %."""
 
 
 def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
@@ -51,8 +51,8 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int =
     (b_total - a_total), ``a_step_ns`` / ``b_step_ns`` (total time per step, ns), ``delta_step_ns``
     (b_step - a_step: what the op adds to or saves from each step, fair when the runs have different step
     counts), ``a_mean_ns``, ``b_mean_ns`` and ``status``: ``added`` (only in B), ``removed`` (only in A),
-    ``faster``/``slower`` (mean duration changed by more than SAME_TOLERANCE) or ``same``. Largest absolute
-    per-step delta first."""
+    ``faster``/``slower`` (its time per step, the number the tables show, changed by more than
+    SAME_TOLERANCE of A's) or ``same``. Largest absolute per-step delta first."""
     cols = ["kind", "name", "count", "total_ns", "mean_ns"]
     m = a[cols].merge(b[cols], on=["kind", "name"], how="outer", suffixes=("_a", "_b"))
     out = pd.DataFrame(
@@ -71,7 +71,7 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int =
     out["delta_step_ns"] = out["b_step_ns"] - out["a_step_ns"]
     out["a_mean_ns"], out["b_mean_ns"] = m["mean_ns_a"], m["mean_ns_b"]
     with np.errstate(invalid="ignore", divide="ignore"):
-        rel = (out["b_mean_ns"] - out["a_mean_ns"]) / out["a_mean_ns"]
+        rel = out["delta_step_ns"] / out["a_step_ns"]
     status = np.select(
         [out["a_count"] == 0, out["b_count"] == 0, rel < -SAME_TOLERANCE, rel > SAME_TOLERANCE],
         ["added", "removed", "faster", "slower"],

@@ -26,7 +26,7 @@ import pandas as pd
 from collector.model import GPU_KINDS, INTERVAL_KIND_DTYPE, IntervalKind
 from webapp.analysis import intervals as iv
 from webapp.analysis.causal.critical import PARTS
-from webapp.analysis.context import RunData
+from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.queue import LaneQueue, enqueue_times, windowed_median
 
 MIN_BANDWIDTH_BYTES = 1 << 20
@@ -54,6 +54,8 @@ PER_STEP_COLUMNS: dict[str, str] = {
     "cp_sync_ns": "critical path: waits' own time and their wake-up after the GPU work they waited for, ns",
     "cp_other_ns": "critical path: time the dependency graph cannot attribute, ns",
     "host_issue_ns": "host busy in launch/cpu_op and not waiting in a sync, ns",
+    "host_busy_ns": "union of the host's launch, cpu_op and sync_wait intervals, ns",
+    "collective_ns": "union of collectives (NCCL kernels, or gloo's on its threads), ns",
     "sync_wait_count": "sync_wait intervals starting in the step",
     "sync_wait_ns": "their total duration, ns",
     "copy_count": "copies starting in the step",
@@ -78,6 +80,8 @@ STAT_COLUMNS = (
     "cp_copy",
     "cp_sync",
     "sync_wait",
+    "host_busy",
+    "collective",
 )
 """Per-step ``<name>_ns`` columns that get run-level median and p90 (``<name>_step_median_ns`` etc.)."""
 
@@ -109,6 +113,9 @@ def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:
     xfer = rd.copy.measure_in(a, b)
     overlap = iv.intersect(rd.copy, rd.compute).measure_in(a, b)
     sync_t = rd.sync.measure_in(a, b)
+    host = rd.host.measure_in(a, b)
+    coll = kind_mask(rd.kind, IntervalKind.COLLECTIVE)
+    collective = iv.union(rd.s[coll], rd.e[coll]).measure_in(a, b)
     idle = step_time - gpu
     dur = rd.e - rd.s
     page = rd.copy_mask & (rd.mem == rd.mem_code("pageable"))
@@ -130,7 +137,9 @@ def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:
                 "gpu_busy_frac": np.where(step_time > 0, gpu / np.maximum(step_time, 1), np.nan),
                 "gpu_idle_ns": idle,
                 **{f"cp_{part}_ns": critical[:, i] for i, part in enumerate(PARTS)},
-                "host_issue_ns": rd.host.measure_in(a, b) - sync_t,
+                "host_issue_ns": host - sync_t,
+                "host_busy_ns": host,
+                "collective_ns": collective,
                 "sync_wait_count": _by_window(rd, rd.sync_mask),
                 "sync_wait_ns": _by_window(rd, rd.sync_mask, dur[rd.sync_mask]),
                 "copy_count": _by_window(rd, rd.copy_mask),

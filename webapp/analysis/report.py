@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
@@ -30,6 +32,20 @@ def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=indent) or [indent]
 
 
+def what_if_rows(what_if: Mapping[str, Any], findings: Iterable[Any]) -> list[dict[str, Any]]:
+    """The what-if's lines, as every page and report shows them: one per listed finding whose fix the estimate
+    applies (its ``saving_<rule>_ns``, the rule with '-' as '_'), in the findings' order, labelled with the
+    finding's title: ``[{"rule", "title", "saving_ns"}]``. A saving for a rule that is no finding of the run
+    is not shown. ``findings``: Finding records or their dicts."""
+    rows = []
+    for f in findings:
+        rule, title = (f.get("rule"), f.get("title")) if isinstance(f, Mapping) else (f.rule, f.title)
+        value = what_if.get(f"saving_{str(rule).replace('-', '_')}_ns")
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            rows.append({"rule": str(rule), "title": str(title), "saving_ns": float(value)})
+    return rows
+
+
 def analysis_text(result: RunAnalysis, title: str = "") -> str:
     """Metrics, findings (cost, sources, fix) and the what-if, as a readable report."""
     m = result.metrics
@@ -39,16 +55,18 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     )
     lines.append("")
     lines.append("Metrics")
-    for metric in catalog.headline():
+    gpu = catalog.gpu_work(m)
+    for metric in catalog.headline(gpu):
         lines.append(f"  {metric.label:<28} {fmt(m.get(metric.key), metric.unit):>16}")
     if len(result.per_rank) > 1:
         lines.append("")
-        lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14} {'GPU busy':>9}")
+        lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14}" + (" GPU busy" if gpu else ""))
         for rec in result.per_rank.to_dict(orient="records"):
+            busy = f" {fmt(float(rec['gpu_busy_frac']), Unit.FRAC):>8}" if gpu else ""
             lines.append(
                 f"  {int(rec['rank']):<6} {int(rec['steps']):>6} "
                 f"{fmt(float(rec['step_time_median_ns']), Unit.NS):>14} "
-                f"{fmt(float(rec['step_time_p90_ns']), Unit.NS):>14} {fmt(float(rec['gpu_busy_frac']), Unit.FRAC):>9}"
+                f"{fmt(float(rec['step_time_p90_ns']), Unit.NS):>14}{busy}"
             )
     for note in result.notes:
         lines.extend(_wrap(note, "  "))
@@ -68,19 +86,15 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     lines.append("")
     w = result.what_if
     now, fixed = w.get("step_time_now_ns"), w.get("step_time_fixed_ns")
-    lines.append("What if the copy and sync findings were fixed")
+    rows = what_if_rows(w, result.findings)
+    lines.append("What if the findings were fixed" if rows else "What if: no finding to fix")
     speedup = w.get("speedup", math.nan)
     lines.append(
         f"  step time now {fmt(now, Unit.NS)}, estimated {fmt(fixed, Unit.NS)}"
         + (f" ({speedup:.2f}x)" if math.isfinite(speedup) else "")
     )
-    savings = [
-        (k[len("saving_") : -3].replace("_", "-"), v)
-        for k, v in w.items()
-        if k.startswith("saving_") and k != "saving_applied_ns" and v > 0
-    ]
-    for rule, v in sorted(savings, key=lambda kv: -kv[1]):
-        lines.append(f"  {rule:<20} {fmt(v, Unit.NS):>12} per step")
+    for row in rows:
+        lines.extend(_wrap(f"{row['title']}: -{fmt(row['saving_ns'], Unit.NS)} per step", "  "))
     return "\n".join(lines)
 
 
@@ -89,7 +103,7 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
     ma, mb = c.analysis_a.metrics, c.analysis_b.metrics
     table = c.metrics.set_index("metric")
     lines = [f"{'metric':<28} {'A':>16} {'B':>16} {'change':>9}"]
-    for metric in catalog.headline():
+    for metric in catalog.headline(catalog.gpu_work(ma) or catalog.gpu_work(mb)):
         key, unit = metric.key, metric.unit
         rel = table["rel_change"].get(key, math.nan)
         better = table["better"].get(key)

@@ -18,7 +18,8 @@ from webapp.analysis import catalog
 from webapp.analysis.compare import Comparison, compare_analyses
 from webapp.analysis.lod import RunIndex
 from webapp.analysis.records import RunAnalysis, frame_records
-from webapp.figures import compare_rows, compare_steps_figure, format_value, metric_cards, step_time_figure
+from webapp.analysis.report import what_if_rows
+from webapp.figures import all_metric_rows, compare_metric_rows, compare_steps_figure, metric_cards, step_time_figure
 from webapp.report.embed import (
     DEFAULT_BUDGET_BYTES,
     EmbeddedTimeline,
@@ -98,7 +99,16 @@ def _embed(run: PreparedRun, findings: list[dict[str, Any]], budget: int, focus:
     ids = [i for f in findings for e in f["evidence"][:3] for i in e["interval_ids"]]
     first = [f["evidence"][0] for f in findings if f["evidence"]]
     windows = [finding_window(e["start_ns"], e["end_ns"]) for e in first]
-    return embed_timeline(run.index, focus, ids, budget, windows)
+    return embed_timeline(run.index, focus, ids, budget, windows, _step_windows(run.analysis.per_step))
+
+
+def _step_windows(per_step: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """(step, start_ns, end_ns) of every step of the first rank (a view shows every rank's lanes)."""
+    if per_step.empty or not {"step", "start_ns", "end_ns"} <= set(per_step.columns):
+        return []
+    steps = per_step[per_step["rank"] == per_step["rank"].min()] if "rank" in per_step.columns else per_step
+    cols = [steps[c].to_numpy().tolist() for c in ("step", "start_ns", "end_ns")]
+    return [(int(s), int(a), int(b)) for s, a, b in zip(*cols, strict=True)]
 
 
 def _cut(name: str, rows: list[Any], limit: int, notes: list[str]) -> list[Any]:
@@ -107,23 +117,16 @@ def _cut(name: str, rows: list[Any], limit: int, notes: list[str]) -> list[Any]:
     return rows[:limit]
 
 
-def _step_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _step_columns(rows: list[dict[str, Any]], gpu: bool) -> list[dict[str, Any]]:
     """Per-step rows with only the columns the table shows (rank, step and the catalogue's step columns)."""
-    keep = ("rank", "step", *(m.key for m in catalog.CATALOG if m.step_column))
+    keep = ("rank", "step", *(m.key for m in catalog.step_columns(gpu)))
     return [{k: r[k] for k in keep if k in r} for r in rows]
-
-
-def _savings(what_if: dict[str, Any]) -> list[tuple[str, float]]:
-    return [
-        (k.removeprefix("saving_").removesuffix("_ns").replace("_", " "), v)
-        for k, v in what_if.items()
-        if k.startswith("saving_") and k != "saving_applied_ns" and v
-    ]
 
 
 def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> dict[str, Any]:
     """The run report's template context (``page`` is what its script reads as window.STREAMSCOPE)."""
     d = run.analysis_dict
+    gpu = catalog.gpu_work(d["metrics"])
     findings = _trim_findings(d["findings"])
     timeline = _embed(run, findings, budget_bytes, focus_steps(run.analysis.per_step))
     cut: list[str] = []
@@ -135,18 +138,19 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
         "mode": "run",
         "run": run_summary(run),
         "lanes": _lanes(run),
+        "gpu_work": gpu,
         "analysis": {
             "findings": findings,
             "steps": _cut("step windows", _windows(per_step, "step"), MAX_STEP_ROWS, []),
             "phases": _windows(d["phases"], "phase"),
         },
         "tables": {
-            "per_step": _cut("per-step table", _step_columns(per_step), MAX_STEP_ROWS, cut),
+            "per_step": _cut("per-step table", _step_columns(per_step, gpu), MAX_STEP_ROWS, cut),
             "kernels": _cut("kernels table", d["kernels"], MAX_TABLE_ROWS, cut),
             "sync_sources": _cut("sync sources table", d["sync_sources"], MAX_TABLE_ROWS, cut),
         },
-        "metrics_catalog": catalog.to_json(),
-        "step_figure": step_time_figure(chart_rows),
+        "metrics_catalog": catalog.to_json(gpu),
+        "step_figure": step_time_figure(chart_rows, gpu=gpu),
         "timeline": timeline.to_dict(),
     }
     metrics = d["metrics"]
@@ -155,14 +159,11 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
         "page": page,
         "notes": d["notes"],
         "cards": metric_cards(metrics),
-        "metrics": [
-            {"key": k, "label": catalog.label(k), "value": format_value(k, metrics[k])}
-            for k in catalog.ordered(metrics)
-        ],
+        "metrics": all_metric_rows(metrics),
         "findings": findings,
         "minor_findings": d["minor_findings"],
         "what_if": d["what_if"],
-        "savings": _savings(d["what_if"]),
+        "what_if_rows": what_if_rows(d["what_if"], findings),
         "focus": timeline.focus,
         "left_out": [*timeline.left_out, *cut],
         "data_size": timeline.size_bytes,
@@ -180,7 +181,14 @@ def _rank0_steps(per_step: pd.DataFrame) -> list[dict[str, int]]:
 def _side(run: PreparedRun, timeline: EmbeddedTimeline) -> dict[str, Any]:
     """One run of the compare report's page data: header, lanes, rank 0's steps, embedded timeline."""
     steps = _rank0_steps(run.analysis.per_step)
-    return {"run": run_summary(run), "lanes": _lanes(run), "steps": steps, "timeline": timeline.to_dict()}
+    gpu = catalog.gpu_work(run.analysis.metrics)
+    return {
+        "run": run_summary(run),
+        "lanes": _lanes(run),
+        "steps": steps,
+        "gpu_work": gpu,
+        "timeline": timeline.to_dict(),
+    }
 
 
 def focus_pairs(fa: tuple[Focus, ...], fb: tuple[Focus, ...]) -> list[dict[str, Any]]:
@@ -211,9 +219,8 @@ def compare_context(
     fa, fb = focus_steps(a.analysis.per_step), focus_steps(b.analysis.per_step)
     ta = _embed(a, [], budget_bytes // 2, fa)
     tb = _embed(b, [], budget_bytes // 2, fb)
-    rows = {r["metric"]: r for r in compare_rows(out["metrics"])}
-    keys = catalog.ordered(rows)
-    headline = {m.key for m in catalog.headline()}
+    gpu = catalog.gpu_work(a.analysis.metrics) or catalog.gpu_work(b.analysis.metrics)
+    headline, others = compare_metric_rows(out["metrics"], gpu)
     cut: list[str] = []
     side_a, side_b = _side(a, ta), _side(b, tb)
     page: dict[str, Any] = {
@@ -222,7 +229,7 @@ def compare_context(
         "b": side_b,
         "pairs": focus_pairs(fa, fb),
         "ops": _cut("ops table", out["ops"], MAX_TABLE_ROWS, cut),
-        "metrics_catalog": catalog.to_json(),
+        "metrics_catalog": catalog.to_json(gpu),
         "step_figure": compare_steps_figure(
             frame_records(a.analysis.per_step[:MAX_CHART_STEPS]),
             frame_records(b.analysis.per_step[:MAX_CHART_STEPS]),
@@ -236,8 +243,8 @@ def compare_context(
         "b": side_b["run"],
         "page": page,
         "verdict": verdict,
-        "headline": [rows[k] for k in keys if k in headline],
-        "all_rows": [rows[k] for k in keys if k not in headline],
+        "headline": headline,
+        "all_rows": others,
         "fdiff": out["findings"],
         "findings_b": b.analysis_dict["findings"],
         "left_out": left,

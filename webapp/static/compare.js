@@ -47,7 +47,8 @@ function build() {
   const marks = (side) => side.steps.filter((st) => st.rank === rank)
     .map((st) => ({ rank: rank, step: st.step, s: st.start_ns - side.run.start_ns, e: st.end_ns - side.run.start_ns }));
   const opts = (side, off) => ({ api: side.api, lanes: side.lanes, span: span, offset: off, overview: false,
-    steps: side.steps.length ? marks(side) : null,
+    steps: side.steps.length ? marks(side) : null, gpu: side.gpu_work !== false,
+    pageKeys: side === P.a,  // the page's keys move A, and B follows
     onView: (a, b) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(a, b, true); } });
   tlA = new Timeline(document.getElementById("timeline-a"), opts(P.a, offA));
   tlB = new Timeline(document.getElementById("timeline-b"), opts(P.b, offB));
@@ -58,7 +59,7 @@ function build() {
 sel.addEventListener("change", build);
 rankSel.addEventListener("change", () => { fillSteps(); build(); });
 build();
-tlLegend(document.getElementById("tl-legend"));
+tlLegend(document.getElementById("tl-legend"), () => [tlA, tlB]);
 document.getElementById("tl-reset").onclick = () => tlA.reset();
 document.getElementById("tl-in").onclick = () => tlA.zoom(0.5);
 document.getElementById("tl-out").onclick = () => tlA.zoom(2);

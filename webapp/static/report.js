@@ -2,7 +2,8 @@
 // the file. window.STREAMSCOPE.mode is "run" or "compare"; Plotly is unpacked from #ss-plotly.
 import { SS } from "./common.js";
 import { EmbeddedRun, EmbeddedTimeline, loadPlotly } from "./report_data.js";
-import { fillTable, metricsCatalog } from "./tables.js";
+import { bindFindings, bindTabs } from "./run_parts.js";
+import { fillTable } from "./tables.js";
 import { tlLegend } from "./timeline.js";
 
 const P = window.STREAMSCOPE;
@@ -21,7 +22,7 @@ function showSource(tl, embedded, el, focus) {
     const v = embedded.lastPicked || embedded.views[0];
     const px = (v.end_ns - v.start_ns) / v.width_px;
     const where = v.focus === -1 ? "whole-run overview" : v.focus === -2 ? "finding's window"
-      : focus[v.focus].label + " (step " + focus[v.focus].step + ")";
+      : v.focus === -3 ? "view of " + v.label : focus[v.focus].label + " (step " + focus[v.focus].step + ")";
     el.textContent = "drawn from the " + where + " at " + SS.ns(px) + " per pixel" +
       (v.focus === -1 && tl.view[1] - tl.view[0] < (v.end_ns - v.start_ns) / 20 ? ": this part of the run is embedded coarse only" : "");
   });
@@ -41,9 +42,9 @@ function runPage() {
   const phases = (analysis.phases || []).map((p) => ({ rank: p.rank, phase: p.phase, s: p.start_ns - run.start_ns, e: p.end_ns - run.start_ns }));
   const embedded = new EmbeddedRun(P.timeline);
   const tl = new EmbeddedTimeline(root, { api: "embedded", embedded: embedded, lanes: P.lanes, span: span,
-    steps: stepMarks.length ? stepMarks : null, phases: phases });
+    steps: stepMarks.length ? stepMarks : null, phases: phases, pageKeys: true, gpu: P.gpu_work !== false });
   window.ssTimeline = tl;  // test hook
-  tlLegend(document.getElementById("tl-legend"));
+  tlLegend(document.getElementById("tl-legend"), () => [tl]);
   const focus = P.timeline.focus || [];
   showSource(tl, embedded, document.getElementById("tl-source"), focus);
   const goWindow = (a, b) => { const pad = (b - a) * 0.03; tl.clearHighlight(); tl.setView(a - run.start_ns - pad, b - run.start_ns + pad); };
@@ -55,39 +56,13 @@ function runPage() {
   if (focus.length) goWindow(focus[0].start_ns, focus[0].end_ns);
   else tl.load().catch((e) => tl.showError(e.message));
 
-  // findings (rendered in the page): a click zooms to the next piece of evidence and outlines it
-  const findings = analysis.findings || [];
-  const list = document.getElementById("findings");
-  list.querySelectorAll("li[data-finding]").forEach((li) => {
-    const f = findings[Number(li.dataset.finding)] || {};
-    let turn = 0;
-    li.addEventListener("click", () => {
-      list.querySelectorAll("li").forEach((x) => x.classList.remove("active"));
-      li.classList.add("active");
-      const ev = (f.evidence || [])[turn % Math.max(1, (f.evidence || []).length)];
-      turn += 1;
-      if (ev) tl.focus(ev.start_ns - run.start_ns, ev.end_ns - run.start_ns, ev.interval_ids, f.title);
-      root.scrollIntoView({ block: "nearest" });
-    });
-  });
-
+  bindFindings(document.getElementById("findings"), analysis.findings || [], tl, run.start_ns);
   const stepBy = {};
   for (const s of (analysis.steps || [])) if (!(s.step in stepBy)) stepBy[s.step] = s;
   const tables = P.tables || {};
-  const stepColumns = ["rank", "step", ...metricsCatalog().filter((m) => m.step_column).map((m) => m.key)];
-  const build = {
-    "tab-steps": () => fillTable(document.getElementById("steps-table"), tables.per_step, stepColumns,
-      (rec) => { const s = stepBy[rec.step]; if (s) goWindow(s.start_ns, s.end_ns); }),
-    "tab-kernels": () => fillTable(document.getElementById("kernels-table"), tables.kernels,
-      ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
-    "tab-syncs": () => fillTable(document.getElementById("syncs-table"), tables.sync_sources,
-      ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"]),
-  };
-  for (const fn of Object.values(build)) fn();
-  document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
-    document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
-    document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
-  }));
+  const buildTab = bindTabs(() => tables, (rec) => { const s = stepBy[rec.step]; if (s) goWindow(s.start_ns, s.end_ns); },
+    P.gpu_work !== false);
+  buildTab(true);
   stepChart(P.step_figure);
 }
 
@@ -111,7 +86,7 @@ function comparePage() {
     tlA = tlB = null;
     const marks = (side) => side.steps.map((st) => ({ rank: 0, step: st.step, s: st.start_ns - side.run.start_ns, e: st.end_ns - side.run.start_ns }));
     const opts = (side, off) => ({ api: "embedded", embedded: side.embedded, lanes: side.lanes, span: span, offset: off,
-      overview: false, steps: side.steps.length ? marks(side) : null,
+      overview: false, steps: side.steps.length ? marks(side) : null, pageKeys: side === P.a, gpu: side.gpu_work !== false,
       onView: (x, y) => { const other = side === P.a ? tlB : tlA; if (other) other.setView(x, y, true); } });
     tlA = new EmbeddedTimeline(document.getElementById("timeline-a"), opts(P.a, offA));
     tlB = new EmbeddedTimeline(document.getElementById("timeline-b"), opts(P.b, offB));
@@ -120,7 +95,7 @@ function comparePage() {
   }
   sel.addEventListener("change", build);
   build();
-  tlLegend(document.getElementById("tl-legend"));
+  tlLegend(document.getElementById("tl-legend"), () => [tlA, tlB]);
   document.getElementById("tl-reset").onclick = () => tlA.reset();
   bindZoom({ zoom: (f) => tlA.zoom(f) });
   fillTable(document.getElementById("ops-table"), P.ops, ["name", "kind", "status", "a_count", "b_count", "a_step_ns", "b_step_ns", "delta_step_ns"]);

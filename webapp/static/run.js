@@ -1,7 +1,8 @@
-// Run page: the timeline, findings that zoom it, the what-if box, and the tables fetched after first paint.
+// Run page: the timeline, findings that zoom it (findings and the what-if box come rendered by the server),
+// and the tables fetched after first paint.
 import { SS } from "./common.js";
 import { loadPlotly, rankGrid } from "./rank_grid.js";
-import { fillTable, metricsCatalog } from "./tables.js";
+import { bindFindings, bindTabs } from "./run_parts.js";
 import { Timeline, tlLegend } from "./timeline.js";
 import { attachHandoff } from "./tl_handoff.js";
 import { attachDetails, attachHelp, attachRangeStats } from "./tl_panels.js";
@@ -20,23 +21,18 @@ const linked = readViewHash(location.hash);  // a shared view: its rank picks th
 const rank = P.lanes.some((l) => l.rank === linked.rank) ? linked.rank : undefined;
 const lanes = rank === undefined ? P.lanes : P.lanes.filter((l) => l.rank === rank);
 const laneH = Number(localStorage.getItem("streamscope.laneH")) || 34;
+const gpu = P.gpu_work !== false;  // a run without GPU work: no queue tracks, no GPU figures
 const tl = new Timeline(root, { api: P.api, lanes: lanes, span: span, steps: stepMarks.length ? stepMarks : null,
-  phases: phases, queue: true, laneH: laneH, rank: rank });
+  phases: phases, queue: true, gpu: gpu, laneH: laneH, rank: rank, pageKeys: true });
 window.ssTimeline = tl;  // test and benchmark hook
 // ranks fold to one summary lane each above COLLAPSE_ABOVE ranks; ?ranks=collapsed|expanded overrides
 const COLLAPSE_ABOVE = 8;
 const foldArg = new URLSearchParams(location.search).get("ranks");
 attachRanks(tl, foldArg === "collapsed" ? 0 : foldArg === "expanded" ? Infinity : COLLAPSE_ABOVE);
-tlLegend(document.getElementById("tl-legend"));
-for (const [color, text] of [["#4c78a8", "queued ops (queue track)"], ["#e45756", "host lead (queue track)"]]) {
-  const item = SS.el("span"), sw = SS.el("i");
-  sw.style.background = color; sw.style.opacity = "0.7";
-  item.append(sw, document.createTextNode(text));
-  document.getElementById("tl-legend").append(item);
-}
+tlLegend(document.getElementById("tl-legend"), () => [tl]);
 attachHandoff(tl);
 attachDetails(tl, document.getElementById("tl-details"));
-attachRangeStats(tl, document.getElementById("tl-range"));
+attachRangeStats(tl, document.getElementById("tl-range"), gpu);
 attachHelp(tl, document.getElementById("tl-help"), document.getElementById("tl-keys"));
 attachSearch(tl, document.getElementById("tl-search"));
 attachCriticalPath(tl, document.getElementById("tl-critical"), document.getElementById("tl-critical-legend"));
@@ -106,79 +102,14 @@ const showRankStep = (r, s, e) => {
   tl.goRankStep(r, s, e);
 };
 
-// findings: click zooms the timeline to the first evidence and outlines it
-const list = document.getElementById("findings");
-const findings = analysis.findings || [];
-if (!findings.length) list.appendChild(SS.el("li", { "class": "none" }, "No findings: nothing obvious to fix in this run."));
-findings.forEach((f, i) => {
-  const li = SS.el("li", { "data-rule": f.rule });
-  const head = SS.el("div", { "class": "ftitle" });
-  head.append(SS.el("span", { "class": "sev sev-" + f.severity }, f.severity), document.createTextNode(f.title));
-  li.append(head, SS.el("div", { "class": "cost" }, "costs about " + SS.ns(f.cost_per_step_ns) + " per step"),
-    SS.el("div", { "class": "detail" }, f.detail), SS.el("div", { "class": "fix" }, "Fix: " + f.fix));
-  if (f.sources && f.sources.length) li.append(SS.el("div", { "class": "src" }, "at " + f.sources.join(", ")));
-  let turn = 0;
-  li.addEventListener("click", () => {
-    list.querySelectorAll("li").forEach((x) => x.classList.remove("active"));
-    li.classList.add("active");
-    const ev = (f.evidence || [])[turn % Math.max(1, (f.evidence || []).length)];
-    turn += 1;
-    if (ev) tl.focus(ev.start_ns - run.start_ns, ev.end_ns - run.start_ns, ev.interval_ids, f.title);
-    root.focus({ preventScroll: true });
-    root.scrollIntoView({ block: "nearest", behavior: "smooth" });
-  });
-  list.appendChild(li);
-});
-
-// what-if
-const wi = analysis.what_if || {}, box = document.getElementById("whatif");
-if (wi.step_time_now_ns) {
-  const head = SS.el("div", { "class": "whatif-head" });
-  head.append(document.createTextNode("Step time "), SS.el("strong", {}, SS.ns(wi.step_time_now_ns)),
-    document.createTextNode(" → "), SS.el("strong", {}, SS.ns(wi.step_time_fixed_ns)),
-    document.createTextNode(wi.speedup ? "  (" + wi.speedup.toFixed(2) + "× faster)" : ""));
-  box.appendChild(head);
-  for (const [k, v] of Object.entries(wi)) {
-    if (!k.startsWith("saving_") || k === "saving_applied_ns" || !v) continue;
-    const row = SS.el("div", { "class": "whatif-row" });
-    row.append(SS.el("span", {}, "fix " + k.replace("saving_", "").replace(/_ns$/, "").replace(/_/g, " ")),
-      SS.el("span", {}, "−" + SS.ns(v) + " / step"));
-    box.appendChild(row);
-  }
-} else box.textContent = "No estimate for this run.";
+bindFindings(document.getElementById("findings"), analysis.findings || [], tl, run.start_ns);
 
 // tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
 let full = null;
-const stepColumns = ["rank", "step", ...metricsCatalog().filter((m) => m.step_column).map((m) => m.key)];
-const tables = {
-  "tab-steps": () => fillTable(document.getElementById("steps-table"), full.per_step, stepColumns, (rec) => goStep(rec.step)),
-  "tab-kernels": () => fillTable(document.getElementById("kernels-table"), full.kernels,
-    ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"]),
-  "tab-syncs": () => fillTable(document.getElementById("syncs-table"), full.sync_sources,
-    ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"]),
-  "tab-host": () => {
-    const rows = full.host_frames || [];
-    document.getElementById("host-note").textContent = rows.length
-      ? "Host time over the steps by Python frame (sampled stacks; for a torch.profiler trace, CPU ops' own time): "
-        + "total = with the frame anywhere on the stack, self = innermost."
-      : "This run has no sampled host stacks (record it with Streamscope to see where the host's time goes).";
-    fillTable(document.getElementById("host-table"), rows, ["frame", "total_ns", "total_frac", "self_ns", "per_step_ns"]);
-  },
-  "tab-colls": () => fillTable(document.getElementById("colls-table"), (full.ranks || {}).collectives || [],
-    ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"]),
-};
-const built = new Set();
-let active = "tab-steps";
-const build = (id) => { if (full && !built.has(id) && tables[id]) { built.add(id); tables[id](); } };
-document.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => {
-  active = b.dataset.tab;
-  build(active);
-  document.querySelectorAll(".tabs button").forEach((x) => x.classList.toggle("active", x === b));
-  document.querySelectorAll(".tab").forEach((t) => { t.hidden = t.id !== b.dataset.tab; });
-}));
+const buildTab = bindTabs(() => full, (rec) => goStep(rec.step), gpu);
 root.addEventListener("tl-firstpaint", async () => {
   try { full = await SS.json(P.analysis_url); } catch (e) { return; }
-  build(active);
+  buildTab(false);
   document.getElementById("tab-colls-button").hidden = !((full.ranks || {}).collectives || []).length;
   const figs = full.rank_figures || {}, grid = (full.ranks || {}).grid;
   if (!full.step_figure && !figs.step_time_ns) return;

@@ -16,15 +16,19 @@ if (table) {
     }
     document.getElementById("run-count").textContent = shown;
   });
-  const picked = () => Array.from(table.querySelectorAll(".pick-run:checked")).map((c) => c.value);
+  // the runs ticked, in the order they were ticked: the first is the baseline (A), the second is B
+  let picked = [];
   table.addEventListener("change", (ev) => {
     if (!ev.target.classList.contains("pick-run")) return;
-    const p = picked();
-    if (p.length > 2) { ev.target.checked = false; }
-    compareBtn.disabled = picked().length !== 2;
+    const id = ev.target.value;
+    if (!ev.target.checked) picked = picked.filter((x) => x !== id);
+    else if (picked.length >= 2) ev.target.checked = false;
+    else picked.push(id);
+    compareBtn.disabled = picked.length !== 2;
+    compareBtn.title = picked.length === 2 ? "the run ticked first is the baseline (A)" : "tick two runs: the first is the baseline (A)";
   });
   compareBtn.addEventListener("click", () => {
-    const [a, b] = picked();
+    const [a, b] = picked;
     window.location = cfg.compare_url + "?a=" + encodeURIComponent(a) + "&b=" + encodeURIComponent(b);
   });
   table.addEventListener("click", async (ev) => {
@@ -42,6 +46,8 @@ if (table) {
         if (!window.confirm("Delete the run \u201c" + link.textContent + "\u201d? This cannot be undone.")) return;
         await SS.json(cfg.api + "/" + id, { method: "DELETE" });
         row.remove();
+        picked = picked.filter((x) => x !== id);
+        compareBtn.disabled = picked.length !== 2;
         document.getElementById("run-count").textContent = table.tBodies[0].rows.length;
       }
     } catch (e) { window.alert(e.message); }

@@ -16,7 +16,8 @@ const TL_ROLE_ORDER = ["cpu_thread", "transfer_stream", "compute_stream", "comm_
 export class Timeline {
   constructor(root, opts) {
     this.root = root;
-    this.opts = Object.assign({ offset: 0, gutter: 200, laneH: 30, onView: null, overview: true, queue: false }, opts);
+    // opts.gpu false: a run without GPU work, whose comm lanes are host threads (gloo) and have no queue
+    this.opts = Object.assign({ offset: 0, gutter: 200, laneH: 30, onView: null, overview: true, queue: false, gpu: true }, opts);
     this.layers = [];      // fn(tl) drawn over the lanes, inside the plot clip
     this.rowPainters = {};  // row.extra -> fn(tl, row): draws an extra row (e.g. "queue")
     this.tipLines = [];    // fn(tl, hit) -> [lines] added to a single interval's tooltip
@@ -54,7 +55,7 @@ export class Timeline {
     this.observer.disconnect();
     for (const [type, fn] of this.winListeners) window.removeEventListener(type, fn);
     this.winListeners = [];
-    this.root.removeEventListener("keydown", this.onKey);
+    this.keyTarget.removeEventListener("keydown", this.onKey);
     clearTimeout(this.timer); clearTimeout(this.slowTimer);
     this.aborter.abort();
     this.tip.remove();
@@ -84,7 +85,7 @@ export class Timeline {
       if (folded && folded.has(l.rank)) continue;
       rows.push(Object.assign({}, l, { y: y, h: this.opts.laneH }));
       y += this.opts.laneH + 2;
-      if (this.opts.queue && l.kind !== "cpu_thread") {  // the stream's queue, right under it
+      if (this.opts.queue && this.opts.gpu && l.kind !== "cpu_thread") {  // the stream's queue, right under it
         rows.push({ extra: "queue", index: l.index, rank: l.rank, kind: l.kind, label: "queue · host lead", y: y, h: 26 });
         y += 28;
       }
@@ -352,22 +353,42 @@ export class Timeline {
     }
   }
 
+  // The rows of each rank, top and bottom (css px), when the lanes are grouped by rank; null for one rank.
+  rankBands() {
+    const bands = {};
+    for (const row of this.lanes) {
+      if (row.rank === undefined) continue;
+      const b = bands[row.rank] || (bands[row.rank] = [row.y, row.y]);
+      b[0] = Math.min(b[0], row.y); b[1] = Math.max(b[1], row.y + (row.h || 18));
+    }
+    return Object.keys(bands).length > 1 ? bands : null;
+  }
+
+  // Step boundaries, dashed. With several ranks each rank's steps are drawn over its own rows only, labelled
+  // in its header row, so whose step line is whose is plain.
   drawSteps() {
     this.drawPhases();
     const ctx = this.ctx;
     ctx.strokeStyle = "rgba(29, 35, 48, 0.35)"; ctx.setLineDash([3, 3]); ctx.lineWidth = 1;
     ctx.fillStyle = "#1d2330"; ctx.font = "10px system-ui";
-    let lastLabel = -1e9;
+    const bands = this.rankBands();
+    const shown = bands ? undefined : (this.lanes.find((r) => r.rank !== undefined) || {}).rank;  // one rank's lanes
+    const lastLabel = {};
     const seen = new Set();
     for (const st of this.stepsInView()) {
+      const band = bands ? bands[st.rank] : [22, this.height];
+      if (!band || (!bands && shown !== undefined && st.rank !== undefined && st.rank !== shown)) continue;
       for (const t of [st.s, st.e]) {
         const x = Math.round(this.x(this.rel(t))) + 0.5;
-        if (seen.has(x)) continue;
-        seen.add(x);
-        ctx.beginPath(); ctx.moveTo(x, 22); ctx.lineTo(x, this.height); ctx.stroke();
+        if (seen.has(x + ":" + st.rank)) continue;
+        seen.add(x + ":" + st.rank);
+        ctx.beginPath(); ctx.moveTo(x, band[0]); ctx.lineTo(x, band[1]); ctx.stroke();
       }
-      const xs = this.x(this.rel(st.s));
-      if (xs - lastLabel > 48 && xs > this.opts.gutter - 20) { ctx.fillText("step " + st.step, xs + 3, 34); lastLabel = xs; }
+      const xs = this.x(this.rel(st.s)), key = bands ? st.rank : 0;
+      if (xs - (lastLabel[key] ?? -1e9) > 48 && xs > this.opts.gutter - 20) {
+        ctx.fillText(bands ? "r" + st.rank + " step " + st.step : "step " + st.step, xs + 3, bands ? band[0] + 8 : 34);
+        lastLabel[key] = xs;
+      }
     }
     ctx.setLineDash([]);
   }
@@ -473,11 +494,14 @@ export class Timeline {
         continue;
       }
       ctx.fillStyle = "#1d2330"; ctx.font = "12px system-ui";
-      ctx.fillText(this.fit(TL_ROLE[row.kind] || row.kind, G - 20), 10, row.y + 13);
+      ctx.fillText(this.fit(this.role(row.kind), G - 20), 10, row.y + 13);
       ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
       ctx.fillText(this.fit(row.label, G - 20), 10, row.y + 26);
     }
   }
+
+  // what a lane of this kind is, as its first label line ("CPU thread", "compute stream", ...)
+  role(kind) { return !this.opts.gpu && kind === "comm_stream" ? "comm thread" : TL_ROLE[kind] || kind; }
 
   // index of the box (sorted by start) that contains t, or -1
   indexAt(s, dur, t, slack) {
@@ -496,16 +520,41 @@ function tlTick(t, step) {
   return (t / scale).toFixed(digits) + " " + unit;
 }
 
-export function tlLegend(el) {
-  for (const k of Object.keys(TL_LABELS)) {
-    if (k === "annotation" || k === "collective") continue;
-    const item = SS.el("span"); const sw = SS.el("i"); sw.style.background = TL_COLORS[k];
-    item.append(sw, document.createTextNode(TL_LABELS[k])); el.append(item);
-  }
-  const ex = SS.el("span"); const sw = SS.el("i"); sw.style.background = "rgba(228, 87, 86, 0.3)";
-  ex.append(sw, document.createTextNode("copy not overlapped by compute")); el.append(ex);
-  const busy = SS.el("span"); const sw2 = SS.el("i"); sw2.style.background = "#4c78a8"; sw2.style.opacity = "0.45";
-  busy.append(sw2, document.createTextNode("merged (opacity = busy %)")); el.append(busy);
+// The legend of what the timelines draw, kept in step with each draw: every kind in their data (single
+// boxes and merged ones), then the exposed-copy shading, merged boxes and queue tracks where drawn.
+// `timelines()` gives the page's current timelines (the compare page makes new ones for another step).
+export function tlLegend(el, timelines) {
+  const item = (color, text, opacity) => {
+    const span = SS.el("span"), sw = SS.el("i");
+    sw.style.background = color;
+    if (opacity) sw.style.opacity = opacity;
+    span.append(sw, document.createTextNode(text));
+    return span;
+  };
+  const update = () => {
+    const kinds = new Set();
+    let merged = false, exposed = false, queue = false;
+    for (const tl of timelines()) {
+      const d = tl && !tl.destroyed && tl.data;
+      if (!d) continue;
+      for (const lane of d.lanes) {
+        for (const k of lane.k) kinds.add(d.kinds[k]);
+        for (const k of lane.bk) kinds.add(d.kinds[k]);
+        merged = merged || lane.bs.length > 0;
+      }
+      exposed = exposed || (d.exposed || []).some((x) => x.s.length > 0);
+      queue = queue || tl.lanes.some((r) => r.extra === "queue");
+    }
+    const items = Object.keys(TL_LABELS).filter((k) => kinds.has(k)).map((k) => item(TL_COLORS[k], TL_LABELS[k]));
+    for (const k of kinds) if (!(k in TL_LABELS)) items.push(item("#888", k));
+    if (exposed) items.push(item("rgba(228, 87, 86, 0.3)", "copy not overlapped by compute"));
+    if (merged) items.push(item("#4c78a8", "merged (opacity = busy %)", "0.45"));
+    if (queue) items.push(item("#4c78a8", "queued ops (queue track)", "0.7"), item("#e45756", "host lead (queue track)", "0.7"));
+    el.replaceChildren(...items);
+  };
+  const roots = new Set(timelines().filter(Boolean).map((tl) => tl.root));
+  for (const root of roots) root.addEventListener("tl-drawn", update);
+  update();
 }
 
 Object.assign(Timeline.prototype, Input);

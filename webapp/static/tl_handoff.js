@@ -73,10 +73,17 @@ export function attachHandoff(tl) {
   });
 }
 
-function describeLink(lk, id) {
+// A link as a tooltip line, seen from interval `id`. The GPU may start an op before its launch call returns
+// (a negative delay, common in torch.profiler traces): that is said, never printed as a negative delay.
+export function describeLink(lk, id) {
   if (lk.relation === "waited") return "waited for " + lk.dst.name + " (it ended " + SS.ns(lk.delay_ns) + " before the wait did)";
-  if (lk.dst.id === id) return "queued by " + lk.src.name + " · queueing delay " + SS.ns(lk.delay_ns) + " (launch end → GPU start)";
-  return "queued " + lk.dst.name + " · it started " + SS.ns(lk.delay_ns) + " after the launch returned";
+  const early = lk.delay_ns < 0, gap = SS.ns(Math.abs(lk.delay_ns));
+  if (lk.dst.id === id) {
+    return "queued by " + lk.src.name + (early
+      ? " · no queueing delay: the GPU started it " + gap + " before the launch call returned"
+      : " · queueing delay " + gap + " (launch end → GPU start)");
+  }
+  return "queued " + lk.dst.name + " · it started " + gap + (early ? " before the launch call returned" : " after the launch returned");
 }
 
 // An arrow from the end of the source interval to the start (or, for a wait, the end) of the target.

@@ -1,6 +1,8 @@
-// The timeline's mouse and keyboard input, mixed into Timeline.prototype: wheel zooms (shift: pans), drag
-// pans, click selects an interval, shift+drag or a drag on the time axis selects a range; W/A/S/D as in
-// Perfetto, plus + - arrows 0, f (zoom to the selection), Esc (clear it) and ? (list the keys).
+// The timeline's mouse and keyboard input, mixed into Timeline.prototype: wheel over the timeline zooms
+// (shift: pans; elsewhere the page scrolls), drag pans, click selects an interval, shift+drag or a drag on the
+// time axis selects a range; W/A/S/D as in Perfetto, plus + - arrows 0, f (zoom to the selection), Esc (clear
+// it) and ? (list the keys). With opts.pageKeys the keys work anywhere on the page, as in Perfetto, unless a
+// text field or other form control has the focus; without it, only while the timeline has the focus.
 import { SS } from "./common.js";
 import { TL_LABELS } from "./tl_theme.js";
 
@@ -8,12 +10,19 @@ export const KEYS = [
   ["W / + ", "zoom in"], ["S / −", "zoom out"], ["A / ←", "pan left"], ["D / →", "pan right"],
   ["0 / Home", "whole run"], ["F", "zoom to the selection"], ["Esc", "clear the selection"],
   ["click", "select an interval (details, links)"], ["shift+drag, or drag on the time axis", "select a range (stats)"],
-  ["wheel", "zoom (shift+wheel: pan)"], ["drag", "pan"], ["?", "show these keys"],
+  ["wheel over the timeline", "zoom (shift+wheel: pan)"], ["drag", "pan"], ["?", "show these keys"],
 ];
+export const KEYS_NOTE = "The keys work anywhere on the page unless a text field has the focus.";
+
+// Whether a key press belongs to the element it was typed in (a text field, a list, a slider) rather than to
+// the page's timeline.
+export function typingIn(target) {
+  return !!(target && target.closest && target.closest("input, textarea, select, [contenteditable=''], [contenteditable='true']"));
+}
 
 export const Input = {
   // wheel: zoom (shift: pan); drag: pan; click: select an interval; shift+drag or drag on the time axis:
-  // select a range. Keys (on the focused timeline) are listed in KEYS.
+  // select a range. Keys (see the head of this file) are listed in KEYS.
   bind() {
     const c = this.canvas;
     c.addEventListener("wheel", (e) => {
@@ -58,7 +67,8 @@ export const Input = {
     c.addEventListener("mouseleave", () => { this.tip.hidden = true; this.lastMouse = null; this.setHovered(null); });
     c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
     this.onKey = (e) => {
-      if (e.target !== this.root || e.ctrlKey || e.metaKey || e.altKey) return;
+      if (e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+      if (this.opts.pageKeys ? typingIn(e.target) : e.target !== this.root) return;
       const k = e.key.length === 1 ? e.key.toLowerCase() : e.key;
       if (k === "+" || k === "=" || k === "w") this.zoom(0.6);
       else if (k === "-" || k === "_" || k === "s") this.zoom(1 / 0.6);
@@ -71,7 +81,8 @@ export const Input = {
       else return;
       e.preventDefault();
     };
-    this.root.addEventListener("keydown", this.onKey);
+    this.keyTarget = this.opts.pageKeys ? document : this.root;
+    this.keyTarget.addEventListener("keydown", this.onKey);
   },
 
   // Select one interval (a hit from hitAt, or null) and tell the page (tl-select).

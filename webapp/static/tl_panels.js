@@ -1,7 +1,8 @@
 // Panels beside the timeline: details of the clicked interval (with its launch and what it queued), the
 // stats of a selected range (GET <api>/range), and the list of keys ("?").
 import { SS } from "./common.js";
-import { KEYS } from "./tl_input.js";
+import { describeLink } from "./tl_handoff.js";
+import { KEYS, KEYS_NOTE } from "./tl_input.js";
 import { TL_LABELS } from "./tl_theme.js";
 
 function table(rows) {
@@ -30,10 +31,8 @@ export function attachDetails(tl, el) {
     const body = await tl.linksFor(hit.id);
     if (!body || tl.selected !== hit) return;
     const extra = [];
-    for (const lk of body.links) {
-      if (lk.relation === "waited") extra.push(["waited for", lk.dst.name + " (ended " + SS.ns(lk.delay_ns) + " before the wait)"]);
-      else if (lk.dst.id === hit.id) extra.push(["launch", lk.src.name + " · queueing delay " + SS.ns(lk.delay_ns)]);
-      else extra.push(["queued", lk.dst.name + " · starts " + SS.ns(lk.delay_ns) + " after the launch"]);
+    for (const lk of body.links) {  // the tooltip's words: a GPU start before the launch returned is said so
+      extra.push([lk.relation === "waited" ? "waited for" : lk.dst.id === hit.id ? "launch" : "queued", describeLink(lk, hit.id)]);
     }
     if (!extra.length) extra.push(["launch", "no link to a launch in this trace"]);
     el.append(table(extra.slice(0, 12)));
@@ -43,8 +42,9 @@ export function attachDetails(tl, el) {
   show(null);
 }
 
-// Fill `el` with the stats of the selected range.
-export function attachRangeStats(tl, el) {
+// Fill `el` with the stats of the selected range; `gpu` false (a run without GPU work) leaves the GPU
+// figures out.
+export function attachRangeStats(tl, el, gpu = true) {
   let seq = 0;
   const show = async (range) => {
     const mine = ++seq;
@@ -60,13 +60,13 @@ export function attachRangeStats(tl, el) {
     if (mine !== seq) return;
     tl.rangeStats = r;
     el.append(SS.el("h3", {}, "Range " + SS.ns(r.start_ns) + " – " + SS.ns(r.end_ns) + " (" + SS.ns(r.end_ns - r.start_ns) + ")"));
-    el.append(table([
+    const gpuRows = [
       ["GPU busy", SS.ns(r.gpu_busy_ns) + " · " + SS.pct(r.gpu_busy_frac)],
       ["copy/compute overlap", SS.ns(r.copy_compute_overlap_ns) + " · " + SS.pct(r.copy_compute_overlap_frac)],
       ["exposed copy", SS.ns(r.exposed_copy_ns)],
       ["sync wait", SS.ns(r.sync_wait_ns)],
-      ["intervals", r.intervals.toLocaleString()],
-    ]));
+    ];
+    el.append(table([...(gpu ? gpuRows : []), ["intervals", r.intervals.toLocaleString()]]));
     if (r.top_ops.length) {
       el.append(SS.el("h3", {}, "Top ops by time in the range"));
       el.append(table(r.top_ops.map((o) => [SS.ns(o.total_ns) + " · " + o.count + "×", (TL_LABELS[o.kind] || o.kind) + " · " + o.name])));
@@ -82,9 +82,12 @@ export function attachRangeStats(tl, el) {
 export function attachHelp(tl, dialog, button) {
   const list = SS.el("table", { "class": "kv" });
   for (const [k, v] of KEYS) { const tr = SS.el("tr"); tr.append(SS.el("th", {}, k), SS.el("td", {}, v)); list.append(tr); }
-  dialog.append(SS.el("h3", {}, "Timeline keys"), list, SS.el("p", { "class": "muted small" }, "Esc or ? closes this."));
+  dialog.append(SS.el("h3", {}, "Timeline keys"), list,
+    SS.el("p", { "class": "muted small" }, KEYS_NOTE + " Esc or ? closes this."));
   const toggle = () => { if (dialog.open) dialog.close(); else dialog.show(); };
   tl.root.addEventListener("tl-help", toggle);
   if (button) button.addEventListener("click", toggle);
-  dialog.addEventListener("keydown", (e) => { if (e.key === "?" || e.key === "Escape") { dialog.close(); tl.root.focus(); } });
+  dialog.addEventListener("keydown", (e) => {
+    if (e.key === "?" || e.key === "Escape") { e.preventDefault(); dialog.close(); tl.root.focus(); }  // not the page's key too
+  });
 }
