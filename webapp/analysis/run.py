@@ -41,6 +41,8 @@ _BASIS_NOTES = {
     "annotation": "No step markers: steps come from 'step N' annotations (record_function), and each window "
     "follows the GPU work launched in that step.",
     "span": "No steps found: each rank's whole run (first to last GPU interval) is one step.",
+    "collectives": "Step windows follow each step's collectives: each starts where the step's first collective "
+    "starts (the host may run ahead).",
 }
 
 _METHOD_NOTES = {
@@ -189,11 +191,12 @@ def analyze(trace: Trace) -> RunAnalysis:
         findings=findings,
         what_if=what_if(now[sampled], fixed[sampled], applied, None if recorded is None else recorded[sampled]),
         notes=(
-            *step_notes(trace.meta.step_method, rd.step_basis),
-            *phase_notes(phases),
+            *step_notes(
+                trace.meta.step_method, "collectives" if cpu_only and rd.step_basis == "gpu" else rd.step_basis
+            ),
+            *phase_notes(phases, gpu=not cpu_only),
             *timing_note(trace),
-            *causal.notes,
-            *path_note(len(causal.path)),
+            *(() if cpu_only else (*causal.notes, *path_note(len(causal.path)))),
             *rank_notes,
         ),
         phases=phases,
