@@ -118,214 +118,164 @@ def _walk(rd: RunData, g: Graph, rep: Replayed, sm: StepMap, keep: bool) -> _Acc
     acc = _Acc(n, host_lane, keep)
     if not n or (not g.n_host and not g.n_gpu):
         return acc
-    ch = _Chains(g, rep)
-    rel_first = starts_of(g.h_epoch) if g.n_host else np.zeros(0, dtype=bool)
-    epoch_head = np.maximum.accumulate(np.where(rel_first, np.arange(g.n_host), 0)) if g.n_host else rel_first
-    new_rank = starts_of(g.h_rank) if g.n_host else rel_first
-    wait_bound = np.zeros(g.n_host, dtype=bool)
-    t = g.w_target
-    has_t = g.h_wait & (t >= 0)
-    wait_bound[has_t] = rep.g_end[t[has_t]] + g.w_wake[has_t] >= rep.h_start[has_t] + g.w_min[has_t]
-
-    lo = rd.win.starts.astype(np.int64)
-    hi_meas = rd.win.ends.astype(np.int64)
-    lo_rep = sm.warp(rep, lo, rd.win_rank)
-    hi_rep = sm.warp(rep, hi_meas, rd.win_rank)
-    # start each walk at the event the window's end is tied to: the GPU op that opens the next window (any
-    # class: a copy may open it), else the latest event before the end
-    i = np.searchsorted(sm.meas, hi_meas, side="right") - 1
-    ok = (i >= 0) & (sm.rank[np.maximum(i, 0)] == rd.win_rank)
-    ev = sm.order[np.maximum(i, 0)]
-    K = g.n_gpu
-    if K and sm.on_gpu:
-        by_start = np.argsort(g.g_start, kind="stable")
-        opener = by_start[np.minimum(np.searchsorted(g.g_start[by_start], hi_meas), K - 1)]
-        exact = (g.g_start[opener] == hi_meas) & (g.g_rank[opener] == rd.win_rank)
-        ev = np.where(exact, K + opener, ev)  # a GPU op's start, in StepMap's event numbering
-        ok |= exact
-    H, K = g.n_host, g.n_gpu
-    kind = np.full(n, -1, dtype=np.int8)  # 0 host node at its start, 1 GPU op at its start, -1 done
-    idx = np.zeros(n, dtype=np.int64)
-    at = hi_rep.copy()
-    walk = np.flatnonzero(ok)
-    e = ev[walk]
-    is_ge, is_gs = e < K, (e >= K) & (e < 2 * K)
-    is_hs, is_he = (e >= 2 * K) & (e < 2 * K + H), e >= 2 * K + H
-    e_ge, e_gs = e, e - K
-    e = np.where(is_hs, e - 2 * K, np.where(is_he, e - 2 * K, e))  # host events: H + node for ends, as below
-    # host node start: walk from it (host work up to the window's end); GPU op start: the op is still running
-    w = walk[is_hs]
-    _add(acc, w, HOST, at[w] - rep.h_start[e[is_hs]], at[w], lo_rep[w], acc.host_lane[e[is_hs]])
-    at[w] = np.minimum(at[w], rep.h_start[e[is_hs]])
-    kind[w], idx[w] = 0, e[is_hs]
-    w = walk[is_gs]
-    p = ch.pos[e_gs[is_gs]]
-    _add(acc, w, ch.part[p], at[w] - ch.rs[p], at[w], lo_rep[w], ch.lane[p])
-    at[w] = np.minimum(at[w], ch.rs[p])
-    kind[w], idx[w] = 1, p
-    # host node end: a call's own time is host; a wait's end is walked as the wait
-    node = e[is_he] - H
-    w = walk[is_he]
-    _add(acc, w, OTHER, at[w] - rep.h_end[node], at[w], lo_rep[w])
-    at[w] = np.minimum(at[w], rep.h_end[node])
-    kind[w], idx[w] = 2, node  # 2: a host node at its end
-    # GPU op end: its own time, then from its start
-    op = e_ge[is_ge]
-    w = walk[is_ge]
-    _add(acc, w, OTHER, at[w] - rep.g_end[op], at[w], lo_rep[w])
-    at[w] = np.minimum(at[w], rep.g_end[op])
-    p = ch.pos[op]
-    _add(acc, w, ch.part[p], at[w] - ch.rs[p], at[w], lo_rep[w], ch.lane[p])
-    at[w] = np.minimum(at[w], ch.rs[p])
-    kind[w], idx[w] = 1, p
-    # walks that found no event: the whole window is other
-    nw = np.flatnonzero(~ok)
-    acc.parts[nw, OTHER] += np.maximum(hi_rep[nw] - lo_rep[nw], 0)
-    kind[at <= lo_rep] = -1
-
+    walker = _Walker(rd, g, rep, sm, acc)
     for _ in range(MAX_ROUNDS):
-        live = np.flatnonzero(kind >= 0)
-        if not len(live):
+        if not walker.round():
             break
-        _gpu_round(live[kind[live] == 1], ch, g, rep, acc, kind, idx, at, lo_rep)
-        _host_round(live[kind[live] == 0], g, rep, acc, kind, idx, at, lo_rep, epoch_head, rel_first, new_rank)
-        _wait_round(live[kind[live] == 2], ch, g, rep, acc, kind, idx, at, lo_rep, wait_bound)
-        kind[(kind >= 0) & (at <= lo_rep)] = -1
     return acc
 
 
-def _add(
-    acc: _Acc,
-    w: np.ndarray,
-    part: np.ndarray | int,
-    length: np.ndarray,
-    end: np.ndarray,
-    lo: np.ndarray,
-    lane: np.ndarray | int = -1,
-) -> None:
-    """Add the part of ``[end - length, end)`` after ``lo`` to each walk's ``part`` (and, when segments are
-    kept, the stretch on ``lane``)."""
-    if not len(w):
-        return
-    start = np.maximum(end - np.maximum(length, 0), lo)
-    parts = np.broadcast_to(part, w.shape)
-    np.add.at(acc.parts, (w, parts), np.maximum(end - start, 0))
-    if acc.segments is not None:
-        acc.segments.append((w, np.broadcast_to(lane, w.shape), parts, start, np.maximum(end, start)))
+class _Walker:
+    """All steps' walks at once: ``kind`` (0 at a host node's start, 1 at a GPU op's start, 2 at a host
+    node's end, -1 done), ``idx`` (the node, or the op's stream position), ``at`` (the time reached) and ``lo``
+    (the window's start), one entry per window."""
 
+    def __init__(self, rd: RunData, g: Graph, rep: Replayed, sm: StepMap, acc: _Acc) -> None:
+        self.g, self.rep, self.acc = g, rep, acc
+        self.ch = ch = _Chains(g, rep)
+        first = starts_of(g.h_epoch) if g.n_host else np.zeros(0, dtype=bool)
+        self.epoch_head = np.maximum.accumulate(np.where(first, np.arange(g.n_host), 0)) if g.n_host else first
+        self.new_rank = starts_of(g.h_rank) if g.n_host else first
+        self.wait_bound = np.zeros(g.n_host, dtype=bool)
+        t = g.w_target
+        has_t = g.h_wait & (t >= 0)
+        self.wait_bound[has_t] = rep.g_end[t[has_t]] + g.w_wake[has_t] >= rep.h_start[has_t] + g.w_min[has_t]
+        n = len(rd.win)
+        hi_meas = rd.win.ends.astype(np.int64)
+        self.lo = sm.warp(rep, rd.win.starts.astype(np.int64), rd.win_rank)
+        self.at = sm.warp(rep, hi_meas, rd.win_rank)
+        self.kind = np.full(n, -1, dtype=np.int8)
+        self.idx = np.zeros(n, dtype=np.int64)
+        # start each walk at the event the window's end is tied to: the GPU op that opens the next window (any
+        # class: a copy may open it), else the latest event before the end
+        i = np.searchsorted(sm.meas, hi_meas, side="right") - 1
+        ok = (i >= 0) & (sm.rank[np.maximum(i, 0)] == rd.win_rank)
+        ev = sm.order[np.maximum(i, 0)]
+        H, K = g.n_host, g.n_gpu
+        if K and sm.on_gpu:
+            by_start = np.argsort(g.g_start, kind="stable")
+            opener = by_start[np.minimum(np.searchsorted(g.g_start[by_start], hi_meas), K - 1)]
+            exact = (g.g_start[opener] == hi_meas) & (g.g_rank[opener] == rd.win_rank)
+            ev = np.where(exact, K + opener, ev)  # a GPU op's start, in StepMap's event numbering
+            ok |= exact
+        walk = np.flatnonzero(ok)
+        e = ev[walk]  # StepMap's events: GPU op ends [0, K), starts [K, 2K), host starts, host ends
+        w = walk[(e >= 2 * K) & (e < 2 * K + H)]  # a host node's start: host work up to the window's end
+        node = e[(e >= 2 * K) & (e < 2 * K + H)] - 2 * K
+        self.back(w, rep.h_start[node], HOST, acc.host_lane[node])
+        self.kind[w], self.idx[w] = 0, node
+        w = walk[(e >= K) & (e < 2 * K)]  # a GPU op's start: the op is still running
+        p = ch.pos[e[(e >= K) & (e < 2 * K)] - K]
+        self.back(w, ch.rs[p], ch.part[p], ch.lane[p])
+        self.kind[w], self.idx[w] = 1, p
+        w = walk[e >= 2 * K + H]  # a host node's end: walked as that node's end
+        node = e[e >= 2 * K + H] - 2 * K - H
+        self.back(w, rep.h_end[node], OTHER)
+        self.kind[w], self.idx[w] = 2, node
+        w = walk[e < K]  # a GPU op's end: its own time, then from its start
+        p = ch.pos[e[e < K]]
+        self.back(w, ch.re[p], OTHER)
+        self.back(w, ch.rs[p], ch.part[p], ch.lane[p])
+        self.kind[w], self.idx[w] = 1, p
+        nw = np.flatnonzero(~ok)  # walks that found no event: the whole window is other
+        acc.parts[nw, OTHER] += np.maximum(self.at[nw] - self.lo[nw], 0)
+        self.kind[self.at <= self.lo] = -1
 
-def _gpu_round(
-    w: np.ndarray,
-    ch: _Chains,
-    g: Graph,
-    rep: Replayed,
-    acc: _Acc,
-    kind: np.ndarray,
-    idx: np.ndarray,
-    at: np.ndarray,
-    lo: np.ndarray,
-) -> None:
-    if not len(w):
-        return
-    p = idx[w]
-    head = ch.head[p]
-    u = _last_at_or_before(ch.rs, head, p, lo[w])  # the run's op under the window's start (head - 1: none)
-    inside = u < head
-    full_from = np.where(inside, head, u + 1)
-    for p_i, part in enumerate((COMPUTE_P, COPY_P, COMM_P)):
-        np.add.at(acc.parts, (w, np.full(len(w), part)), ch.cum[p_i, p] - ch.cum[p_i, full_from])
-    if acc.segments is not None:  # the run as one stretch of its stream
-        acc.segments.append((w, ch.lane[p], ch.part[p], np.maximum(ch.rs[full_from], lo[w]), at[w]))
-    split = ~inside
-    sw, su = w[split], u[split]
-    nxt_start = ch.rs[np.minimum(su + 1, len(ch.rs) - 1)]
-    np.add.at(acc.parts, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))
-    at[sw] = lo[sw]
-    kind[sw] = -1
-    w, h = w[inside], head[inside]
-    at[w] = ch.rs[h]
-    if not len(w):
-        return
-    # what started the head: its launch, an op on another stream, or nothing the graph knows
-    by_launch, by_cross = ch.by_launch[h], ch.by_cross[h]
-    lw, lh = w[by_launch], h[by_launch]
-    node = ch.launch[lh]
-    _add(acc, lw, LAUNCH, at[lw] - rep.h_start[node], at[lw], lo[lw], ch.lane[lh])
-    at[lw] = np.minimum(at[lw], rep.h_start[node])
-    kind[lw], idx[lw] = 0, node
-    cw, chh = w[by_cross], h[by_cross]
-    src = ch.pos[ch.cross[chh]]
-    _add(acc, cw, ch.part[chh], at[cw] - ch.re[src], at[cw], lo[cw], ch.lane[chh])
-    at[cw] = np.minimum(at[cw], ch.re[src])
-    _add(acc, cw, ch.part[src], at[cw] - ch.rs[src], at[cw], lo[cw], ch.lane[src])
-    at[cw] = np.minimum(at[cw], ch.rs[src])
-    idx[cw] = src
-    ow = w[~by_launch & ~by_cross]
-    _add(acc, ow, OTHER, at[ow] - lo[ow], at[ow], lo[ow], ch.lane[h[~by_launch & ~by_cross]])
-    kind[ow] = -1
+    def round(self) -> bool:
+        """One jump for every live walk; False once all are done."""
+        kind = self.kind
+        live = np.flatnonzero(kind >= 0)
+        if not len(live):
+            return False
+        self.gpu(live[kind[live] == 1])
+        self.host(live[kind[live] == 0])
+        self.wait(live[kind[live] == 2])
+        kind[(kind >= 0) & (self.at <= self.lo)] = -1
+        return True
 
+    def back(self, w: np.ndarray, to: np.ndarray, part: np.ndarray | int, lane: np.ndarray | int = -1) -> None:
+        """Walks ``w`` step back to ``to``: the time between is ``part`` on ``lane`` (none before the window)."""
+        if not len(w):
+            return
+        at, lo = self.at[w], self.lo[w]
+        start = np.maximum(np.minimum(to, at), lo)
+        parts = np.broadcast_to(part, w.shape)
+        acc = self.acc
+        np.add.at(acc.parts, (w, parts), np.maximum(at - start, 0))
+        if acc.segments is not None:
+            acc.segments.append((w, np.broadcast_to(lane, w.shape), parts, start, np.maximum(at, start)))
+        self.at[w] = np.minimum(at, to)
 
-def _host_round(
-    w: np.ndarray,
-    g: Graph,
-    rep: Replayed,
-    acc: _Acc,
-    kind: np.ndarray,
-    idx: np.ndarray,
-    at: np.ndarray,
-    lo: np.ndarray,
-    epoch_head: np.ndarray,
-    first: np.ndarray,
-    new_rank: np.ndarray,
-) -> None:
-    if not len(w):
-        return
-    j = idx[w]
-    f = epoch_head[j]
-    # back through the epoch: host work start to start
-    _add(acc, w, HOST, at[w] - rep.h_start[f], at[w], lo[w], acc.host_lane[f])
-    at[w] = np.minimum(at[w], rep.h_start[f])
-    # before the epoch: the wait that opened it (host work since it ended), or the rank's start
-    opener = new_rank[f]
-    ow = w[opener]
-    _add(acc, ow, OTHER, at[ow] - lo[ow], at[ow], lo[ow])
-    kind[ow] = -1
-    ww, wf = w[~opener], f[~opener] - 1
-    _add(acc, ww, HOST, at[ww] - rep.h_end[wf], at[ww], lo[ww], acc.host_lane[wf])
-    at[ww] = np.minimum(at[ww], rep.h_end[wf])
-    kind[ww], idx[ww] = 2, wf
+    def gpu(self, w: np.ndarray) -> None:
+        """Walks at a GPU op's start: back through the run of ops each started by the one before it, then to
+        what started the run's head."""
+        if not len(w):
+            return
+        ch, acc, lo = self.ch, self.acc, self.lo
+        p = self.idx[w]
+        head = ch.head[p]
+        u = _last_at_or_before(ch.rs, head, p, lo[w])  # the run's op under the window's start (head - 1: none)
+        inside = u < head
+        full_from = np.where(inside, head, u + 1)
+        for p_i, part in enumerate((COMPUTE_P, COPY_P, COMM_P)):
+            np.add.at(acc.parts, (w, np.full(len(w), part)), ch.cum[p_i, p] - ch.cum[p_i, full_from])
+        if acc.segments is not None:  # the run as one stretch of its stream
+            acc.segments.append((w, ch.lane[p], ch.part[p], np.maximum(ch.rs[full_from], lo[w]), self.at[w]))
+        sw, su = w[~inside], u[~inside]  # the window starts inside the run: the op under its start, in part
+        nxt_start = ch.rs[np.minimum(su + 1, len(ch.rs) - 1)]
+        np.add.at(acc.parts, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))
+        self.at[sw] = lo[sw]
+        self.kind[sw] = -1
+        w, h = w[inside], head[inside]
+        self.at[w] = ch.rs[h]
+        if not len(w):
+            return
+        by_launch, by_cross = ch.by_launch[h], ch.by_cross[h]
+        lw, lh = w[by_launch], h[by_launch]
+        node = ch.launch[lh]
+        self.back(lw, self.rep.h_start[node], LAUNCH, ch.lane[lh])
+        self.kind[lw], self.idx[lw] = 0, node
+        cw, ch_h = w[by_cross], h[by_cross]
+        src = ch.pos[ch.cross[ch_h]]
+        self.back(cw, ch.re[src], ch.part[ch_h], ch.lane[ch_h])
+        self.back(cw, ch.rs[src], ch.part[src], ch.lane[src])
+        self.idx[cw] = src
+        free = ~by_launch & ~by_cross  # started by nothing the graph knows
+        self.back(w[free], lo[w[free]], OTHER, ch.lane[h[free]])
+        self.kind[w[free]] = -1
 
+    def host(self, w: np.ndarray) -> None:
+        """Walks at a host node's start: back through its epoch (host work), then to the wait that opened it,
+        or to the rank's start."""
+        if not len(w):
+            return
+        rep, acc = self.rep, self.acc
+        f = self.epoch_head[self.idx[w]]
+        self.back(w, rep.h_start[f], HOST, acc.host_lane[f])
+        opener = self.new_rank[f]
+        ow = w[opener]
+        self.back(ow, self.lo[ow], OTHER)
+        self.kind[ow] = -1
+        ww, wf = w[~opener], f[~opener] - 1
+        self.back(ww, rep.h_end[wf], HOST, acc.host_lane[wf])
+        self.kind[ww], self.idx[ww] = 2, wf
 
-def _wait_round(
-    w: np.ndarray,
-    ch: _Chains,
-    g: Graph,
-    rep: Replayed,
-    acc: _Acc,
-    kind: np.ndarray,
-    idx: np.ndarray,
-    at: np.ndarray,
-    lo: np.ndarray,
-    wait_bound: np.ndarray,
-) -> None:
-    """Walks standing at a host node's end: a wait released by its GPU op goes to that op; any other node's
-    own time is host (a call) or sync (a wait that did not wait for the GPU)."""
-    if not len(w):
-        return
-    j = idx[w]
-    bound = wait_bound[j]
-    bw, bj = w[bound], j[bound]
-    t = ch.pos[g.w_target[bj]]
-    _add(acc, bw, SYNC, at[bw] - ch.re[t], at[bw], lo[bw], acc.host_lane[bj])
-    at[bw] = np.minimum(at[bw], ch.re[t])
-    _add(acc, bw, ch.part[t], at[bw] - ch.rs[t], at[bw], lo[bw], ch.lane[t])
-    at[bw] = np.minimum(at[bw], ch.rs[t])
-    kind[bw], idx[bw] = 1, t
-    sw, sj = w[~bound], j[~bound]
-    part = np.where(g.h_wait[sj], SYNC, HOST)
-    _add(acc, sw, part, at[sw] - rep.h_start[sj], at[sw], lo[sw], acc.host_lane[sj])
-    at[sw] = np.minimum(at[sw], rep.h_start[sj])
-    kind[sw], idx[sw] = 0, sj
+    def wait(self, w: np.ndarray) -> None:
+        """Walks at a host node's end: a wait released by its GPU op goes to that op; any other node's own time
+        is host (a call) or sync (a wait that did not wait for the GPU)."""
+        if not len(w):
+            return
+        ch, g, acc = self.ch, self.g, self.acc
+        j = self.idx[w]
+        bound = self.wait_bound[j]
+        bw, bj = w[bound], j[bound]
+        t = ch.pos[g.w_target[bj]]
+        self.back(bw, ch.re[t], SYNC, acc.host_lane[bj])
+        self.back(bw, ch.rs[t], ch.part[t], ch.lane[t])
+        self.kind[bw], self.idx[bw] = 1, t
+        sw, sj = w[~bound], j[~bound]
+        self.back(sw, self.rep.h_start[sj], np.where(g.h_wait[sj], SYNC, HOST), acc.host_lane[sj])
+        self.kind[sw], self.idx[sw] = 0, sj
 
 
 def _last_at_or_before(t: np.ndarray, lo_idx: np.ndarray, hi_idx: np.ndarray, value: np.ndarray) -> np.ndarray:
