@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The checks that need an NVIDIA GPU, in parts that each fit in about ten minutes. From the repository root:
+#
+#   bash scripts/gpu_checks.sh tests      # every @pytest.mark.gpu test (recorder, programs, ranks, labels, replay)
+#   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py: each finding's fix against its prediction
+#   bash scripts/gpu_checks.sh overhead   # benchmarks/overhead.py --quick and stack_sampling.py
+#   bash scripts/gpu_checks.sh samples    # re-record the sample traces (sample_traces/README.md)
+#
+# Results go to ${OUT:-gpu-checks}/ (Markdown sections to paste into benchmarks/RESULTS.md, logs). Works with
+# torch alone: web-only packages (flask, plotly, msgspec) are not needed for any part.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-gpu-checks}"
+mkdir -p "$out"
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
+case "${1:-}" in
+tests)
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$out/gpu-tests.log"
+    ;;
+truth)
+    python3 benchmarks/whatif_truth.py --rounds 3 --md "$out/whatif_truth.md" --traces "$out/traces" 2>&1 |
+        tee "$out/whatif_truth.log"
+    ;;
+overhead)
+    (cd benchmarks && python3 overhead.py --quick --md "../$out/overhead_quick.md") 2>&1 | tee "$out/overhead.log"
+    (cd benchmarks && python3 stack_sampling.py --md "../$out/stack_sampling.md") 2>&1 | tee -a "$out/overhead.log"
+    ;;
+samples)
+    python3 benchmarks/demos.py --demos naive,pinned,overlap,sync-trap,d2h --traces sample_traces \
+        --profiler-trace sample_traces/torch-profiler-overlap.pt.trace.json.gz 2>&1 | tee "$out/samples.log"
+    ;;
+*)
+    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|samples" >&2
+    exit 2
+    ;;
+esac
