@@ -96,7 +96,7 @@ def event_overhead_ms(reps: int = 20) -> float:
     return max(0.0, float(each - plain))
 
 
-def tiny_op_ns(ops: int = 400, reps: int = 5) -> float:
+def tiny_op_ns(ops: int = 200, reps: int = 3) -> float:
     """Host time of one tiny CUDA op (``x.add_(1)``, one kernel launch) in ns: the quickest of ``reps`` timed
     runs of ``ops`` ops, after a warm-up (the quickest is the op's own cost; slower runs were interrupted).
     Measured before and while recording, the difference is the recorder's own host cost per launch."""
