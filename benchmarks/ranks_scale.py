@@ -7,7 +7,7 @@ of the ~107 ms step) and writes one .json.gz per rank. Then
 
 1. per-rank work (load, analyse, index: the web app's pipeline) for every rank in a process pool of
    ``--workers`` processes, and the cross-rank join of the per-rank summaries (webapp.rankwork);
-2. merge: every rank loaded in the pool, joined into one run on aligned clocks (collector.merge), and
+2. merge: every rank loaded in the pool, joined into one run on aligned clocks (collector.ranks.merge), and
    that run analysed and indexed as an upload is (webapp.pipeline.prepare), then stored;
 3. browse: a fresh app (the run not in memory) serves the run page's first view (the overview stored at
    ingest) and zooms (whole run, 10%, 1%, one step at 1,240 px; server time from Server-Timing), first
@@ -67,7 +67,7 @@ def per_rank(paths: list[str], workers: int) -> dict[str, Any]:
 
 
 def merged_run(paths: list[str], workers: int, data_dir: Path) -> dict[str, Any]:
-    from collector.merge import merge_traces
+    from collector.ranks.merge import merge_traces
     from webapp import create_app
     from webapp.ingest import add_trace
     from webapp.pipeline import prepare

@@ -5,7 +5,7 @@ job is launched the same way on each node (``--nnodes``, ``--node-rank``, ``--rd
 runs ``python -m collector record TARGET`` with the launcher's environment (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``) and writes its own trace: ``run.json.gz`` becomes ``run.rank0.json.gz``, ``run.rank1.json.gz``,
 ... When every rank ran on this node, the rank files are then merged (clocks aligned on the collectives,
-collector.merge) into the ``--out`` file itself. The ranks' output reaches the terminal as it comes, less the
+collector.ranks.merge) into the ``--out`` file itself. The ranks' output reaches the terminal as it comes, less the
 ``USDT:...`` lines their profiler library prints on its own (:func:`run_quiet`).
 """
 
@@ -117,7 +117,7 @@ def _merge_ranks(nproc: int, out: str, spare: str, status: int) -> int:
     if missing:
         print(f"streamscope: no trace from {', '.join(missing)}; not merged", file=sys.stderr)
         return status
-    from collector.merge import merge_files
+    from collector.ranks.merge import merge_files
     from collector.traceformat.save import save_trace
 
     trace = merge_files([p for p in paths if p is not None])

@@ -209,12 +209,12 @@ def ingest_ranks(
     *,
     workers: int | None = None,
 ) -> RunInfo:
-    """Store the per-rank files of one job as one multi-rank run (collector.merge: clocks aligned on the
+    """Store the per-rank files of one job as one multi-rank run (collector.ranks.merge: clocks aligned on the
     collectives). Each file is written to the uploads folder (``limit_bytes`` each; gzips inflated to disk)
     and removed after; all of them are loaded within ``budget`` together, in parallel (:func:`_load_ranks`,
     up to ``workers`` processes). Raises IngestError (one line naming the file) and stores nothing when any
     file fails."""
-    from collector.merge import merge_traces
+    from collector.ranks.merge import merge_traces
 
     if len(files) < 2:
         raise IngestError("a multi-rank run needs the files of at least two ranks")
@@ -257,10 +257,10 @@ def ingest_rank_zip(
     *,
     workers: int | None = None,
 ) -> RunInfo:
-    """:func:`ingest_ranks` for one upload that is a zip of the rank files (collector.rankzip; each member
+    """:func:`ingest_ranks` for one upload that is a zip of the rank files (collector.ranks.rankzip; each member
     held to ``limit_bytes`` inflated). Raises IngestError for a file that is no zip or a bad zip; stores
     nothing on failure."""
-    from collector.rankzip import RankZipError, is_rank_zip, open_zip, rank_members
+    from collector.ranks.rankzip import RankZipError, is_rank_zip, open_zip, rank_members
 
     part = store.uploads_dir / f"{secrets.token_hex(8)}.zip"
     try:

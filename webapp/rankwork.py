@@ -4,7 +4,7 @@ A 1024-rank job's traces do not fit one process, so each rank's file is loaded, 
 its own (:func:`summarize_rank`), in a process pool by default or as Ray tasks on a cluster the user
 already has (``ray="auto"``, an address, or ``"local"`` for a fresh local instance). Only a
 :class:`RankSummary` comes back: the rank's collectives (a few rows per step) and a few numbers.
-:func:`join_summaries` lines the ranks' clocks up on their collective ends (collector.align) and finds
+:func:`join_summaries` lines the ranks' clocks up on their collective ends (collector.ranks.align) and finds
 who arrives last and what the others wait, as webapp.analysis.ranks does on a merged run.
 
 With Ray, every node must reach the files at the same paths (shared storage) and have streamscope
@@ -173,7 +173,7 @@ def join_summaries(summaries: Sequence[RankSummary]) -> dict[str, Any]:
     most collectives, or None) with ``last_frac``, and ``ranks``: one record per rank with ``rank``, ``host``,
     ``intervals``, ``step_time_median_ns``, ``offset_ns``/``residual_ns`` (clock alignment), ``last_count``
     (collectives it arrived last in) and ``wait_ns`` (its total wait inside collectives, ns)."""
-    from collector.align import clock_offsets, matched_collectives
+    from collector.ranks.align import clock_offsets, matched_collectives
 
     if len(summaries) < 2:
         raise RankWorkError("a cross-rank analysis needs the files of at least two ranks")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ranks.ranks_traces import job
 
-from collector.merge import merge_traces
+from collector.ranks.merge import merge_traces
 from webapp.analysis import analyze, catalog
 from webapp.analysis.report import analysis_text, what_if_rows
 from webapp.figures import all_metric_rows, metric_cards, step_time_figure

@@ -23,7 +23,7 @@ def four_ranks(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[st
     """A merged 4-rank synthetic job (rank 2 a planted straggler) uploaded to the server; its catalog row."""
     from ranks.ranks_traces import MS, job
 
-    from collector.merge import merge_traces
+    from collector.ranks.merge import merge_traces
     from collector.traceformat.write import write_trace
 
     merged = merge_traces(job(4, slow_rank=2, delay_ns=8 * MS, offsets=[0, 2 * MS, -MS, 5 * MS], hosts="abcd"))
@@ -141,7 +141,7 @@ def test_heatmap_cell_click_moves_the_timeline_to_that_ranks_step(page, server, 
 def test_compare_of_two_multi_rank_runs_aligns_on_a_picked_rank(page, server, four_ranks, shot, tmp_path) -> None:
     from ranks.ranks_traces import job
 
-    from collector.merge import merge_traces
+    from collector.ranks.merge import merge_traces
     from collector.traceformat.write import write_trace
 
     path = tmp_path / "fixed.json.gz"

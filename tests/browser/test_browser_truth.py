@@ -48,7 +48,7 @@ def _gloo_run(folder: Path) -> Path:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, dict[str, Any]]]]:
     """A server holding one run of each kind (and overlap, to compare with naive); yields (base url,
     name -> {"run": catalog row, "analysis": its stored analysis})."""
-    from collector.merge import merge_traces
+    from collector.ranks.merge import merge_traces
     from collector.synthetic.ranks import rank_job
     from collector.traceformat.write import write_trace
 

@@ -120,7 +120,7 @@ def test_what_counts_as_a_trace_among_other_files(tmp_path: Path) -> None:
 
 
 def test_the_rank_files_of_a_zip_are_known_by_their_bytes(tmp_path: Path) -> None:
-    from collector.rankzip import is_rank_zip, open_zip, rank_members
+    from collector.ranks.rankzip import is_rank_zip, open_zip, rank_members
 
     path = tmp_path / "job.archive"
     with zipfile.ZipFile(path, "w") as zf:

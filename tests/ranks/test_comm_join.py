@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from collector.importers.kineto import trace_from_kineto
-from collector.merge import merge_traces
 from collector.model import RunMeta, Trace
+from collector.ranks.merge import merge_traces
 from collector.recording import comm
 from collector.recording.commjoin import COLLECTIVE_CAUSE, Threads, join_comm
 from collector.recording.enrich import HostFacts, enrich

@@ -18,7 +18,7 @@ MERGE = textwrap.dedent(
     sys.modules["msgspec"] = None  # as if not installed: importing it raises ImportError
     sys.modules["pyarrow"] = None
     from pathlib import Path
-    from collector.merge import merge_files
+    from collector.ranks.merge import merge_files
     from collector.synthetic.ranks import rank_job, write_rank_files
     from collector.traceformat.write import write_trace
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from ranks_traces import MS, job
 
-from collector.merge import merge_traces
+from collector.ranks.merge import merge_traces
 from webapp.analysis.compare import compare
 from webapp.analysis.run import analyze
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from collector.align import matched_collectives
 from collector.load import load_trace
-from collector.merge import alignment_rows
+from collector.ranks.align import matched_collectives
+from collector.ranks.merge import alignment_rows
 from webapp.analysis.run import analyze
 from webapp.cli import main
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from ranks_traces import MS, job
 
-from collector.align import matched_collectives
-from collector.merge import MergeError, alignment_rows, merge_traces
+from collector.ranks.align import matched_collectives
+from collector.ranks.merge import MergeError, alignment_rows, merge_traces
 from webapp.analysis.run import analyze
 
 

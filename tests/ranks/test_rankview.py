@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from ranks_traces import MS, job
 
-from collector.merge import merge_traces
 from collector.model import Trace
+from collector.ranks.merge import merge_traces
 from webapp.analysis import intervals as iv
 from webapp.analysis.lod import RunIndex
 from webapp.analysis.rankview import MAX_CELLS, rank_summary, step_grid, summary_bins

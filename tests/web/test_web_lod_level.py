@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from collector.merge import merge_traces
 from collector.model import Lane, LaneKind, RunMeta, Trace, conform_intervals, empty_markers
+from collector.ranks.merge import merge_traces
 from collector.synthetic.ranks import rank_job
 from webapp.analysis.lod import RunIndex
 from webapp.analysis.lodboxes import LaneLod, lod_lane, window_slice

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ranks.ranks_traces import MS, job
 
-from collector.merge import merge_traces
+from collector.ranks.merge import merge_traces
 from webapp.ingest import add_trace
 
 

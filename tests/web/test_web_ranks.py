@@ -91,7 +91,7 @@ def test_rank_files_loaded_in_parallel_give_the_run_loaded_one_by_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from collector.load import load_trace
-    from collector.merge import merge_traces
+    from collector.ranks.merge import merge_traces
     from webapp.ingest import add_trace
 
     paths = []

@@ -1,7 +1,7 @@
 """Across ranks: collectives lined up, who arrives last, what the others wait, why, and the step time without it.
 
 A collective is synchronous: ranks enter at different times and leave together, so every rank but the
-last waits inside it. Per matched collective (collector.align.matched_collectives) and rank:
+last waits inside it. Per matched collective (collector.ranks.align.matched_collectives) and rank:
 ``wait_ns = latest start - start`` (the rank waited that long for the others); ``comm_latency_ns`` = the
 shortest duration over ranks (the transfer itself: the last rank to arrive did not wait); start and end skew.
 
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.align import matched_collectives
 from collector.model import IntervalKind
+from collector.ranks.align import matched_collectives
 from webapp.analysis import intervals as iv
 from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.findings import severity
@@ -80,7 +80,7 @@ def _is_data(names: list[str]) -> np.ndarray:
 
 
 def collective_frame(rd: RunData) -> pd.DataFrame:
-    """One row per (matched collective, rank): the MATCHED_COLUMNS of collector.align plus ``wait_ns``
+    """One row per (matched collective, rank): the MATCHED_COLUMNS of collector.ranks.align plus ``wait_ns``
     (latest start over ranks - start, ns), ``last`` (this rank arrived last; one per collective) and
     ``win`` (the rank's step window holding the start, -1 outside)."""
     m = matched_collectives(rd.trace.intervals)

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_workers(args)
     runs = list(args.run)
-    from collector.rankzip import is_rank_zip
+    from collector.ranks.rankzip import is_rank_zip
 
     if len(runs) > 1 or is_rank_zip(runs[0]):
         return _run_ranks(args, runs)

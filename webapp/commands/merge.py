@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from collector.merge import alignment_rows, merge_traces
+    from collector.ranks.merge import alignment_rows, merge_traces
     from collector.traceformat.write import OUTPUT_SUFFIXES, write_trace
     from webapp.commands.rankfiles import check_workers, rank_paths
     from webapp.rankwork import load_rank, run_per_rank

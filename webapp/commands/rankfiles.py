@@ -24,7 +24,7 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
 def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
     """The rank files named by ``inputs``: each a trace file, or a zip (by its bytes) whose rank files are
     written under ``scratch``. A missing file or a bad zip is a CliError."""
-    from collector.rankzip import RankZipError, extract_ranks, is_rank_zip
+    from collector.ranks.rankzip import RankZipError, extract_ranks, is_rank_zip
 
     out: list[str] = []
     for n, name in enumerate(inputs):

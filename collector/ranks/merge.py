@@ -1,6 +1,6 @@
 """One multi-rank run from the traces of the ranks (ours or torch.profiler's), on one aligned clock.
 
-:func:`merge_traces` shifts each rank by its clock offset (collector.align: the ends of synchronous
+:func:`merge_traces` shifts each rank by its clock offset (collector.ranks.align: the ends of synchronous
 collectives), concatenates lanes, intervals and markers (lane indices and interval ids renumbered) and
 records the alignment in the metadata: ``notes.clock_alignment = {"method", "reference_rank", "ranks":
 [{rank, offset_ns, residual_ns, max_residual_ns, anchors, host, device}]}``. A rank's ``residual_ns`` is
@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collector.align import clock_offsets, matched_collectives
 from collector.importers.collectives import mark_host_collectives
 from collector.model import NO_LAUNCH, Lane, Trace, conform_intervals, conform_markers, empty_markers
+from collector.ranks.align import clock_offsets, matched_collectives
 from collector.traceformat.spec import TraceFileError
 
 ALIGN_METHOD = "collective_ends"
