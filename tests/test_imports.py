@@ -37,7 +37,8 @@ def test_recording_needs_no_msgspec() -> None:
     """A GPU host records with torch and the standard library alone: writing a trace never imports msgspec."""
     code = (
         "import sys; sys.modules['msgspec'] = None; "
-        "import collector.runner, collector.recording.build, collector.traceformat.write, collector.cli; print('ok')"
+        "import collector.cli.runner, collector.recording.build, collector.traceformat.write, collector.cli.main; "
+        "print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"

@@ -87,7 +87,7 @@ def test_load_reaches_the_importers_through_the_registry() -> None:
 
 
 TRACE_SUFFIX = re.compile(r"\.(json|gz|zip)$", re.IGNORECASE)
-OUTPUT_NAMES = {"collector/runner.py", "collector/traceformat/write.py"}
+OUTPUT_NAMES = {"collector/cli/runner.py", "collector/traceformat/write.py"}
 """Where a suffix names an output file the user asked for (``--out``; gzip written for ``.gz``)."""
 
 

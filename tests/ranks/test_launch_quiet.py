@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from collector.launch import run_quiet
+from collector.cli.launch import run_quiet
 
 CHILD = textwrap.dedent(
     r"""

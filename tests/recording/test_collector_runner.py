@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from collector import runner
+from collector.cli import runner
 from collector.recording.recorder import NO_CUDA_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_script_exit_status_and_error_kept(tmp_path: Path, capsys: Any) -> None:
 
 
 def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from collector.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from collector.cli.main import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
     return subprocess.run(
         [sys.executable, "-c", code, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
@@ -159,8 +159,8 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
 
 def test_importing_the_collector_does_not_import_torch() -> None:
     code = (
-        "import sys, collector, collector.recording.recorder, collector.runner, collector.demos, "
-        "collector.cli, collector.load; "
+        "import sys, collector, collector.recording.recorder, collector.cli.runner, collector.demos, "
+        "collector.cli.main, collector.load; "
         "print('torch' in sys.modules)"
     )
     done = subprocess.run(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from collector import runner
+from collector.cli import runner
 from collector.load import load_trace
 from collector.traceformat import save
 from collector.traceformat.save import OutPathError, prepare_out, save_trace, saved_path

@@ -10,7 +10,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collector.cli import print_demos
+    from collector.cli.main import print_demos
 
     print_demos(verbose=args.verbose)
     return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from collector.runner import add_record_arguments
+from collector.cli.runner import add_record_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collector.runner import request_from_args, run_record
+    from collector.cli.runner import request_from_args, run_record
 
     return run_record(request_from_args(args))  # NoCudaError / RecordUsageError: StreamscopeError, exit 2

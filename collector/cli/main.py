@@ -20,8 +20,8 @@ def print_demos(verbose: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from collector.cli.runner import add_record_arguments, request_from_args, run_record
     from collector.errors import StreamscopeError
-    from collector.runner import add_record_arguments, request_from_args, run_record
 
     parser = argparse.ArgumentParser(prog="python3 -m collector", description="Record PyTorch GPU traces.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -27,8 +27,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from collector.cli.launch import add_launch_arguments, launch, rank_path, torchrun_flags
 from collector.errors import StreamscopeError
-from collector.launch import add_launch_arguments, launch, rank_path, torchrun_flags
 from collector.recording.api import TIMINGS, record, use_cpu_recorder
 from collector.recording.recorder import NoCudaError, require_cuda
 from collector.traceformat.save import prepare_out
@@ -189,7 +189,7 @@ def _require_device(timing: str, cpu_ok: bool) -> None:
 
 def run_record(req: RecordRequest) -> int:
     """Check CUDA, then record ``req.target``; returns the exit status. Raises NoCudaError/RecordUsageError.
-    With ``req.nproc``, launch that many ranks instead (collector.launch), each recording itself."""
+    With ``req.nproc``, launch that many ranks instead (collector.cli.launch), each recording itself."""
     if req.nproc:
         if not req.target.startswith("demo:") and not os.path.isfile(req.target):
             raise RecordUsageError(f"no such script: {req.target}")
