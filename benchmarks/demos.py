@@ -27,10 +27,10 @@ def profiler_trace(path: str, steps: int = 4) -> None:
     """Record ``steps`` steps of the overlap demo with torch.profiler into ``path`` (gzip)."""
     import torch
 
-    from collector import demos
+    from collector.demos import loops
 
-    batch, width, depth = demos.sizes(torch.cuda.get_device_properties(0).total_memory)
-    loop = demos.overlap(demos.DemoContext(batch, width, depth))
+    batch, width, depth = loops.sizes(torch.cuda.get_device_properties(0).total_memory)
+    loop = loops.overlap(loops.DemoContext(batch, width, depth))
     for _ in range(3):
         next(loop)
     torch.cuda.synchronize()
@@ -52,24 +52,24 @@ def profiler_trace(path: str, steps: int = 4) -> None:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from collector import demos
+    from collector.demos import loops
     from collector.recording.api import record
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", help="folder for the recorded sample traces")
     parser.add_argument("--profiler-trace", help="also write a torch.profiler trace of the overlap demo here")
     parser.add_argument("--md")
-    parser.add_argument("--demos", default=",".join(demos.DEMOS), help="comma-separated demo names")
+    parser.add_argument("--demos", default=",".join(loops.DEMOS), help="comma-separated demo names")
     args = parser.parse_args(argv)
     rows = []
     for name in args.demos.split(","):
-        demo = demos.get(name)
+        demo = loops.get(name)
         marks: list[float] = []
-        plain = demos.run_demo(name, None, quiet=True, times=marks)
+        plain = loops.run_demo(name, None, quiet=True, times=marks)
         out = os.path.join(args.traces, f"{name}.json.gz") if args.traces else None
         rec = record(f"demo:{name}", out, source="demo", command=f"streamscope record demo:{name}")
         rec_marks: list[float] = []
-        recorded = demos.run_demo(name, rec, quiet=True, times=rec_marks)
+        recorded = loops.run_demo(name, rec, quiet=True, times=rec_marks)
         size = os.path.getsize(out) / 1e6 if out else 0.0
         rows.append((name, demo.steps, plain, recorded, size))
         if name == "d2h":  # first half blocking .cpu() (syncs every step), second half non_blocking
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         profiler_trace(args.profiler_trace)
         print(f"torch.profiler trace: {os.path.getsize(args.profiler_trace) / 1e6:.2f} MB")
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    batch, width, depth = demos.sizes(torch.cuda.get_device_properties(0).total_memory)
+    batch, width, depth = loops.sizes(torch.cuda.get_device_properties(0).total_memory)
     lines = [
         "## demos",
         "",
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{depth}-layer MLP (width {width}, TF32) with SGD on {batch}x{width} float32 batches "
         f"({batch * width * 4 / 2**20:.0f} MiB); ms/step is wall time over the run, GPU finished, "
         "after 3 warm-up steps; recorded with the default (CUPTI) timing. The regime demos (tiny-ops, "
-        "convnet, transformer-small, transformer-large) are their own models (collector/demos.py).",
+        "convnet, transformer-small, transformer-large) are their own models (collector/demos/loops.py).",
         "",
         "| demo | steps | ms/step | ms/step recorded | sample trace MB |",
         "|---|---|---|---|---|",

@@ -98,7 +98,7 @@ def _compiled(device: str, model: str) -> Iterator[None]:
         net = timm.create_model("resnet18", num_classes=10).to(device).to(memory_format=torch.channels_last)
         x = torch.randn(64, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
     else:
-        from collector.demos import small_convnet
+        from collector.demos.loops import small_convnet
 
         net = small_convnet().to(device)
         x = torch.randn(64, 3, 64, 64, device=device)

@@ -27,10 +27,10 @@ def loop_steps(name: str) -> Iterator[None]:
     """The demo ``name`` as an iterator: each ``next()`` runs one step."""
     import torch
 
-    from collector import demos
+    from collector.demos import loops
 
-    batch, width, depth = demos.sizes(torch.cuda.get_device_properties(0).total_memory)
-    return demos.get(name).loop(demos.DemoContext(batch, width, depth))
+    batch, width, depth = loops.sizes(torch.cuda.get_device_properties(0).total_memory)
+    return loops.get(name).loop(loops.DemoContext(batch, width, depth))
 
 
 def step_fn(it: Iterator[None]) -> Callable[[], None]:

@@ -82,10 +82,10 @@ def record_available() -> tuple[bool, str]:
 
 
 def demo_summaries() -> dict[str, str]:
-    """Demo name -> one-line summary (collector.demos.DEMOS; importing it never imports torch)."""
-    from collector import demos
+    """Demo name -> one-line summary (collector.demos.loops.DEMOS; importing it never imports torch)."""
+    from collector.demos import loops
 
-    return {name: demo.summary for name, demo in demos.DEMOS.items()}
+    return {name: demo.summary for name, demo in loops.DEMOS.items()}
 
 
 def list_demos() -> list[str]:

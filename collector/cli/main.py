@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 
 def print_demos(verbose: bool = False) -> None:
-    from collector import demos
+    from collector.demos import loops
 
-    for line, demo in zip(demos.describe(), demos.DEMOS.values(), strict=False):
+    for line, demo in zip(loops.describe(), loops.DEMOS.values(), strict=False):
         print(line)
         if verbose:
             print(f"    teaches: {demo.teaches}")

@@ -149,7 +149,7 @@ def request_from_args(ns: argparse.Namespace) -> RecordRequest:
     slow_rank = int(getattr(ns, "slow_rank", -1))
     if slow_rank >= 0 and target != "demo:ddp":
         raise RecordUsageError("--slow-rank, --delay-ms and --slow-cause are options of demo:ddp")
-    from collector.ddp_demo import Plant
+    from collector.demos.ddp import Plant
 
     plant = Plant(slow_rank, float(getattr(ns, "delay_ms", 20.0)), str(getattr(ns, "slow_cause", "data")))
     try:
@@ -197,18 +197,18 @@ def run_record(req: RecordRequest) -> int:
         return launch(req.nproc, req.launcher_flags, req.rank_argv(), req.out)
     out = _rank_out(req.out)
     if req.target.startswith("demo:"):
-        from collector import demos
+        from collector.demos import loops
 
         name = req.target[len("demo:") :]
         try:
-            demos.get(name)
+            loops.get(name)
         except ValueError as exc:  # an unknown demo: its message lists the demos
             raise RecordUsageError(str(exc)) from None
         if req.args:
             raise RecordUsageError(f"demos take no arguments, got {' '.join(req.args)!r}")
         _require_device(req.timing, cpu_ok=name == "ddp")
         prepare_out(out)
-        from collector.ddp_demo import Plant
+        from collector.demos.ddp import Plant
 
         plant = Plant(req.slow_rank, req.delay_ms, req.slow_cause)
         try:
@@ -224,7 +224,7 @@ def run_record(req: RecordRequest) -> int:
             source="demo",
             command=f"streamscope record {req.target}",
         )
-        demos.run_demo(name, rec, steps=req.steps, plant=plant)
+        loops.run_demo(name, rec, steps=req.steps, plant=plant)
         _report(rec)
         return 0
     if not os.path.isfile(req.target):

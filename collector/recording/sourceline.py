@@ -1,6 +1,6 @@
 """Find the user's source line: the first Python frame outside torch, streamscope and the standard library.
 
-The built-in demo loops (collector/demos.py) count as user code.
+The built-in demo loops (collector/demos/loops.py) count as user code.
 
 Used to tag sync waits and copies with ``source`` = ``"path/to/file.py:LINE"``; paths under the current
 working directory are made relative to it.
@@ -20,7 +20,7 @@ _STDLIB_DIRS = tuple(
     if p
 )
 _skip_dirs: tuple[str, ...] = (_COLLECTOR_DIR + os.sep,)
-_USER_FILES = frozenset({os.path.normcase(os.path.join(_COLLECTOR_DIR, "demos.py"))})
+_USER_FILES = frozenset({os.path.normcase(os.path.join(_COLLECTOR_DIR, "demos", "loops.py"))})
 """Files inside skipped folders that are user code all the same (the built-in demo loops)."""
 _cache: dict[str, bool] = {}
 _formatted: dict[tuple[str, int], str] = {}

@@ -54,7 +54,7 @@ def test_each_demo_gets_its_finding(name: str, rule: str, at_least: str) -> None
 
 def test_sync_trap_names_its_lines() -> None:
     f = next(f for f in _load("sync-trap").findings if f.rule == "sync-in-loop")
-    assert any(s.startswith("collector/demos.py:") for s in f.sources)
+    assert any(s.startswith("collector/demos/loops.py:") for s in f.sources)
 
 
 def test_torch_profiler_overlap_trace_is_clean() -> None:

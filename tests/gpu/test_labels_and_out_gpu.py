@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("timing", ["cupti", "events"])
 def test_a_training_loop_has_one_main_thread_and_an_autograd_thread(timing: str) -> None:
-    from collector import demos
+    from collector.demos import loops
     from collector.model import LaneKind
     from collector.recording.api import record
 
     rec = record("demo:naive", None, probe=False, source="demo", timing=timing)
-    demos.run_demo("naive", rec, steps=4, quiet=True)
+    loops.run_demo("naive", rec, steps=4, quiet=True)
     trace = rec.trace
     cpu = [ln.label for ln in trace.lanes if ln.kind is LaneKind.CPU_THREAD]
     assert cpu.count("main thread") == 1
@@ -46,7 +46,7 @@ def test_a_failing_writer_saves_the_gpu_trace_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     """--out's folder became a file while the job ran: the trace lands in the fallback folder, printed."""
-    from collector import demos
+    from collector.demos import loops
     from collector.load import load_trace
     from collector.recording.api import record
     from collector.traceformat import save
@@ -56,7 +56,7 @@ def test_a_failing_writer_saves_the_gpu_trace_elsewhere(
     spare.mkdir()
     monkeypatch.setenv(save.FALLBACK_DIR_ENV, str(spare))
     rec = record("demo:naive", str(tmp_path / "run" / "naive.json.gz"), probe=False, source="demo")
-    demos.run_demo("naive", rec, steps=3, quiet=True)
+    loops.run_demo("naive", rec, steps=3, quiet=True)
     assert rec.out == str(spare / "naive.json.gz")
     assert save.saved_path(capsys.readouterr().err.splitlines()) == rec.out
     assert len(load_trace(rec.out).steps()) == 3

@@ -40,11 +40,11 @@ def _record(fn, **options):
 
 
 def _demo_trace(name: str, steps: int):
-    from collector import demos
+    from collector.demos import loops
     from collector.recording.api import record
 
     rec = record(f"demo:{name}", None, probe=False, source="demo", timing=TIMING["mode"])
-    demos.run_demo(name, rec, steps=steps, quiet=True)
+    loops.run_demo(name, rec, steps=steps, quiet=True)
     assert rec.trace is not None
     return rec.trace
 
@@ -87,16 +87,16 @@ def test_naive_copies_do_not_overlap_compute() -> None:
 
 
 def test_sync_trap_waits_point_at_the_lines() -> None:
-    from collector import demos
+    from collector.demos import loops
 
-    lines, first = inspect.getsourcelines(demos.sync_trap)
+    lines, first = inspect.getsourcelines(loops.sync_trap)
     print_line = first + next(i for i, s in enumerate(lines) if 'print(f"step' in s)
     item_line = first + next(i for i, s in enumerate(lines) if "if loss.item() < best" in s)
     iv = _demo_trace("sync-trap", 12).intervals
     waits = iv[iv["kind"] == "sync_wait"]
     by_cause = {c: set(waits.loc[waits["cause"].astype(str) == c, "source"].astype(str)) for c in ("print", "item")}
-    assert any(s.endswith(f"demos.py:{print_line}") for s in by_cause["print"]), by_cause
-    assert any(s.endswith(f"demos.py:{item_line}") for s in by_cause["item"]), by_cause
+    assert any(s.endswith(f"demos/loops.py:{print_line}") for s in by_cause["print"]), by_cause
+    assert any(s.endswith(f"demos/loops.py:{item_line}") for s in by_cause["item"]), by_cause
     # the item wait really waits for the step's GPU work
     item_waits = waits[(waits["cause"] == "item") & waits["source"].astype(str).str.endswith(f":{item_line}")]
     assert item_waits["dur_ns"].median() > 100_000

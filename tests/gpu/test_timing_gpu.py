@@ -18,10 +18,10 @@ pytestmark = pytest.mark.gpu
 def _loop(name: str) -> Iterator[None]:
     import torch
 
-    from collector import demos
+    from collector.demos import loops
 
-    batch, width, depth = demos.sizes(torch.cuda.get_device_properties(0).total_memory)
-    return demos.get(name).loop(demos.DemoContext(batch, width, depth))
+    batch, width, depth = loops.sizes(torch.cuda.get_device_properties(0).total_memory)
+    return loops.get(name).loop(loops.DemoContext(batch, width, depth))
 
 
 def _busy_per_step(timing: str, loop: Iterator[None], steps: int) -> tuple[np.ndarray, np.ndarray]:

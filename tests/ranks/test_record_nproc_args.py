@@ -11,7 +11,7 @@ import pytest
 
 from collector.cli import runner
 from collector.cli.launch import launcher_argv, rank_of_path, rank_path, single_node
-from collector.ddp_demo import Plant
+from collector.demos.ddp import Plant
 
 PLANTED = ("demo:ddp", "--slow-rank", "1", "--delay-ms", "40", "--slow-cause", "compute", "--out", "run.json.gz")
 

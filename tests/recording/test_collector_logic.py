@@ -49,9 +49,9 @@ def test_format_source_relative_below_cwd() -> None:
 
 
 def test_demo_file_counts_as_user_code() -> None:
-    import collector.demos
+    import collector.demos.loops
 
-    demos = collector.demos.__file__
+    demos = collector.demos.loops.__file__
     recorder = os.path.join(os.path.dirname(sourceline.__file__), "recorder.py")
     assert not sourceline._is_library(demos)
     assert sourceline._is_library(recorder)

@@ -159,7 +159,7 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
 
 def test_importing_the_collector_does_not_import_torch() -> None:
     code = (
-        "import sys, collector, collector.recording.recorder, collector.cli.runner, collector.demos, "
+        "import sys, collector, collector.recording.recorder, collector.cli.runner, collector.demos.loops, "
         "collector.cli.main, collector.load; "
         "print('torch' in sys.modules)"
     )

@@ -123,7 +123,7 @@ def test_run_report_holds_the_run_page_content(prepared_samples: dict[str, Prepa
     assert [f["rule"] for f in data["analysis"]["findings"]] == [f.rule for f in run.analysis.findings]
     for f in run.analysis.findings:
         assert f.title in html and f.fix.split("(")[0][:40] in html.replace("&#39;", "'").replace("&quot;", '"')
-    assert "collector/demos.py:" in html  # source lines of the findings
+    assert "collector/demos/loops.py:" in html  # source lines of the findings
     assert 'id="whatif"' in html and "× faster" in html
     assert data["step_figure"]["data"] and data["tables"]["per_step"]
     assert len(data["timeline"]["views"]) >= 2  # overview plus the focus steps

@@ -340,8 +340,8 @@ DEMOS: dict[str, Demo] = {
 
 
 def _ddp(ctx: DemoContext) -> Generator[None, None, None]:
-    """DistributedDataParallel without a planted straggler (collector.ddp_demo has the options)."""
-    from collector.ddp_demo import Plant, ddp_loop
+    """DistributedDataParallel without a planted straggler (collector.demos.ddp has the options)."""
+    from collector.demos.ddp import Plant, ddp_loop
 
     return ddp_loop(Plant())
 
@@ -382,7 +382,7 @@ def run_demo(
     not-yet-started Recorder, which is started and stopped here). Returns ms per step (wall time, GPU
     finished), printed as steps/s unless ``quiet``. ``times`` receives ``time.perf_counter()`` at the start,
     after each step and once the GPU has finished (``steps + 2`` values). ``plant``: the ddp demo's straggler
-    (collector.ddp_demo.Plant)."""
+    (collector.demos.ddp.Plant)."""
     import torch
 
     demo = get(name)
@@ -390,7 +390,7 @@ def run_demo(
     if n < 1:
         raise ValueError(f"steps must be at least 1, got {n}")
     if name == "ddp":
-        from collector.ddp_demo import Plant, run_ddp
+        from collector.demos.ddp import Plant, run_ddp
 
         return run_ddp(recorder, n, warmup, plant or Plant(), quiet, times)
     batch, width, depth = sizes(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
