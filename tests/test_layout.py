@@ -2,10 +2,12 @@
 
 * ``collector.model``, ``collector.syncrules`` and ``collector.errors`` are the vocabulary: they import no other
   collector module but each other.
-* A sub-package (``traceformat``, ``importers``, ``recording``) imports only the vocabulary, ``traceformat`` and
-  itself; ``recording`` may also import ``importers`` (CUPTI recording reads its capture with the Kineto
-  importer), never the other way round.
-* Nothing in ``collector`` imports ``webapp``, flask or plotly; torch only inside ``recording`` and the demos.
+* The tree shows the pipeline, record -> traceformat -> importers -> ranks: each sub-package imports only the
+  vocabulary, itself and what :data:`LAYERS` lists for it (``recording`` may import ``importers``, as CUPTI
+  recording reads its capture with the Kineto importer, never the other way round; ``ranks`` loads rank files
+  through ``collector.load``). ``cli`` is the top: it may import any of them, and only ``collector.__main__``
+  imports it. Beside the sub-packages, only the vocabulary, ``load`` and ``steps`` are loose modules.
+* Nothing in ``collector`` imports ``webapp``, flask or plotly; torch only inside ``recording`` and ``demos``.
 * The subcommands (``webapp.commands``) never import ``webapp.cli``, which loads them: their error type lives in
   the leaf ``webapp.commands.errors``.
 * Formats: ``collector.importers.registry`` is the one list of the formats we read; ``collector.load`` reaches
@@ -23,7 +25,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "collector"
 VOCABULARY = {"collector.model", "collector.syncrules", "collector.errors"}
-SUBPACKAGES = ("traceformat", "importers", "recording")
+LAYERS: dict[str, set[str]] = {
+    "traceformat": set(),
+    "importers": {"traceformat"},
+    "recording": {"traceformat", "importers"},
+    "ranks": {"traceformat", "importers", "load"},
+    "demos": set(),
+}
+"""What each sub-package may import besides the vocabulary and itself (``cli``, the top, is not listed: it may
+import any of them)."""
+SUBPACKAGES = (*LAYERS, "cli")
+LOOSE = {"__init__", "__main__", "model", "syncrules", "errors", "load", "steps"}
+"""The top-level modules: the vocabulary, the package's entry points, and loading any trace (with its steps)."""
 
 
 def _module_name(path: Path) -> str:
@@ -53,6 +66,11 @@ def _collector_imports(path: Path) -> set[str]:
 
 def test_the_layout_is_what_the_rules_are_written_for() -> None:
     assert {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()} >= set(SUBPACKAGES)
+    assert {p.stem for p in ROOT.glob("*.py")} == LOOSE, "a new module belongs in a sub-package (or in LOOSE)"
+
+
+def _inside(name: str, part: str) -> bool:
+    return name == f"collector.{part}" or name.startswith(f"collector.{part}.")
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -61,17 +79,15 @@ def test_import_rules(path: Path) -> None:
     deps = _collector_imports(path) - {name}
     if name in VOCABULARY:
         assert deps <= VOCABULARY, f"{name} is vocabulary but imports {sorted(deps - VOCABULARY)}"
-    for sub in SUBPACKAGES:
-        prefix = f"collector.{sub}"
-        if name == prefix or name.startswith(prefix + "."):
-            extra = ("collector.importers",) if sub == "recording" else ()
-            allowed = VOCABULARY | {"collector.traceformat", *extra}
-            ok_prefixes = ("collector.traceformat.", prefix, *(e + "." for e in extra))
-            bad = {d for d in deps if d not in allowed and not d.startswith(ok_prefixes)}
-            assert not bad, f"{name} may import only the vocabulary, traceformat and {prefix}: {sorted(bad)}"
+    for sub, may in LAYERS.items():
+        if _inside(name, sub):
+            bad = {d for d in deps - VOCABULARY if not any(_inside(d, part) for part in {sub, *may})}
+            assert not bad, f"{name} may import only the vocabulary, {sub} and {sorted(may)}: {sorted(bad)}"
+    if name != "collector.__main__" and not _inside(name, "cli"):
+        assert not {d for d in deps if _inside(d, "cli")}, f"{name} imports the command line"
     third_party = {n.split(".")[0] for n in _imports(path)}
     assert not third_party & {"webapp", "flask", "plotly"}, f"{name} imports the web side"
-    in_recording = name.startswith("collector.recording") or name.startswith("collector.demos")
+    in_recording = _inside(name, "recording") or _inside(name, "demos")
     assert in_recording or "torch" not in third_party, f"{name} imports torch outside recording"
 
 
