@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from collector.recording.cupti_recorder import CuptiRecorder
-from collector.recording.recorder import Recorder
+from collector.recording.events_recorder import EventsRecorder
 
 TIMINGS = ("cupti", "events", "cpu")
 """Timing sources: ``cupti`` (exact device times from CUPTI activity records; the default), ``events``
@@ -33,7 +33,7 @@ def record(workload: str = "", out: str | None = None, *, timing: str = "cupti",
         from collector.recording.cpu_recorder import CpuRecorder
 
         return CpuRecorder(workload, out, **options)
-    cls = CuptiRecorder if timing == "cupti" else Recorder
+    cls = CuptiRecorder if timing == "cupti" else EventsRecorder
     return cls(workload, out, **options)
 
 

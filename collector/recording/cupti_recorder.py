@@ -39,11 +39,11 @@ from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.commjoin import join_comm
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich, without_setup_steps
+from collector.recording.events_recorder import EventsRecorder
 from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.opnames import NAMING_LIMIT_NS, naming_note, naming_sentence
 from collector.recording.probe import tiny_op_ns
-from collector.recording.recorder import Recorder
 from collector.recording.stacks import StackSampler
 from collector.recording.threadnames import live_thread_labels
 
@@ -63,8 +63,9 @@ CUPTI_NOTE = (
 )
 
 
-class CuptiRecorder(Recorder):
-    """A :class:`Recorder` timed by CUPTI; use :func:`collector.recording.record` (``timing="cupti"``)."""
+class CuptiRecorder(EventsRecorder):
+    """An :class:`EventsRecorder` timed by CUPTI (by CUDA events where CUPTI is taken); use
+    :func:`collector.recording.record` (``timing="cupti"``)."""
 
     READERS: tuple[str, ...] = ("client", "kineto")
     """Ways to read CUPTI, tried in order (see :data:`READERS`); the first that starts is used."""

@@ -52,7 +52,7 @@ def test_demo_file_counts_as_user_code() -> None:
     import collector.demos.loops
 
     demos = collector.demos.loops.__file__
-    recorder = os.path.join(os.path.dirname(sourceline.__file__), "recorder.py")
+    recorder = os.path.join(os.path.dirname(sourceline.__file__), "events_recorder.py")
     assert not sourceline._is_library(demos)
     assert sourceline._is_library(recorder)
 

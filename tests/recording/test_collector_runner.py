@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from collector.cli import runner
-from collector.recording.recorder import NO_CUDA_MESSAGE
+from collector.recording.events_recorder import NO_CUDA_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,7 +159,7 @@ def test_demos_lists_one_line_each(tmp_path: Path) -> None:
 
 def test_importing_the_collector_does_not_import_torch() -> None:
     code = (
-        "import sys, collector, collector.recording.recorder, collector.cli.runner, collector.demos.loops, "
+        "import sys, collector, collector.recording.events_recorder, collector.cli.runner, collector.demos.loops, "
         "collector.cli.main, collector.load; "
         "print('torch' in sys.modules)"
     )
@@ -174,12 +174,12 @@ def test_importing_the_collector_does_not_import_torch() -> None:
 
 
 def test_rank_defaults_to_the_launchers(monkeypatch: Any) -> None:
-    from collector.recording.recorder import Recorder
+    from collector.recording.events_recorder import EventsRecorder
 
     monkeypatch.setenv("RANK", "3")
-    assert Recorder("w").rank == 3
-    assert Recorder("w", rank=1).rank == 1
+    assert EventsRecorder("w").rank == 3
+    assert EventsRecorder("w", rank=1).rank == 1
     monkeypatch.delenv("RANK")
-    assert Recorder("w").rank == 0
+    assert EventsRecorder("w").rank == 0
     with pytest.raises(ValueError, match="every"):
-        Recorder("w", every=0)
+        EventsRecorder("w", every=0)

@@ -70,7 +70,7 @@ def require_cuda() -> None:
         raise NoCudaError(NO_CUDA_MESSAGE)
 
 
-class Recorder:
+class EventsRecorder:
     """A recording session; use :func:`record`. After :meth:`stop`, ``trace`` holds the Trace."""
 
     def __init__(
@@ -121,7 +121,7 @@ class Recorder:
         self._timing_note = ""
 
     # ------------------------------------------------------------------ public API
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> EventsRecorder:
         self.start()
         return self
 
@@ -131,7 +131,7 @@ class Recorder:
             error = f"{exc_type.__name__}: {exc}"
         self.stop(error=error)
 
-    def start(self) -> Recorder:
+    def start(self) -> EventsRecorder:
         """Check CUDA, take metadata and the bandwidth probe, then start timing (see :meth:`_start_timing`)."""
         self._prepare()
         self._start_timing()
