@@ -30,7 +30,7 @@ from typing import Any
 from collector.cli.launch import add_launch_arguments, launch, rank_path, torchrun_flags
 from collector.errors import StreamscopeError
 from collector.recording.api import TIMINGS, record, use_cpu_recorder
-from collector.recording.events_recorder import NoCudaError, require_cuda
+from collector.recording.base import NoCudaError, require_cuda
 from collector.traceformat.save import prepare_out
 
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import time
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from collector.model import NO_STEP, MarkerKind, RunMeta, Trace, conform_intervals, conform_markers, step_at
+from collector.model import RunMeta, Trace, conform_intervals, conform_markers, step_at
+from collector.recording.base import Recorder
 from collector.recording.kineto_capture import event_table
 from collector.recording.threadnames import live_thread_labels, relabel_threads
 from collector.traceformat.events import EventTable
@@ -78,116 +78,55 @@ def distributed_info(rank: int, world_size: int) -> dict[str, Any]:
     return info
 
 
-class CpuRecorder:
-    """A recording session for a CPU rank; use :func:`collector.recording.record`. Same surface as the GPU
-    recorders: ``start()``, ``step()``, ``mark()``, ``name_stream()`` (no effect), ``stop()``, ``trace``."""
+class CpuRecorder(Recorder):
+    """A :class:`~collector.recording.base.Recorder` for a CPU rank; use :func:`collector.recording.record`.
+    ``name_stream()`` has no effect; the GPU recorders' options (``probe``, ...) are taken and left unused.
+    Step boundaries and marks are on the host's wall clock (``time.time_ns``), as the profiler's times are."""
 
     timing = "cpu"
 
-    def __init__(
-        self,
-        workload: str = "",
-        out: str | None = None,
-        *,
-        every: int = 1,
-        rank: int | None = None,
-        source: str = "recorded",
-        command: str | None = None,
-        auto_steps: bool = False,
-        **_gpu_options: Any,
-    ) -> None:
-        if int(every) < 1:
-            raise ValueError(f"every must be a positive number of steps, got {every!r}")
+    def __init__(self, workload: str = "", out: str | None = None, *, rank: int | None = None, **options: Any) -> None:
         env_rank, self.world_size = distributed_env()
-        self.workload, self.out, self.every = workload, out, int(every)
-        self.rank = int(rank if rank is not None else env_rank)
-        self.source = source
-        self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
-        self.auto_steps = auto_steps
-        self.trace: Trace | None = None
-        self.error = ""
+        shared = {k: v for k, v in options.items() if k in ("every", "source", "command", "auto_steps")}
+        super().__init__(workload, out, rank=rank if rank is not None else env_rank, **shared)
         self._prof: Any = None
-        self._on = False
-        self._step = 0
-        self._step_start = 0
-        self._markers: list[tuple[str, str, int, int, int]] = []
         self._calls: list[tuple[int, int, str]] = []
-        self._undo: list[Any] = []
 
-    def __enter__(self) -> CpuRecorder:
-        return self.start()
+    def _now(self) -> int:
+        return time.time_ns()
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        error = ""
-        if exc_type is not None and not (issubclass(exc_type, SystemExit) and exc.code in (0, None)):
-            error = f"{exc_type.__name__}: {exc}"
-        self.stop(error=error)
-
-    def start(self) -> CpuRecorder:
+    def _begin(self) -> None:
         import torch
         from torch.profiler import ProfilerActivity, profile
 
-        if self._prof is not None or self.trace is not None:
-            raise RuntimeError("this recorder was already started; make a new one with record()")
         self._torch_version = torch.__version__
         self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=False)
         self._prof.start()
         from collector.recording import groups
 
         self._undo.append(groups.install(self._on_collective_call))
-        if self.auto_steps:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
 
-            self._undo.append(register_optimizer_step_post_hook(lambda *_: self.step()).remove)
-        self._step_start = time.time_ns()
-        self._on = True
-        return self
-
-    def step(self) -> None:
-        """Mark a step boundary: the step in progress ends now and the next one begins."""
-        now = time.time_ns()
-        if self._on:
-            self._markers.append((MarkerKind.STEP.value, f"step {self._step}", self._step_start, now, self._step))
-        self._step += 1
-        self._step_start = now
-        on = self._prof is not None and self._step % self.every == 0
-        if self.every > 1 and on != self._on and self._prof is not None:
+    def _next_step(self, was_on: bool) -> None:
+        if self.every > 1 and self._on != was_on and self._prof is not None:
             from torch.profiler import ProfilerActivity
 
-            self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
-        self._on = on
+            self._prof.toggle_collection_dynamic(self._on, [ProfilerActivity.CPU])
 
     def _on_collective_call(self, t0: int, t1: int, group: str) -> None:
         if self._on:
             self._calls.append((t0, t1, group))
 
-    def mark(self, name: str) -> None:
-        now = time.time_ns()
-        self._markers.append((MarkerKind.MARK.value, str(name), now, now, self._step if self._on else NO_STEP))
-
     def name_stream(self, stream: Any, label: str) -> None:
         """No streams on a CPU rank: nothing to name."""
 
-    def stop(self, error: str = "") -> Trace:
-        """Stop the profiler, build the Trace (one rank) and write it to ``out``."""
-        if self.trace is not None:
-            return self.trace
-        if self._prof is None:
-            raise RuntimeError("recorder was never started")
-        self.error = error
+    def _end(self, step_open: bool, error: str) -> Trace:
+        """Stop the profiler and build the Trace (one rank)."""
         prof, self._prof = self._prof, None
-        while self._undo:
-            self._undo.pop()()
         prof.stop()
         events = list(prof.profiler.kineto_results.events())
         info = distributed_info(self.rank, self.world_size)
         self.rank = int(info["rank"])
-        self.trace = self._build(_table(events, info), info, error)
-        if self.out:
-            from collector.traceformat.save import save_trace
-
-            self.out = save_trace(self.trace, self.out)  # a fallback path when ``out`` cannot be written
-        return self.trace
+        return self._build(_table(events, info), info, error)
 
     def _build(self, table: EventTable, info: dict[str, Any], error: str) -> Trace:
 

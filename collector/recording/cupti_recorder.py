@@ -26,6 +26,7 @@ running), :meth:`CuptiRecorder.start` falls back to CUDA-event timing and says s
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -82,6 +83,8 @@ class CuptiRecorder(EventsRecorder):
         self._spans: list[tuple[int, str, int, int, str, int]] = []
         self._annotations: list[tuple[int, str, int, int]] = []
         self._clock0 = (0, 0)
+        self._halted_at = 0
+        self._samples: list[tuple[int, int, str]] = []
         self._tags: list[tuple[int, int, str]] = []
         self._own: list[tuple[int, int]] = []
         """Monotonic ns windows of host work that is not the workload's: the recorder's own calls and the
@@ -142,9 +145,7 @@ class CuptiRecorder(EventsRecorder):
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._undo.append(compiled.install(self._on_region, self._on_setup))
-        self._install_step_hook()
-        self._step_start = self._t_start = time.monotonic_ns()
-        self._on = True
+        self._t_start = time.monotonic_ns()
 
     # ------------------------------------------------------------------ hooks
     def name_stream(self, stream: Any, label: str) -> None:
@@ -161,19 +162,19 @@ class CuptiRecorder(EventsRecorder):
         self._tags.append((t0, time.monotonic_ns(), str(label)))
         self._own.append(self._tags[-1][:2])
 
-    def step(self) -> None:
+    def _step_ended(self) -> None:
         if self._capture is None:
-            return super().step()
-        now = time.monotonic_ns()
-        if self._on:
-            self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
-            self._capture.set_naming(False)
-        elif self._started:
-            self._own.append((self._step_start, now))  # a step ``every`` skips
-        self._step += 1
-        self._step_start = now
-        self._on = self._started and self._step % self.every == 0 and self.trace is None
+            return super()._step_ended()
+        self._capture.set_naming(False)
         return None
+
+    def _step_skipped(self, start: int, end: int) -> None:
+        if self._capture is not None:
+            self._own.append((start, end))  # a step ``every`` skips
+
+    def _next_step(self, was_on: bool) -> None:
+        if self._capture is None:
+            super()._next_step(was_on)
 
     def _on_span(self, cause: str, t0: int, t1: int, frame: FrameType, nbytes: int) -> None:
         if self._on:
@@ -209,17 +210,24 @@ class CuptiRecorder(EventsRecorder):
 
     # ------------------------------------------------------------------ stop
     def stop(self, error: str = "") -> Trace:
-        """Stop the capture, join the host facts to it, build the Trace and write it to ``out``."""
-        if self.timing != "cupti" or self.trace is not None or self._capture is None:
+        """Stop the capture, join the host facts to it, build the Trace and write it to ``out``; meanwhile freed
+        memory is kept for the next array (collector.recording.heap)."""
+        with steady_heap() if self._capture is not None and self.trace is None else contextlib.nullcontext():
             return super().stop(error=error)
-        torch = self._torch
-        self.error = error
-        now = time.monotonic_ns()
+
+    def _halt(self) -> None:
+        if self._capture is None:
+            return super()._halt()
+        self._halted_at = time.monotonic_ns()
         self._capture.stop_api_records()  # the calls below are ours: no rows to drop (a copy of every column)
-        samples = self._sampler.stop() if self._sampler is not None else []
-        step_open, self._on = self._on, False
-        while self._undo:
-            self._undo.pop()()
+        self._samples = self._sampler.stop() if self._sampler is not None else []
+        return None
+
+    def _end(self, step_open: bool, error: str) -> Trace:
+        if self._capture is None:
+            return super()._end(step_open, error)
+        torch = self._torch
+        now = self._halted_at
         if not step_open and self._step > 0:
             self._own.append((self._step_start, now))  # stopped inside a skipped step
         step_open = step_open and self._step > 0  # never marked: the steps are found when the trace loads
@@ -231,13 +239,12 @@ class CuptiRecorder(EventsRecorder):
         # reaches past the stop, so a runtime record a few microseconds off the mapped clock still falls in it
         self._own.append((now, time.monotonic_ns() + STOP_SLACK_NS))
         capture, self._capture = self._capture, None
-        with steady_heap():
-            return self._finish(capture, step_open, error, samples)
+        return self._finish(capture, step_open, error, self._samples)
 
     def _finish(
         self, capture: ClientCapture | KinetoCapture, step_open: bool, error: str, samples: list[tuple[int, int, str]]
     ) -> Trace:
-        """Read the stopped capture, join the host facts, build the Trace and write it."""
+        """Read the stopped capture, join the host facts and build the Trace."""
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
         table = capture.stop(timings)
@@ -293,13 +300,19 @@ class CuptiRecorder(EventsRecorder):
         calls = comm.calls(self._clock0[1], clock1[1])
         trace = join_comm(trace, calls, capture.python_threads(), comm.default_backend())
         trace = drop_empty_last_step(trace, self._step) if step_open else trace
-        self.trace = without_setup_steps(trace, [(a, b) for _, a, b in setup])
-        t2 = time.perf_counter()
+        trace = without_setup_steps(trace, [(a, b) for _, a, b in setup])
+        timings.update(importer=t1 - t0, join=time.perf_counter() - t_join)
+        return trace
+
+    def _write(self) -> None:
+        if self.timing != "cupti" or self.trace is None:
+            return super()._write()
+        t0 = time.perf_counter()
         if self.out:
             _progress(f"writing {len(self.trace.intervals):,} intervals to {self.out}")
-        self._write()
-        timings.update(importer=t1 - t0, join=t2 - t_join, write=time.perf_counter() - t2)
-        return self.trace
+        super()._write()
+        self.stop_timings["write"] = time.perf_counter() - t0
+        return None
 
 
 def _large_h2d_copy(trace: Trace) -> bool:

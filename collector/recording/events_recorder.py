@@ -24,21 +24,19 @@ from __future__ import annotations
 import gc
 import itertools
 import os
-import sys
 import threading
 import time
 from collections import deque
 from typing import Any
 
 from collector import syncrules
-from collector.errors import StreamscopeError
 from collector.model import IntervalKind, MemoryKind, RunMeta, Trace
 from collector.recording import graphs, hostwaits, ranges, sourceline
+from collector.recording.base import Recorder, require_cuda
 from collector.recording.build import build_trace
 from collector.recording.clock import ClockMap, take_anchor
 from collector.recording.ops import OpClass, classify_op, copy_facts, has_bool_index
 
-NO_CUDA_MESSAGE = "no CUDA device: recording needs an NVIDIA GPU; browsing and analysis work without one"
 RESOLVE_BACKLOG_OPS = 16384
 """Pending timed ops above which finished batches are resolved (and their events reused) at step ends."""
 
@@ -56,86 +54,38 @@ EVENTS_NOTE = (
 )
 
 
-class NoCudaError(StreamscopeError, RuntimeError):
-    """Recording was asked for on a machine without a usable CUDA device."""
+class EventsRecorder(Recorder):
+    """A :class:`~collector.recording.base.Recorder` timed by CUDA events around each op; use
+    :func:`collector.recording.record` (``timing="events"``). ``probe``: the H2D bandwidth probe at start;
+    ``calibrate``: measure the events' own overhead at start and take it off the GPU intervals."""
 
-
-def require_cuda() -> None:
-    """Raise NoCudaError (with NO_CUDA_MESSAGE) unless torch is installed and sees a CUDA device."""
-    try:
-        import torch
-    except ImportError:
-        raise NoCudaError(NO_CUDA_MESSAGE) from None
-    if not torch.cuda.is_available():
-        raise NoCudaError(NO_CUDA_MESSAGE)
-
-
-class EventsRecorder:
-    """A recording session; use :func:`record`. After :meth:`stop`, ``trace`` holds the Trace."""
+    timing = "events"
 
     def __init__(
-        self,
-        workload: str = "",
-        out: str | None = None,
-        *,
-        every: int = 1,
-        rank: int | None = None,
-        probe: bool = True,
-        source: str = "recorded",
-        command: str | None = None,
-        auto_steps: bool = False,
-        calibrate: bool = True,
+        self, workload: str = "", out: str | None = None, *, probe: bool = True, calibrate: bool = True, **options: Any
     ) -> None:
-        if int(every) < 1:
-            raise ValueError(f"every must be a positive number of steps, got {every!r}")
-        self.workload = workload
-        self.out = out
-        self.every = int(every)
-        self.rank = int(rank if rank is not None else os.environ.get("RANK", 0) or 0)
+        super().__init__(workload, out, **options)
         self.probe = probe
-        self.source = source
-        self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
-        self.auto_steps = auto_steps
         self.calibrate = calibrate
-        self.trace: Trace | None = None
-        self.error = ""
-        self._started = False
-        self._on = False
-        self._step = 0
-        self._step_start = 0
         self._ids = itertools.count()
         self._host: list[tuple[Any, ...]] = []  # (tid, kind, name, t0, t1, bytes, mem, nb, step, source, cause, id)
         self._open: list[tuple[Any, ...]] = []  # (ev_s, ev_e, stream_id, kind, name, bytes, mem, nb, step, launch, id)
         self._sealed: deque[list[tuple[Any, ...]]] = deque()
         self._resolved: list[tuple[Any, ...]] = []  # ((dev, stream_id), kind, name, s_ms, e_ms, ...)
         self._pending_ops = 0
-        self._markers: list[tuple[str, str, int, int, int]] = []  # (kind, name, start, end, step)
         self._threads: dict[int, str] = {}
-        self._stream_names: dict[tuple[int, int], str] = {}
         self._streams: dict[int, Any] = {}  # stream id -> Stream, on the recorded device
         self._ops: dict[Any, tuple[str, OpClass]] = {}
         self._pool = _EVENT_POOL
         self._capturing = 0
-        self._undo: list[Any] = []
         self._meta: dict[str, Any] = {}
         self._timing_note = ""
 
-    # ------------------------------------------------------------------ public API
-    def __enter__(self) -> EventsRecorder:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        error = ""
-        if exc_type is not None and not (issubclass(exc_type, SystemExit) and exc.code in (0, None)):
-            error = f"{exc_type.__name__}: {exc}"
-        self.stop(error=error)
-
-    def start(self) -> EventsRecorder:
+    # ------------------------------------------------------------------ the timing source
+    def _begin(self) -> None:
         """Check CUDA, take metadata and the bandwidth probe, then start timing (see :meth:`_start_timing`)."""
         self._prepare()
         self._start_timing()
-        return self
 
     def _prepare(self) -> None:
         """Check CUDA and take the run's metadata (device, versions, bandwidth probe)."""
@@ -144,9 +94,6 @@ class EventsRecorder:
 
         from collector.recording.probe import device_info, probe_bandwidth
 
-        if self._started:
-            raise RuntimeError("this recorder was already started; make a new one with record()")
-        self._started = True
         self._torch = torch
         sourceline.add_skipped_dir(os.path.dirname(torch.__file__))
         self._device = _pick_device(torch)
@@ -172,7 +119,6 @@ class EventsRecorder:
         self._undo.append(hostwaits.install(self._on_host_wait))
         self._undo.append(ranges.install(self._on_range, self._on_mark))
         self._undo.append(graphs.install(self))
-        self._install_step_hook()
         recorder = self
 
         class _Mode(mode_base()):  # type: ignore[misc]
@@ -185,25 +131,11 @@ class EventsRecorder:
         gc.freeze()  # a full collection would otherwise walk torch's million objects: 100+ ms host stalls
         self._mode.__enter__()
         self._mode_in = True
-        self._step_start = time.monotonic_ns()
-        self._on = True
 
-    def _install_step_hook(self) -> None:
-        """With ``auto_steps``, a step boundary after each optimizer step."""
-        if self.auto_steps:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
+    def _step_ended(self) -> None:
+        self._seal()
 
-            self._undo.append(register_optimizer_step_post_hook(lambda *_: self.step()).remove)
-
-    def step(self) -> None:
-        """Mark a step boundary: the step in progress ends now and the next one begins."""
-        now = time.monotonic_ns()
-        if self._on:
-            self._markers.append(("step", f"step {self._step}", self._step_start, now, self._step))
-            self._seal()
-        self._step += 1
-        self._step_start = now
-        self._on = self._started and self._step % self.every == 0 and self.trace is None
+    def _next_step(self, was_on: bool) -> None:
         if self.every > 1:
             self._set_mode(self._on)
         if self._pending_ops >= RESOLVE_BACKLOG_OPS:
@@ -223,31 +155,16 @@ class EventsRecorder:
             self._mode.__exit__(None, None, None)
             self._mode_in = False
 
-    def mark(self, name: str) -> None:
-        """An instant mark on the timeline (shown as a marker)."""
-        now = time.monotonic_ns()
-        self._markers.append(("mark", str(name), now, now, self._step if self._on else -1))
-
-    def name_stream(self, stream: Any, label: str) -> None:
-        """Label a CUDA stream's lane, e.g. ``rec.name_stream(copy_stream, "prefetch")``."""
-        self._stream_names[(int(stream.device_index), int(stream.stream_id))] = str(label)
-
-    def stop(self, error: str = "") -> Trace:
-        """Stop intercepting, resolve all events, build the Trace and write it to ``out`` (if given)."""
-        if self.trace is not None:
-            return self.trace
-        if not self._started:
-            raise RuntimeError("recorder was never started")
-        torch = self._torch
-        self.error = error
-        step_open = self._on
-        self._on = False
+    def _halt(self) -> None:
+        """Leave the dispatch mode."""
         try:
             self._set_mode(False)
         finally:
             gc.unfreeze()
-            while self._undo:
-                self._undo.pop()()
+
+    def _end(self, step_open: bool, error: str) -> Trace:
+        """Resolve all events and build the Trace."""
+        torch = self._torch
         now = time.monotonic_ns()
         has_work = any(r[8] == self._step for r in self._open)
         if step_open and has_work and self._step > 0:  # never marked: steps are found when the trace loads
@@ -275,7 +192,7 @@ class EventsRecorder:
             },
             **self._meta,
         )
-        self.trace = build_trace(
+        return build_trace(
             meta,
             self.rank,
             self._host,
@@ -286,14 +203,6 @@ class EventsRecorder:
             clock,
             self._event_overhead_ms,
         )
-        self._write()
-        return self.trace
-
-    def _write(self) -> None:
-        if self.out and self.trace is not None:
-            from collector.traceformat.save import save_trace
-
-            self.out = save_trace(self.trace, self.out)  # a fallback path when ``out`` cannot be written
 
     # ------------------------------------------------------------------ hooks
     def _thread(self) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from collector.cli import runner
-from collector.recording.events_recorder import NO_CUDA_MESSAGE
+from collector.recording.base import NO_CUDA_MESSAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,102 @@
+"""The lifecycle every timing source shares (collector.recording.base.Recorder), driven through a timing source
+that times nothing: what it is asked to do and when, the steps and marks, the error, the write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from collector.model import Marker, MarkerKind, RunMeta, Trace
+from collector.recording.base import Recorder
+from collector.recording.cpu_recorder import CpuRecorder
+from collector.recording.cupti_recorder import CuptiRecorder
+from collector.recording.events_recorder import EventsRecorder
+from collector.traceformat import read_trace
+
+
+class Untimed(Recorder):
+    """Steps and marks only: each hook notes that it ran."""
+
+    timing = "untimed"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+
+    def _begin(self) -> None:
+        self.calls.append("begin")
+        self._undo.append(lambda: self.calls.append("undo"))
+
+    def _step_ended(self) -> None:
+        self.calls.append(f"ended {self._step}")
+
+    def _step_skipped(self, start: int, end: int) -> None:
+        assert start <= end
+        self.calls.append(f"skipped {self._step}")
+
+    def _next_step(self, was_on: bool) -> None:
+        self.calls.append(f"next {int(was_on)}{int(self._on)}")
+
+    def _halt(self) -> None:
+        self.calls.append("halt")
+
+    def _end(self, step_open: bool, error: str) -> Trace:
+        self.calls.append(f"end {int(step_open)}")
+        marks = [Marker(self.rank, MarkerKind(kind), name, a, b, step) for kind, name, a, b, step in self._markers]
+        return Trace.build(RunMeta.new(workload=self.workload, error=error), [], [], marks)
+
+
+def test_the_three_timing_sources_share_the_base() -> None:
+    assert all(issubclass(cls, Recorder) for cls in (EventsRecorder, CuptiRecorder, CpuRecorder))
+    assert [cls("w").timing for cls in (EventsRecorder, CuptiRecorder, CpuRecorder)] == ["events", "cupti", "cpu"]
+
+
+def test_every_other_step_is_recorded_and_the_hooks_run_in_order() -> None:
+    rec = Untimed("w", every=2)
+    with rec:
+        for i in range(4):
+            if i == 1:
+                rec.mark("in a skipped step")
+            rec.step()
+        rec.mark("in a recorded step")
+    assert rec.calls == [
+        "begin",
+        *("ended 0", "next 10", "skipped 1", "next 01", "ended 2", "next 10", "skipped 3", "next 01"),
+        *("halt", "undo", "end 1"),
+    ]
+    assert rec.trace is not None and rec.stop() is rec.trace and rec.calls[-1] == "end 1"
+    markers = rec.trace.markers
+    assert list(markers.loc[markers["kind"] == MarkerKind.STEP.value, "step"]) == [0, 2]
+    assert dict(zip(markers["name"], markers["step"], strict=True))["in a skipped step"] == -1
+    assert dict(zip(markers["name"], markers["step"], strict=True))["in a recorded step"] == 4
+
+
+def test_once_each_and_the_error_the_workload_ended_with() -> None:
+    with pytest.raises(RuntimeError, match="never started"):
+        Untimed().stop()
+    rec = Untimed()
+    with pytest.raises(KeyError), rec:
+        raise KeyError("k")
+    assert rec.error == "KeyError: 'k'" and rec.trace is not None and rec.trace.meta.error == rec.error
+    with pytest.raises(RuntimeError, match="already started"):
+        rec.start()
+    clean = Untimed()
+    with pytest.raises(SystemExit), clean:
+        raise SystemExit(0)
+    assert clean.error == "" and clean.trace is not None
+
+
+def test_auto_steps_after_each_optimizer_step_and_the_trace_written(tmp_path: Path) -> None:
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = tmp_path / "run" / "w.json.gz"
+    with Untimed("w", str(out), auto_steps=True) as rec:
+        for _ in range(3):
+            opt.step()
+    assert rec.calls.count("ended 0") == 1 and "ended 2" in rec.calls and rec.out == str(out)
+    assert len(read_trace(str(out)).markers) == 3
+    opt.step()  # the hook is gone with the recording
+    assert "ended 3" not in rec.calls
