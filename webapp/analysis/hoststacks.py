@@ -19,7 +19,6 @@ from webapp.analysis.causal.graph import Graph
 from webapp.analysis.context import RunData, kind_mask
 
 SEP = ";"
-FRAME = re.compile(r"^(?P<func>.*) \((?P<where>[^()]*)\)$")
 LOADING = re.compile(r"^(__next__|_next_data) \(.*torch/utils/data/dataloader\.py:\d+\)$")
 """Frames of a DataLoader's ``__next__``: the step waiting for its batch to be loaded in this process."""
 OUTER_SHARE = 0.9
@@ -158,9 +157,3 @@ def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray) -> np.ndarray | None:
     keep = np.zeros(g.n_host, dtype=bool)
     keep[nodes] = True
     return np.where(keep, cut, 0).astype(np.int64)
-
-
-def split_frame(frame: str) -> tuple[str, str]:
-    """A frame's function and its file:line ('' where the frame is a bare name)."""
-    m = FRAME.match(frame)
-    return (m.group("func"), m.group("where")) if m else (frame, "")

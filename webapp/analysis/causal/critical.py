@@ -24,20 +24,20 @@ from webapp.analysis.causal.stepmap import StepMap
 from webapp.analysis.context import RunData
 
 PARTS = ("host", "launch", "compute", "copy", "comm", "sync", "other")
-"""Critical-path parts, in the column order of :func:`critical_parts`."""
+"""Critical-path parts, in the column order of :func:`critical_path`'s first result."""
 HOST, LAUNCH, COMPUTE_P, COPY_P, COMM_P, SYNC, OTHER = range(7)
 _CLASS_PART = {COMPUTE: COMPUTE_P, COPY: COPY_P, COMM: COMM_P}
 MAX_ROUNDS = 100_000
 
 
 class _Acc:
-    """Critical-path ns per (window, part), and, when asked for, the path's segments: (window, lane, part,
-    start, end) on the axis, one per jump of the walk."""
+    """Critical-path ns per (window, part), and the path's segments: (window, lane, part, start, end) on the
+    axis, one per jump of the walk."""
 
-    def __init__(self, n: int, host_lane: np.ndarray, keep: bool) -> None:
+    def __init__(self, n: int, host_lane: np.ndarray) -> None:
         self.parts = np.zeros((n, len(PARTS)), dtype=np.int64)
         self.host_lane = host_lane
-        self.segments: list[tuple[np.ndarray, ...]] | None = [] if keep else None
+        self.segments: list[tuple[np.ndarray, ...]] = []
 
 
 class _Chains:
@@ -85,16 +85,12 @@ SEGMENT_COLUMNS = {
 }
 
 
-def critical_parts(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> np.ndarray:
-    """Per step window (aligned with rd.win): ns on the critical path in each of PARTS, shape (windows, 7)."""
-    return _walk(rd, g, rep, sm, keep=False).parts
-
-
 def critical_path(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> tuple[np.ndarray, pd.DataFrame]:
-    """:func:`critical_parts` and the path itself: a frame of SEGMENT_COLUMNS, one row per stretch of the
-    path on one lane (a run of GPU ops, host work between two waits, a launch or a wake-up), by start."""
-    acc = _walk(rd, g, rep, sm, keep=True)
-    segs = acc.segments or []
+    """Per step window (aligned with rd.win): ns on the critical path in each of PARTS, shape (windows, 7); and
+    the path itself: a frame of SEGMENT_COLUMNS, one row per stretch of the path on one lane (a run of GPU
+    ops, host work between two waits, a launch or a wake-up), by start."""
+    acc = _walk(rd, g, rep, sm)
+    segs = acc.segments
     cols = [np.concatenate([seg[i] for seg in segs]) if segs else np.zeros(0, np.int64) for i in range(5)]
     win, lane, part, start, end = cols
     keep = (end > start) & (lane >= 0)
@@ -112,10 +108,10 @@ def critical_path(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> tuple[np
     return acc.parts, frame.sort_values(["start_ns", "lane"], kind="stable").reset_index(drop=True)
 
 
-def _walk(rd: RunData, g: Graph, rep: Replayed, sm: StepMap, keep: bool) -> _Acc:
+def _walk(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> _Acc:
     n = len(rd.win)
     host_lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[g.h_row]
-    acc = _Acc(n, host_lane, keep)
+    acc = _Acc(n, host_lane)
     if not n or (not g.n_host and not g.n_gpu):
         return acc
     walker = _Walker(rd, g, rep, sm, acc)
@@ -202,8 +198,7 @@ class _Walker:
         parts = np.broadcast_to(part, w.shape)
         acc = self.acc
         np.add.at(acc.parts, (w, parts), np.maximum(at - start, 0))
-        if acc.segments is not None:
-            acc.segments.append((w, np.broadcast_to(lane, w.shape), parts, start, np.maximum(at, start)))
+        acc.segments.append((w, np.broadcast_to(lane, w.shape), parts, start, np.maximum(at, start)))
         self.at[w] = np.minimum(at, to)
 
     def gpu(self, w: np.ndarray) -> None:
@@ -219,8 +214,8 @@ class _Walker:
         full_from = np.where(inside, head, u + 1)
         for p_i, part in enumerate((COMPUTE_P, COPY_P, COMM_P)):
             np.add.at(acc.parts, (w, np.full(len(w), part)), ch.cum[p_i, p] - ch.cum[p_i, full_from])
-        if acc.segments is not None:  # the run as one stretch of its stream
-            acc.segments.append((w, ch.lane[p], ch.part[p], np.maximum(ch.rs[full_from], lo[w]), self.at[w]))
+        # the run as one stretch of its stream
+        acc.segments.append((w, ch.lane[p], ch.part[p], np.maximum(ch.rs[full_from], lo[w]), self.at[w]))
         sw, su = w[~inside], u[~inside]  # the window starts inside the run: the op under its start, in part
         nxt_start = ch.rs[np.minimum(su + 1, len(ch.rs) - 1)]
         np.add.at(acc.parts, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))

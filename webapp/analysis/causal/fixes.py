@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from webapp.analysis.causal.graph import COPY, DEFAULT_BUBBLE_NS, Graph
+from webapp.analysis.causal.graph import DEFAULT_BUBBLE_NS, Graph
 from webapp.analysis.causal.segs import starts_of, take
 
 GRAPH_LAUNCH_NS = 10_000
@@ -166,7 +166,3 @@ def faster_host(g: Graph, nodes: np.ndarray | None = None) -> Graph:
     is zero for the selected nodes (all when ``nodes`` is None)."""
     cut = g.h_delta.copy() if nodes is None else np.where(np.isin(np.arange(g.n_host), nodes), g.h_delta, 0)
     return cut_host(g, cut)
-
-
-def copy_ops(g: Graph) -> np.ndarray:
-    return np.flatnonzero(g.g_class == COPY)
