@@ -106,7 +106,10 @@ def _max_in(values: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> np.nda
 
 def windowed_median(queue: LaneQueue, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Time-weighted median depth of ``queue`` in each window ``[a[i], b[i])``; NaN for an empty window.
-    The median is the smallest depth d such that the depth is at most d for at least half the window."""
+    The median is the smallest depth d such that the depth is at most d for at least half the window.
+
+    No sort: each window's time is binned by depth over the window's own depth range, which is at most
+    its event count wide, so the bins in all number at most the events plus the windows."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     out = np.full(len(a), np.nan)
     if not len(a):
@@ -114,25 +117,24 @@ def windowed_median(queue: LaneQueue, a: np.ndarray, b: np.ndarray) -> np.ndarra
     # pieces: each window cut at the event times inside it; a piece starts at ps with depth pdepth
     lo = np.searchsorted(queue.t, a, side="right")
     counts = np.maximum(np.searchsorted(queue.t, b, side="left") - lo, 0) + 1
+    first_piece = np.cumsum(counts) - counts
     win = np.repeat(np.arange(len(a)), counts)
-    offs = np.arange(len(win)) - np.repeat(np.cumsum(counts) - counts, counts)
-    opener = offs == 0
-    ev = np.repeat(lo, counts) + offs - 1  # the event that opens each later piece
-    ps = a[win].copy()
-    pdepth = queue.at(a)[0][win]
-    ps[~opener] = queue.t[ev[~opener]]
-    pdepth[~opener] = queue.depth[ev[~opener]]
-    pe = np.append(ps[1:], 0)
-    closer = np.append(win[1:] != win[:-1], True)
-    pe[closer] = b[win[closer]]
-    length = np.maximum(pe - ps, 0)
-    order = np.lexsort((pdepth, win))  # by window, then depth
-    w, d = win[order], pdepth[order]
+    ev = np.arange(len(win)) - first_piece[win] + lo[win] - 1  # the event that opens each later piece
+    ps = queue.t[np.maximum(ev, 0)] if len(queue.t) else np.zeros(len(win), np.int64)
+    pdepth = queue.depth[np.maximum(ev, 0)].astype(np.int64) if len(queue.t) else np.zeros(len(win), np.int64)
+    ps[first_piece] = a
+    pdepth[first_piece] = queue.at(a)[0]
+    pe = np.empty_like(ps)
+    pe[:-1] = ps[1:]
+    pe[first_piece + counts - 1] = b
+    length = np.maximum(pe - ps, 0).astype(np.float64)  # whole ns: float64 sums stay exact below 2**53
     total = np.bincount(win, weights=length, minlength=len(a))
-    before = np.concatenate(([0.0], np.cumsum(total)[:-1]))
-    reached = (np.cumsum(length[order]) - before[w]) * 2 >= total[w]
-    hit = np.flatnonzero(reached & (total[w] > 0))
-    if len(hit):
-        first = hit[np.append(True, w[hit][1:] != w[hit][:-1])]
-        out[w[first]] = d[first]
+    dmin = np.minimum.reduceat(pdepth, first_piece)
+    width = np.maximum.reduceat(pdepth, first_piece) - dmin + 1
+    base = np.cumsum(width) - width
+    cum = np.cumsum(np.bincount(base[win] + pdepth - dmin[win], weights=length, minlength=int(width.sum())))
+    before = np.concatenate(([0.0], cum))[base]
+    at = np.searchsorted(cum, before + total / 2, side="left")  # first bin where half the window is reached
+    ok = total > 0
+    out[ok] = (at - base + dmin)[ok]
     return out
