@@ -5,6 +5,8 @@
 #   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py: each finding's fix against its prediction
 #   bash scripts/gpu_checks.sh overhead   # benchmarks/overhead.py --quick and stack_sampling.py
 #   bash scripts/gpu_checks.sh samples    # re-record the sample traces (sample_traces/README.md)
+#   bash scripts/gpu_checks.sh profiles   # torch.profiler traces of the what-if loops, for
+#                                         # benchmarks/critical_vs_hta.py (HTA runs off the GPU machine)
 #
 # Results go to ${OUT:-gpu-checks}/ (Markdown sections to paste into benchmarks/RESULTS.md, logs). Works with
 # torch alone: web-only packages (flask, plotly, msgspec) are not needed for any part.
@@ -29,8 +31,11 @@ samples)
     python3 benchmarks/demos.py --demos naive,pinned,overlap,sync-trap,d2h --traces sample_traces \
         --profiler-trace sample_traces/torch-profiler-overlap.pt.trace.json.gz 2>&1 | tee "$out/samples.log"
     ;;
+profiles)
+    python3 benchmarks/critical_vs_hta.py --record "$out/profiles" 2>&1 | tee "$out/profiles.log"
+    ;;
 *)
-    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|samples" >&2
+    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|samples|profiles" >&2
     exit 2
     ;;
 esac
