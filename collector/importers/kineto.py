@@ -44,10 +44,12 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.collectives import mark_host_collectives
+from collector.importers.frames import concat_keeping_codes, renumber_by_start
 from collector.importers.graphs import mark_graph_replays
 from collector.importers.kineto_events import HOST_API_CATS, KinetoEvents, Launches
 from collector.importers.kineto_lanes import BYTES_KIND_CODES, build_lanes, cat_in, per_lane, run_meta
-from collector.importers.kineto_sync import HostWaits, host_waits
+from collector.importers.kineto_stacks import stack_rows, stack_stretches
+from collector.importers.kineto_sync import HostWaits, host_waits, py_frames
 from collector.model import (
     INTERVAL_KIND_DTYPE,
     KIND_CODE,
@@ -112,9 +114,14 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
         pageable=gpu.launch[copies & (gpu.memory == MEMORY_CODE["pageable"])],
     )
     rows = _rows(events, launches, gpu, waits, ops, annotations)
-    frame = _intervals(events, rows, gpu, waits, steps, by_start)
+    frame, lanes = conform_intervals(_intervals(events, rows, gpu, waits, steps, by_start)), rows.lanes
+    stretches = stack_stretches(py_frames(events), events.names)
+    if len(stretches):  # with_stack=True: where the host's time went, by Python frame
+        more, lanes = stack_rows(stretches, lanes, events.rank, steps, len(frame))
+        frame = concat_keeping_codes(frame, more)
+        frame = renumber_by_start(frame) if by_start else frame
     meta = run_meta(table.top, source_name, events.world_size, events.rank, rows.unknown_cats, rows.devices)
-    return Trace(meta, rows.lanes, conform_intervals(frame), steps)
+    return Trace(meta, lanes, conform_intervals(frame), steps)
 
 
 # ------------------------------------------------------------------------------------- steps

@@ -156,6 +156,19 @@ class PyFrames(NamedTuple):
     parent_id: np.ndarray
 
 
+def py_frames(events: KinetoEvents) -> PyFrames:
+    """The trace's ``python_function`` events (none without ``with_stack=True``)."""
+    rows = events.rows(("python_function",))
+    return PyFrames(
+        events.thread[rows],
+        events.start[rows],
+        events.end[rows],
+        events.name_codes[rows],
+        events.ev["arg_python_id"].to_numpy(np.int64)[rows],
+        events.ev["arg_python_parent_id"].to_numpy(np.int64)[rows],
+    )
+
+
 def latest_start(iv_key: np.ndarray, iv_start: np.ndarray, pt_key: np.ndarray, pt_t: np.ndarray) -> np.ndarray:
     """Per point (key, t): position of the interval with that key and the latest start <= t, or -1."""
     out = np.full(len(pt_t), -1, dtype=np.int64)
@@ -292,15 +305,6 @@ def host_waits(
     non_blocking = np.zeros(len(calls), dtype=bool)
     non_blocking[copies] = async_copy[copies] & ~blocked
 
-    py_rows = events.rows(("python_function",))
-    frames = PyFrames(
-        thread[py_rows],
-        start[py_rows],
-        end[py_rows],
-        events.name_codes[py_rows],
-        events.ev["arg_python_id"].to_numpy(np.int64)[py_rows],
-        events.ev["arg_python_parent_id"].to_numpy(np.int64)[py_rows],
-    )
-    sources, py_cause = python_sources(frames, events.names, thread[calls[waits]], start[calls[waits]])
+    sources, py_cause = python_sources(py_frames(events), events.names, thread[calls[waits]], start[calls[waits]])
     cause[waits] = np.where(py_cause != "", py_cause, cause[waits])
     return HostWaits(cause, waits, sources, non_blocking)

@@ -1,4 +1,4 @@
-"""The critical path on the timeline and the host-time table, in real Chromium."""
+"""The critical path on the timeline, in real Chromium."""
 
 from __future__ import annotations
 
@@ -32,13 +32,3 @@ def test_critical_path_toggle_draws_the_path_of_the_view(page, server, shot) -> 
     shot(page, "40-critical-path")
     page.uncheck("#tl-critical")
     page.wait_for_function("window.ssTimeline.criticalPath.stretches.length === 0")
-
-
-def test_host_time_tab_says_when_a_run_has_no_samples(page, server) -> None:
-    run = _runs(server)[0]
-    page.goto(f"{server}/runs/{run['id']}")
-    page.wait_for_function(FIRST_PAINT)
-    page.click("button[data-tab=tab-host]")
-    note = page.locator("#host-note")
-    note.wait_for()
-    assert "no sampled host stacks" in note.inner_text() or "Host time over the steps" in note.inner_text()

@@ -44,6 +44,14 @@ def _gloo_run(folder: Path) -> Path:
     return out
 
 
+HOST_NOTE = {
+    "sampled": "the recorder's sampled stacks",
+    "traced": "torch.profiler's Python calls, exact",
+    "cpu_ops": "by CPU op",
+    "": "no host stacks",
+}
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, dict[str, Any]]]]:
     """A server holding one run of each kind (and overlap, to compare with naive); yields (base url,
@@ -132,6 +140,13 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     page.click(".tabs button[data-tab='tab-kernels']")
     kernel_head = page.eval_on_selector_all("#kernels-table thead th", "els => els.map(e => e.textContent)")
     assert ("GPU share" in kernel_head) == gpu
+    # the host-time table: the analysis' frames, with a note that says what they are read from
+    page.click(".tabs button[data-tab='tab-host']")
+    basis, frames = analysis["host_frames_basis"], analysis["host_frames"]
+    assert basis == ("traced" if name == "torch-profiler-overlap" else "cpu_ops" if gpu else basis)
+    assert HOST_NOTE[basis] in page.inner_text("#host-note")
+    shown = page.eval_on_selector_all("#host-table tbody tr td:first-child", "els => els.map(e => e.textContent)")
+    assert shown == [f["frame"] for f in frames]
     # the timeline: a queue track under each GPU stream only; the legend lists exactly the kinds drawn
     lanes = page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => [r.rank, r.kind, r.label])")
     queues = page.evaluate("ssTimeline.lanes.filter(r => r.extra === 'queue').length")
@@ -272,4 +287,5 @@ def test_a_gpu_start_before_its_launch_returned_is_said_not_a_negative_delay(sit
     assert lines[2] == "queued by cudaLaunchKernel · queueing delay 3.00 µs (launch end → GPU start)"
     assert not any("-" in line for line in lines)
     cpu = page.evaluate("ssTimeline.lanes.filter(r => r.kind === 'cpu_thread').map(r => r.label)")
-    assert cpu[0] == "main thread" and cpu[1].startswith("autograd thread ")
+    assert cpu[:2] == ["main thread", "main thread: Python stack (torch.profiler)"]  # its Python calls right under it
+    assert cpu[2].startswith("autograd thread ")

@@ -54,6 +54,7 @@ TL_LABELS = {
     "sync_wait": "sync wait",
     "collective": "collective",
     "annotation": "annotation",
+    "sample": "Python stack",
 }
 """The legend's label of each interval kind (webapp/static/tl_theme.js)."""
 

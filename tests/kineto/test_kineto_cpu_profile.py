@@ -49,9 +49,8 @@ def profiled(
 ) -> tuple[Trace, int]:
     out = tmp_path_factory.mktemp("kineto") / "cpu.pt.trace.json"
     tid = _profile(out, with_stack=request.param)
-    # the real reader rejects the null "Python parent id" of top-level python_function events (reported);
-    # with_stack traces go through this folder's plain reader until it accepts them
-    table: EventTable = plain_reader(out) if request.param else read_events(out)
+    table: EventTable = read_events(out)
+    assert len(table.events) == len(plain_reader(out).events)  # top-level calls have a null "Python parent id"
     return trace_from_kineto(table, source_name=str(out)), tid
 
 
@@ -59,12 +58,33 @@ def test_cpu_ops_on_one_cpu_lane(profiled: tuple[Trace, int]) -> None:
     trace, tid = profiled
     assert list(trace.intervals.columns) == list(INTERVAL_COLUMNS)
     cpu = [ln for ln in trace.lanes if ln.kind is LaneKind.CPU_THREAD]
-    assert [ln.ident for ln in cpu] == [tid] and len(trace.lanes) == 1
+    stacks = any(ln.ident < 0 for ln in cpu)
+    # with_stack=True adds the thread's Python stacks on a lane of their own
+    assert [ln.ident for ln in cpu] == ([tid, -tid] if stacks else [tid]) and len(trace.lanes) == len(cpu)
     names = set(trace.intervals["name"].astype(str))
     assert {"aten::mm", "aten::item", "aten::nonzero", "aten::randn"} <= names
     assert not any(n.startswith("ProfilerStep#") for n in names)
     kinds = set(trace.intervals["kind"].astype(str))
-    assert kinds == {"cpu_op", "annotation"}
+    assert kinds == ({"cpu_op", "annotation", "sample"} if stacks else {"cpu_op", "annotation"})
+
+
+def test_python_calls_become_host_time_by_frame(profiled: tuple[Trace, int]) -> None:
+    """With with_stack=True, the host-time table names the profiled function, from every call, not samples."""
+    from webapp.analysis import analyze
+
+    trace, _ = profiled
+    result = analyze(trace)
+    frames = result.host_frames["frame"].tolist()
+    workload = [f for f in frames if f.startswith("_workload (") and "test_kineto_cpu_profile.py:" in f]
+    if not any(ln.ident < 0 for ln in trace.lanes):
+        assert result.host_frames_basis == "cpu_ops" and not workload and "aten::mm" in frames
+        return
+    assert result.host_frames_basis == "traced" and len(workload) == 1
+    samples = trace.intervals[trace.intervals["kind"] == "sample"]
+    assert (samples["dur_ns"] > 0).all() and samples["name"].astype(str).str.contains("_workload (", regex=False).any()
+    # stretches of one thread never overlap
+    start, end = samples["start_ns"].to_numpy(), samples["end_ns"].to_numpy()
+    assert (start[1:] >= end[:-1]).all()
 
 
 def test_profiler_steps_become_markers_and_step_column(profiled: tuple[Trace, int]) -> None:

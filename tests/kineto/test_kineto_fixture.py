@@ -45,10 +45,11 @@ def test_lanes_one_per_stream_with_roles_and_rank(trace: Trace) -> None:
         Lane(1, LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)"),
         Lane(1, LaneKind.TRANSFER_STREAM, 20, "stream 20 (transfer)"),
         Lane(1, LaneKind.COMM_STREAM, 30, "stream 30 (comm)"),
+        Lane(1, LaneKind.CPU_THREAD, -4242, "main thread: Python stack (torch.profiler)"),  # its Python calls
     )
     assert set(trace.intervals["rank"]) == {1}
     stream_of = trace.intervals.groupby("lane")["stream"].first().to_dict()
-    assert stream_of == {0: 4242, 1: 7, 2: 20, 3: 30}
+    assert stream_of == {0: 4242, 1: 7, 2: 20, 3: 30, 4: -4242}
 
 
 def test_kinds_counts(trace: Trace) -> None:
@@ -64,6 +65,7 @@ def test_kinds_counts(trace: Trace) -> None:
         "memcpy_d2d": 1,
         "memset": 1,
         "collective": 1,
+        "sample": 11,  # stretches of one Python stack (test_python_calls_are_cut_into_stretches_of_one_stack)
     }
     names = set(trace.intervals["name"].astype(str))
     assert not names & {
@@ -73,7 +75,7 @@ def test_kinds_counts(trace: Trace) -> None:
         "Stream Sync",
         "Context Sync",
     }
-    assert not any(n.startswith(("train.py", "<built-in", "torch/")) for n in names)  # python frames not imported
+    assert not any(n.startswith(("train.py", "<built-in", "torch/")) for n in names)  # no frame is its own row
 
 
 def test_copies_bytes_memory_kinds_and_non_blocking(trace: Trace) -> None:
@@ -104,7 +106,7 @@ def test_launch_links_by_correlation_and_by_flow(trace: Trace) -> None:
     pageable = one(trace, "Memcpy HtoD (Pageable -> Device)")
     assert iv.loc[pageable["launch_id"], "kind"] == "sync_wait"
     assert iv.loc[pageable["launch_id"], "start_ns"] == 1_015_000
-    gpu = trace.intervals[trace.intervals["lane"] > 0]
+    gpu = trace.intervals[trace.intervals["lane_kind"] != "cpu_thread"]
     assert (gpu[gpu["kind"] != "annotation"]["launch_id"] >= 0).all()
     assert (gpu[gpu["kind"] == "annotation"]["launch_id"] == -1).all()
     assert (trace.intervals[trace.intervals["lane"] == 0]["launch_id"] == -1).all()
@@ -135,7 +137,27 @@ def test_steps_markers_and_step_column(trace: Trace) -> None:
     assert late["step"].tolist() == [1]  # runs after step 1 ends, but step 1 launched it
     assert one(trace, "custom thing")["step"] == 0
     assert one(trace, "cudaLaunchKernel", start_ns=1_800_000)["step"] == 1
-    assert (trace.intervals["step"] >= 0).all()
+    timed = trace.intervals[trace.intervals["kind"] != "sample"]
+    assert (timed["step"] >= 0).all()  # the Python stacks before the first step are in none
+
+
+def test_python_calls_are_cut_into_stretches_of_one_stack(trace: Trace) -> None:
+    iv = trace.intervals
+    s = iv[iv["kind"] == "sample"]
+    m, t = "<module> (train.py:10)", "train_step (train.py:20)"
+    assert list(zip(s["start_ns"] // 1000, s["end_ns"] // 1000, s["step"], s["name"].astype(str), strict=True)) == [
+        (900, 1001, -1, m),
+        (1001, 1002, 0, f"{m};{t}"),
+        (1002, 1007, 0, f"{m};{t};load_batch (train.py:40)"),
+        (1007, 1150, 0, f"{m};{t}"),
+        (1150, 1340, 0, f"{m};{t};<built-in method item of Tensor object>"),
+        (1340, 1401, 0, f"{m};{t}"),
+        (1401, 1601, 0, m),
+        (1601, 1700, 1, f"{m};{t}"),
+        (1700, 1760, 1, f"{m};{t};synchronize (torch/cuda/__init__.py:1040)"),
+        (1760, 1851, 1, f"{m};{t}"),
+        (1851, 2000, 1, m),
+    ]
 
 
 def test_annotations_and_unknown_categories(trace: Trace) -> None:

@@ -1,7 +1,8 @@
 """The Kineto importer's output, pinned: a digest of every column (dtype, categories, values), the lanes, the
 step markers and the metadata (but its import-time stamps) of each recorded torch.profiler trace, taken before
 the importer was split into its stages (and again when host threads were labelled by what they are: the only
-change then was the lane labels). A change to any value, dtype or row order changes the digest.
+change then was the lane labels; and when Python calls became ``sample`` stretches: the only change then was
+those rows and their lane, with the other rows unchanged). A change to any value, dtype or row order changes the digest.
 
 Regenerate only for an intended change of output: ``python tests/kineto/test_kineto_golden.py``.
 """
@@ -32,16 +33,16 @@ TRACES = {
 STAMPED = ("created", "host", "streamscope_version")
 """Metadata stamped at import time (RunMeta.new), left out of the digest."""
 DIGESTS = {
-    ("fixture", False): "fff238115d8e82d5508b69cf9e53e1444deb2b8e74d2e67949d57ef9cc2af3bc",
-    ("fixture", True): "28e0b196a8be26186ffa336f0929b02983e3f06f25890c749835802be0e6a843",
-    ("gpu-step", False): "df62ee5bbe14a725c4419ef7de33dde36f193c21e772f086b1fad936f50de9a5",
-    ("gpu-step", True): "523cad3c7e32868c2f5a1d3d0242beb32cb9ded69e19cacbe269bcb753b9bcc1",
+    ("fixture", False): "30f1787daa773060e49ae44c118eb9974283865fb520647e6d9dea143289df5a",
+    ("fixture", True): "45e8995a295c58947fdad56667a9b0742962326b65f577af5e7c3f5c63b845be",
+    ("gpu-step", False): "6d5b26ec45249eb45c7d98a1b3f01720b633db493b7886358d86518d334e2fd6",
+    ("gpu-step", True): "b85f9e41ac1c6911a95116710e64dc2768c53677cc42107161d10b8be5fbbca8",
     ("gpu-train", False): "4fe674174a613c5ab6e1c80119abbf86f4dcacf6019f73aed98c67ec83860e4b",
     ("gpu-train", True): "918df41abf6a32072e3f4fa824f1f764545bfda7b1a81582008b4147ea597255",
     ("rocm", False): "8af6f9d1779573e1c3e241d5810c2db6358179eb7373e6db623a6da7986cf0ac",
     ("rocm", True): "71d633252b14020f1f73d08ab2137cc961045885e50ad3e75b1e7afb9d322332",
-    ("sample-overlap", False): "bc1bc9ebd5a162aa10040b5b1c673a0a3655649950d9a3c56bef5c2900cd978e",
-    ("sample-overlap", True): "6af0481b54f3f3e0b1725f7f5d5ff1dbcf6a497680e3b302e28a1d65b2f3395b",
+    ("sample-overlap", False): "136da6ae7c6d7f9eda00698dbaae41800bc0bd99885e6dd28292c2b49285514a",
+    ("sample-overlap", True): "9e7a82ea7aaa1d821aee1da3245240f3827b0cb04c210664e49ef550caee26b7",
 }
 
 
@@ -72,11 +73,11 @@ def trace_digest(trace: Trace) -> str:
 
 
 LOADED = {
-    "fixture": "6c4105d838d6753a62c8676c1753f0dbdfedd453cbd788297aca3baaec6a64bf",
-    "gpu-step": "66ac11c565f33a55566a77aba55c813941448b365c964cb03992de6c891d99ca",
+    "fixture": "c63acf039d3c8729f40c84fc6d7289a1f8a7051daedc39eeb21f9ff50722b264",
+    "gpu-step": "dd5a1893ff582b7193a4bf27776b32b1dcd209a842e91a0d2db08e11c4e14d3d",
     "gpu-train": "ca0a89035e4bbee78ab8f72ea5a4c59bf6bb61f3790c26d2cc1af896bfad5d2f",
     "rocm": "35783756529cfbe619597bafd12b7b5c0588ef826f94bdaf33a1e4cf06ca036b",
-    "sample-overlap": "ce0c8ca95792e7f98165108566d055ed771ef0640120413e7f201fece19536e8",
+    "sample-overlap": "ebd68688ce4ab4e8a7c2054cd3e4c1a365d2db328455d3414c2d468291b77412",
 }
 
 

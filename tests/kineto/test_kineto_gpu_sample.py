@@ -25,6 +25,7 @@ def test_lanes_and_roles(trace: Trace) -> None:
     assert kinds[1:] == [
         (LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)"),
         (LaneKind.TRANSFER_STREAM, 13, "stream 13 (transfer)"),
+        (LaneKind.CPU_THREAD, -kinds[0][1], "main thread: Python stack (torch.profiler)"),  # with_stack=True
     ]
     assert kinds[0][0] is LaneKind.CPU_THREAD
     assert trace.meta.device_name == "NVIDIA H200" and trace.meta.world_size == 1
@@ -32,7 +33,7 @@ def test_lanes_and_roles(trace: Trace) -> None:
 
 def test_every_gpu_op_is_linked_to_its_launch(trace: Trace) -> None:
     iv = trace.intervals
-    gpu = iv[(iv["lane"] > 0) & (iv["kind"] != "annotation")]
+    gpu = iv[(iv["lane_kind"] != "cpu_thread") & (iv["kind"] != "annotation")]
     assert len(gpu) == 48 + 14 + 4  # kernels, memcpys, memsets in the file
     launches = iv.set_index("id").loc[gpu["launch_id"]]
     assert set(launches["kind"].astype(str)) <= {"launch", "sync_wait"}

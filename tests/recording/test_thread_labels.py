@@ -46,7 +46,11 @@ def test_kineto_thread_names_are_read_from_their_metadata_text() -> None:
 def test_a_torch_profiler_trace_names_its_main_and_autograd_threads() -> None:
     trace = load_trace(str(SAMPLES / "torch-profiler-overlap.pt.trace.json.gz"))
     cpu = [(ln.ident, ln.label) for ln in trace.lanes if ln.kind is LaneKind.CPU_THREAD]
-    assert cpu == [(561, "main thread"), (587, "autograd thread 587")]
+    assert cpu == [
+        (561, "main thread"),
+        (587, "autograd thread 587"),
+        (-561, "main thread: Python stack (torch.profiler)"),
+    ]
 
 
 @pytest.mark.parametrize("name", ["naive", "pinned", "overlap", "sync-trap", "d2h"])

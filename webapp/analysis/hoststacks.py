@@ -1,9 +1,10 @@
-"""Where the host's time goes: host time by Python frame from the recorder's sampled stacks.
+"""Where the host's time goes: host time by Python frame from ``sample`` intervals.
 
-The recorder samples the Python stack of the issuing thread and writes each stretch during which the stack
-stayed the same as one ``sample`` interval whose name is the stack in folded form: frames ``func
-(file:line)`` from the outermost to the innermost, joined by ``;``. Without samples (a torch.profiler
-trace), host time by CPU op (self time, nested ops taken out) stands in.
+Each ``sample`` interval is a stretch during which a host thread's Python stack stayed the same, named by
+the stack in folded form: frames ``func (file:line)`` from the outermost to the innermost, joined by ``;``.
+The recorder samples them; a torch.profiler trace recorded with ``with_stack=True`` has them exactly (its
+``python_function`` calls, collector.importers.kineto_stacks). Without them, host time by CPU op (self
+time, nested ops taken out) stands in.
 """
 
 from __future__ import annotations
@@ -36,6 +37,20 @@ FRAME_COLUMNS = {
     "total_frac": "total_ns over all sampled host time in the steps",
     "per_step_ns": "total_ns per step, ns",
 }
+
+
+BASES = {
+    "sampled": "the recorder's sampled Python stacks",
+    "traced": "torch.profiler's Python calls (with_stack=True), exact",
+    "cpu_ops": "CPU ops' own time (the trace has no Python stacks)",
+}
+
+
+def frames_basis(rd: RunData) -> str:
+    """Which of BASES the frame table reads, '' for none."""
+    if len(sample_rows(rd)):
+        return "traced" if rd.trace.meta.source == "torch.profiler" else "sampled"
+    return "cpu_ops" if kind_mask(rd.kind, IntervalKind.CPU_OP).any() else ""
 
 
 def sample_rows(rd: RunData) -> np.ndarray:

@@ -157,6 +157,8 @@ class RunAnalysis:
     (webapp.analysis.ranks.analyze_ranks); empty for one rank."""
     host_frames: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Host time by Python frame over the steps (webapp.analysis.hoststacks.FRAME_COLUMNS)."""
+    host_frames_basis: str = ""
+    """What ``host_frames`` is read from: webapp.analysis.hoststacks.BASES, '' when empty."""
     critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
     """The critical path's stretches (webapp.analysis.causal.critical.SEGMENT_COLUMNS), at most
     MAX_PATH_SEGMENTS in time order; ``to_dict`` writes it as columns."""
@@ -188,6 +190,7 @@ class RunAnalysis:
             "minor_findings": [f.to_dict() for f in self.minor_findings],
             "ranks": _plain(dict(self.ranks)),
             "host_frames": frame_records(self.host_frames),
+            "host_frames_basis": self.host_frames_basis,
             "critical_path": frame_columns(self.critical_path),
         }
 
@@ -212,5 +215,6 @@ class RunAnalysis:
             minor_findings=tuple(Finding.from_dict(f) for f in d.get("minor_findings") or ()),
             ranks=dict(d.get("ranks") or {}),
             host_frames=pd.DataFrame(d.get("host_frames") or []),
+            host_frames_basis=str(d.get("host_frames_basis") or ""),
             critical_path=pd.DataFrame(d.get("critical_path") or {}),
         )

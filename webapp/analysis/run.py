@@ -13,7 +13,7 @@ from webapp.analysis.causal import causal_model
 from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import find_all
-from webapp.analysis.hoststacks import frame_table
+from webapp.analysis.hoststacks import frame_table, frames_basis
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
@@ -182,6 +182,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     sampled = causal.replayed
     metrics["recorder_call_ns"] = causal.recorder_call_ns
     recorded = measured if causal.recorder_call_ns > 0 else None
+    host_frames = frame_table(rd)
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),
@@ -202,6 +203,7 @@ def analyze(trace: Trace) -> RunAnalysis:
         phases=phases,
         minor_findings=minor,
         ranks=ranks,
-        host_frames=frame_table(rd),
+        host_frames=host_frames,
+        host_frames_basis=frames_basis(rd) if len(host_frames) else "",
         critical_path=causal.path.head(MAX_PATH_SEGMENTS),
     )

@@ -7,6 +7,12 @@ export const SYNC_COLUMNS = ["cause", "source", "count", "steps", "total_ns", "m
 export const COLLECTIVE_COLUMNS = ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns",
   "end_skew_ns", "max_wait_ns", "last_rank"];
 export const HOST_COLUMNS = ["frame", "total_ns", "total_frac", "self_ns", "per_step_ns"];
+// What the host-time table is read from (webapp.analysis.hoststacks.BASES), as the note names it.
+const HOST_BASES = {
+  sampled: "Python frame (the recorder's sampled stacks)",
+  traced: "Python frame (torch.profiler's Python calls, exact)",
+  cpu_ops: "CPU op (own time: the trace has no Python stacks)",
+};
 
 // the per-step table's columns: rank, step and the step columns of the page's catalogue (made for this run)
 export function stepColumns() {
@@ -42,10 +48,11 @@ export function bindTabs(data, onStep, gpu) {
     "tab-syncs": (d) => table("syncs-table", d.sync_sources, SYNC_COLUMNS),
     "tab-host": (d) => {
       const rows = d.host_frames || [];
+      const basis = HOST_BASES[d.host_frames_basis] || "";
       document.getElementById("host-note").textContent = rows.length
-        ? "Host time over the steps by Python frame (sampled stacks; for a torch.profiler trace, CPU ops' own time): "
-          + "total = with the frame anywhere on the stack, self = innermost."
-        : "This run has no sampled host stacks (record it with Streamscope to see where the host's time goes).";
+        ? `Host time over the steps by ${basis}: total = with the frame anywhere on the stack, self = innermost.`
+        : "This run has no host stacks (record it with Streamscope, or torch.profiler with with_stack=True, to "
+          + "see where the host's time goes).";
       table("host-table", rows, HOST_COLUMNS);
     },
     "tab-colls": (d) => table("colls-table", (d.ranks || {}).collectives || [], COLLECTIVE_COLUMNS),

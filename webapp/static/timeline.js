@@ -12,6 +12,20 @@ import { TL_COLORS, TL_LABELS, TL_ROLE } from "./tl_theme.js";
 export { TL_COLORS };
 
 const TL_ROLE_ORDER = ["cpu_thread", "transfer_stream", "compute_stream", "comm_stream", "other_stream"];
+const STACK_LANE = ": Python stack";  // "<thread's label>: Python stack (...)": the thread's Python stacks
+
+// Each Python-stack lane moved right under the lane of its thread (same rank, label before STACK_LANE).
+function underOwners(sorted) {
+  const stacks = sorted.filter((l) => l.label.includes(STACK_LANE));
+  const out = sorted.filter((l) => !l.label.includes(STACK_LANE));
+  for (const s of stacks) {
+    const owner = s.label.slice(0, s.label.indexOf(STACK_LANE));
+    const at = out.findIndex((l) => l.rank === s.rank && l.label === owner);
+    const lastOfRank = out.map((l) => l.rank).lastIndexOf(s.rank);
+    out.splice(at >= 0 ? at + 1 : lastOfRank + 1, 0, s);
+  }
+  return out;
+}
 
 export class Timeline {
   constructor(root, opts) {
@@ -68,8 +82,8 @@ export class Timeline {
   clearHighlight() { this.highlight = null; this.draw(); }
 
   layoutLanes(lanes) {
-    const sorted = lanes.slice().sort((a, b) => (a.rank - b.rank) ||
-      (TL_ROLE_ORDER.indexOf(a.kind) - TL_ROLE_ORDER.indexOf(b.kind)) || (a.ident - b.ident));
+    const sorted = underOwners(lanes.slice().sort((a, b) => (a.rank - b.rank) ||
+      (TL_ROLE_ORDER.indexOf(a.kind) - TL_ROLE_ORDER.indexOf(b.kind)) || (a.ident - b.ident)));
     const multiRank = new Set(sorted.map((l) => l.rank)).size > 1;
     const folded = multiRank ? this.collapsed : null;  // ranks shown as one summary lane (tl_ranks.js)
     let y = 40;

@@ -7,7 +7,7 @@ export const TL_COLORS = {
 export const TL_LABELS = {
   kernel: "kernel", memcpy_h2d: "copy H2D", memcpy_d2h: "copy D2H", memcpy_d2d: "copy D2D", memset: "memset",
   cpu_op: "CPU op", launch: "launch", sync_wait: "sync wait", collective: "collective", annotation: "annotation",
-  sample: "Python stack (sampled)",
+  sample: "Python stack",
 };
 export const TL_ROLE = {
   cpu_thread: "CPU thread", transfer_stream: "transfer stream", compute_stream: "compute stream",

@@ -39,11 +39,13 @@ class StepMap:
 
     def warp(self, rep: Replayed, t: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """Replayed time of each measured time ``t`` (axis ns) of ``rank``."""
+        if not len(self.meas):  # no host call or GPU op in the graph: nothing moves
+            return np.asarray(t).copy()
         times = self.events(rep)
         i = np.searchsorted(self.meas, t, side="right") - 1
         ok = (i >= 0) & (self.rank[np.maximum(i, 0)] == rank)
         j = np.maximum(i, 0)
-        return np.where(ok, times[j] + (t - self.meas[j]), t) if len(self.meas) else t.copy()
+        return np.where(ok, times[j] + (t - self.meas[j]), t)
 
 
 def step_times(rd: RunData, sm: StepMap, rep: Replayed) -> np.ndarray:
