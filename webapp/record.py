@@ -66,7 +66,8 @@ def cuda_status() -> tuple[bool, str]:
         return False, f"could not check for a GPU ({exc})"
     if out.returncode != 0:
         if "No module named 'torch'" in out.stderr:
-            return False, "PyTorch is not installed on this server (install it with pip install 'streamscope[gpu]')"
+            how = "pip install -e '.[gpu]' in the Streamscope checkout"
+            return False, f"PyTorch is not installed on this server (install it with {how})"
         return False, "PyTorch could not start on this server"
     name = out.stdout.strip()
     if not name:

@@ -109,7 +109,7 @@ def test_a_tracker_error_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_a_missing_tracker_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.setitem(sys.modules, "mlflow", None)  # import fails
-    with pytest.raises(ExportError, match="pip install 'streamscope\\[mlflow\\]'"):
+    with pytest.raises(ExportError, match="pip install -e '\\.\\[mlflow\\]' in the Streamscope checkout"):
         to_mlflow({}, None, "x")
     assert main(["report", NAIVE, "--out", "/dev/null", "--mlflow"]) == 2
     assert "needs the mlflow package" in capsys.readouterr().err

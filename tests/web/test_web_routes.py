@@ -151,8 +151,25 @@ def test_compare_pick_page(client, two_runs) -> None:
 def test_record_page_without_gpu_says_why(client) -> None:
     html = client.get("/record").get_data(as_text=True)
     assert "not available" in html and "streamscope record" in html and "/upload" in html
+    # the package is installed from a checkout, never by name from an index
+    assert "pip install -e '.[gpu]'" in html
+    assert "streamscope[" not in html
     resp = client.post("/api/record", json={"demo": "naive"})
     assert resp.status_code == 409
+
+
+def test_record_without_torch_says_how_to_install_it(monkeypatch) -> None:
+    import subprocess
+
+    from webapp import record
+
+    def no_torch(*args, **kwargs):
+        return subprocess.CompletedProcess(args, 1, "", "ModuleNotFoundError: No module named 'torch'")
+
+    monkeypatch.setattr(record.subprocess, "run", no_torch)
+    ok, reason = record.cuda_status.__wrapped__()
+    assert not ok
+    assert "pip install -e '.[gpu]' in the Streamscope checkout" in reason
 
 
 def test_plotly_js_is_local_compressed_and_cached(client) -> None:

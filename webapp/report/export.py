@@ -1,6 +1,6 @@
 """Log a run's headline metrics, and its report as an artifact, to MLflow or Weights & Biases.
 
-Both are optional extras (``pip install 'streamscope[mlflow]'`` / ``'streamscope[wandb]'``), imported
+Both are optional extras (``pip install -e '.[mlflow]'`` / ``'.[wandb]'`` in the checkout), imported
 only when asked. Each logs into the active run when there is one, else starts and ends its own; both
 honour their usual settings (``MLFLOW_TRACKING_URI``; ``WANDB_MODE=offline``, ``WANDB_DIR``, ...).
 Metric names are ``streamscope/<catalogue key>`` (units in the name, as everywhere).
@@ -29,7 +29,9 @@ def _module(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise ExportError(f"--{name} needs the {name} package: pip install 'streamscope[{name}]'") from None
+        raise ExportError(
+            f"--{name} needs the {name} package: pip install -e '.[{name}]' in the Streamscope checkout"
+        ) from None
 
 
 def headline_metrics(metrics: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, float]:
