@@ -58,12 +58,16 @@ class _Chains:
         self.head = np.maximum.accumulate(idx) if len(idx) else idx
         part = np.array([_CLASS_PART[int(c)] for c in range(3)])[g.g_class[order]] if len(order) else np.zeros(0, int)
         self.part = part
-        gap_next = np.where(np.roll(by_stream, -1), np.roll(rs, -1) - re, 0)  # bubble before the next op
-        step = re - rs + np.maximum(gap_next, 0)
+        # each op holds the path until the next op of its run starts (its bubble included; an overlap with the
+        # next op, where a trace has one, not counted twice), so a run's ops add up to its span
+        step = np.where(np.roll(by_stream, -1), np.roll(rs, -1) - rs, re - rs)
         self.cum = np.zeros((3, len(order) + 1), dtype=np.int64)
         for p_i, p in enumerate((COMPUTE_P, COPY_P, COMM_P)):
             np.cumsum(np.where(part == p, step, 0), out=self.cum[p_i, 1:])
         self.rs, self.re = rs, re
+        # runs of ops of one part on one stream (a stream's ops in FIFO order), for drawing the path
+        self.crun = np.cumsum(first | np.append(True, part[1:] != part[:-1])) - 1 if len(order) else first
+        self.crun_first = np.flatnonzero(np.diff(self.crun, prepend=-1)) if len(order) else first
         launch = g.g_launch[order]
         linked = launch >= 0
         ready = np.where(linked, take(rep.h_start, launch, 0) + g.g_latency[order], NEG)
@@ -112,7 +116,8 @@ def _walk(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> _Acc:
     n = len(rd.win)
     host_lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[g.h_row]
     acc = _Acc(n, host_lane)
-    if not n or (not g.n_host and not g.n_gpu):
+    if not n or (not g.n_host and not g.n_gpu):  # nothing the graph knows: the whole of each step is other
+        acc.parts[:, OTHER] = np.maximum(rd.win.ends - rd.win.starts, 0)
         return acc
     walker = _Walker(rd, g, rep, sm, acc)
     for _ in range(MAX_ROUNDS):
@@ -135,7 +140,12 @@ class _Walker:
         self.wait_bound = np.zeros(g.n_host, dtype=bool)
         t = g.w_target
         has_t = g.h_wait & (t >= 0)
-        self.wait_bound[has_t] = rep.g_end[t[has_t]] + g.w_wake[has_t] >= rep.h_start[has_t] + g.w_min[has_t]
+        t_end = rep.g_end[t[has_t]]
+        # a wait is on its GPU op's path when the op released it, or ended inside it: a pageable download's
+        # call goes on copying on the host after the GPU's copy ends (that tail is the wait's own, sync)
+        self.wait_bound[has_t] = (t_end + g.w_wake[has_t] >= rep.h_start[has_t] + g.w_min[has_t]) | (
+            (t_end >= rep.h_start[has_t]) & (t_end <= rep.h_end[has_t])
+        )
         n = len(rd.win)
         hi_meas = rd.win.ends.astype(np.int64)
         self.lo = sm.warp(rep, rd.win.starts.astype(np.int64), rd.win_rank)
@@ -207,22 +217,26 @@ class _Walker:
         if not len(w):
             return
         ch, acc, lo = self.ch, self.acc, self.lo
-        p = self.idx[w]
-        head = ch.head[p]
+        head = ch.head[self.idx[w]]
+        at = self.at[w]
+        # the run's op under the time reached: the op itself, or an earlier one where the walk came from a wait
+        # that ended before its op started
+        p = np.maximum(_last_at_or_before(ch.rs, head, self.idx[w], at), head)
+        tail = np.maximum(at - np.maximum(ch.rs[p], lo[w]), 0)  # of op p, from its start to the time reached
+        np.add.at(acc.parts, (w, ch.part[p]), tail)
         u = _last_at_or_before(ch.rs, head, p, lo[w])  # the run's op under the window's start (head - 1: none)
         inside = u < head
         full_from = np.where(inside, head, u + 1)
         for p_i, part in enumerate((COMPUTE_P, COPY_P, COMM_P)):
-            np.add.at(acc.parts, (w, np.full(len(w), part)), ch.cum[p_i, p] - ch.cum[p_i, full_from])
-        # the run as one stretch of its stream
-        acc.segments.append((w, ch.lane[p], ch.part[p], np.maximum(ch.rs[full_from], lo[w]), self.at[w]))
+            np.add.at(acc.parts, (w, np.full(len(w), part)), np.maximum(ch.cum[p_i, p] - ch.cum[p_i, full_from], 0))
+        self._draw_run(w, np.where(inside, head, u), p, at)
         sw, su = w[~inside], u[~inside]  # the window starts inside the run: the op under its start, in part
-        nxt_start = ch.rs[np.minimum(su + 1, len(ch.rs) - 1)]
+        nxt_start = np.where(su < p[~inside], ch.rs[np.minimum(su + 1, len(ch.rs) - 1)], lo[sw])  # p: in tail
         np.add.at(acc.parts, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))
         self.at[sw] = lo[sw]
         self.kind[sw] = -1
         w, h = w[inside], head[inside]
-        self.at[w] = ch.rs[h]
+        self.at[w] = np.minimum(self.at[w], ch.rs[h])
         if not len(w):
             return
         by_launch, by_cross = ch.by_launch[h], ch.by_cross[h]
@@ -238,6 +252,19 @@ class _Walker:
         free = ~by_launch & ~by_cross  # started by nothing the graph knows
         self.back(w[free], lo[w[free]], OTHER, ch.lane[h[free]])
         self.kind[w[free]] = -1
+
+    def _draw_run(self, w: np.ndarray, first: np.ndarray, last: np.ndarray, at: np.ndarray) -> None:
+        """The path's stretches over stream positions ``first..last`` of each walk (up to ``at``), one per run of
+        ops of one part, so copies and compute in one run are drawn as what they are."""
+        ch, lo = self.ch, self.lo
+        r0, r1 = ch.crun[first], ch.crun[last]
+        n = np.maximum(r1 - r0 + 1, 0)
+        rw = np.repeat(w, n)
+        r = np.repeat(r0, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        op = np.maximum(ch.crun_first[r], np.repeat(first, n))
+        nxt = ch.crun_first[np.minimum(r + 1, len(ch.crun_first) - 1)]
+        end = np.where(r == np.repeat(r1, n), np.repeat(at, n), ch.rs[nxt])
+        self.acc.segments.append((rw, ch.lane[op], ch.part[op], np.maximum(ch.rs[op], lo[rw]), end))
 
     def host(self, w: np.ndarray) -> None:
         """Walks at a host node's start: back through its epoch (host work), then to the wait that opened it,
