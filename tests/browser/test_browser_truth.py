@@ -143,10 +143,12 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     # the host-time table: the analysis' frames, with a note that says what they are read from
     page.click(".tabs button[data-tab='tab-host']")
     basis, frames = analysis["host_frames_basis"], analysis["host_frames"]
-    assert basis == ("traced" if name == "torch-profiler-overlap" else "cpu_ops" if gpu else basis)
+    # Python calls in the torch.profiler trace; none in the samples recorded before the stack sampler, nor in
+    # a synthetic run, whose ops are named in their first step only: no table rather than one of those ops
+    assert basis == {"torch-profiler-overlap": "traced", "naive": "", "nccl-ranks": ""}.get(name, basis)
     assert HOST_NOTE[basis] in page.inner_text("#host-note")
     shown = page.eval_on_selector_all("#host-table tbody tr td:first-child", "els => els.map(e => e.textContent)")
-    assert shown == [f["frame"] for f in frames]
+    assert shown == ([f["frame"] for f in frames] or ["nothing to show"])
     # the timeline: a queue track under each GPU stream only; the legend lists exactly the kinds drawn
     lanes = page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => [r.rank, r.kind, r.label])")
     queues = page.evaluate("ssTimeline.lanes.filter(r => r.extra === 'queue').length")

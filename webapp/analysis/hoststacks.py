@@ -47,10 +47,12 @@ BASES = {
 
 
 def frames_basis(rd: RunData) -> str:
-    """Which of BASES the frame table reads, '' for none."""
+    """Which of BASES the frame table reads, '' for none. CPU ops stand in only where the trace has all of
+    them (torch.profiler's); the recorder names ops in its first step only."""
+    profiler = rd.trace.meta.source == "torch.profiler"
     if len(sample_rows(rd)):
-        return "traced" if rd.trace.meta.source == "torch.profiler" else "sampled"
-    return "cpu_ops" if kind_mask(rd.kind, IntervalKind.CPU_OP).any() else ""
+        return "traced" if profiler else "sampled"
+    return "cpu_ops" if profiler and kind_mask(rd.kind, IntervalKind.CPU_OP).any() else ""
 
 
 def sample_rows(rd: RunData) -> np.ndarray:
@@ -63,7 +65,10 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     samples or CPU ops."""
     rows = sample_rows(rd)
     n_steps = max(len(rd.win), 1)
-    if len(rows):
+    basis = frames_basis(rd)
+    if basis == "":
+        self_t, total_t, whole = {}, {}, 0
+    elif len(rows):
         dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
         stacks = rd.strings("name", rows)
         by_stack = pd.Series(dur, index=stacks).groupby(level=0).sum()
@@ -76,8 +81,7 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
                 total_t[f] = total_t.get(f, 0) + int(t)
         whole = int(dur.sum())
     else:
-        self_t, whole = _cpu_op_self(rd)
-        total_t = dict(self_t)
+        self_t, total_t, whole = _cpu_op_times(rd)
     if not total_t:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "frame" else "float64") for c in FRAME_COLUMNS})
     out = pd.DataFrame(
@@ -97,16 +101,20 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     return out.sort_values(["total_ns", "self_ns"], ascending=False, kind="stable").head(limit).reset_index(drop=True)
 
 
-def _cpu_op_self(rd: RunData) -> tuple[dict[str, int], int]:
-    """Self time of host CPU ops in the steps by name (children's time taken out), and their union."""
+def _cpu_op_times(rd: RunData) -> tuple[dict[str, int], dict[str, int], int]:
+    """Host CPU ops in the steps by name: self time (children's time taken out), total time (each call whole,
+    a call inside another of the same name not counted again), and the union of their time."""
     rows = np.flatnonzero(kind_mask(rd.kind, IntervalKind.CPU_OP) & (rd.win_row >= 0))
     if not len(rows):
-        return {}, 0
+        return {}, {}, 0
     lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[rows]
     order = np.lexsort((-(rd.e[rows] - rd.s[rows]), rd.s[rows], lane))
     rows, lane = rows[order], lane[order]
     s, e = rd.s[rows].tolist(), rd.e[rows].tolist()
+    names = rd.strings("name", rows)
+    name_list = names.tolist()
     child = [0] * len(rows)
+    outermost = [True] * len(rows)
     stack: list[int] = []
     lanes = lane.tolist()
     for i in range(len(rows)):
@@ -114,11 +122,17 @@ def _cpu_op_self(rd: RunData) -> tuple[dict[str, int], int]:
             stack.pop()
         if stack:
             child[stack[-1]] += e[i] - s[i]
+            outermost[i] = all(name_list[j] != name_list[i] for j in stack)
         stack.append(i)
-    own = np.maximum(rd.e[rows] - rd.s[rows] - np.array(child, dtype=np.int64), 0)
-    names = rd.strings("name", rows)
-    by = pd.Series(own, index=names).groupby(level=0).sum()
-    return {str(k): int(v) for k, v in by.items()}, iv.union(rd.s[rows], rd.e[rows]).total
+    dur = rd.e[rows] - rd.s[rows]
+    own = np.maximum(dur - np.array(child, dtype=np.int64), 0)
+    by_self = pd.Series(own, index=names).groupby(level=0).sum()
+    by_total = pd.Series(np.where(outermost, dur, 0), index=names).groupby(level=0).sum()
+    return (
+        {str(k): int(v) for k, v in by_self.items()},
+        {str(k): int(v) for k, v in by_total.items()},
+        iv.union(rd.s[rows], rd.e[rows]).total,
+    )
 
 
 def top_frames(rd: RunData, count: int = 3) -> str:
