@@ -3,9 +3,11 @@
 // its lane, coloured by what the step waited on.
 import { SS } from "./common.js";
 
+// Saturated and dark hues that no interval kind uses (tl_theme.js TL_COLORS), so a band reads apart from the
+// box above it; a white line parts the two.
 export const PATH_COLORS = {
-  host: "#f58518", launch: "#eeca3b", compute: "#4c78a8", copy: "#e45756", comm: "#b279a2", sync: "#9d755d",
-  other: "#bab0ac",
+  host: "#ff0090", launch: "#aeea00", compute: "#0d1b5e", copy: "#d500f9", comm: "#004d40", sync: "#4e0a2a",
+  other: "#2962ff",
 };
 
 export function attachCriticalPath(tl, toggle, legend) {
@@ -27,7 +29,7 @@ export function attachCriticalPath(tl, toggle, legend) {
   toggle.addEventListener("change", () => { state.on = toggle.checked; show(); refresh(); });
   tl.root.addEventListener("tl-view", () => { clearTimeout(state.timer); state.timer = setTimeout(refresh, 150); });
   for (const [part, color] of Object.entries(PATH_COLORS)) {
-    const item = SS.el("span"), sw = SS.el("i");
+    const item = SS.el("span"), sw = SS.el("i", { class: "band" });
     sw.style.background = color;
     item.append(sw, document.createTextNode("critical path: " + part));
     legend.append(item);
@@ -38,6 +40,8 @@ export function attachCriticalPath(tl, toggle, legend) {
       const row = t.rowByLane[m.lane];
       if (!row) continue;
       const a = t.x(t.rel(m.s)), b = t.x(t.rel(m.s + m.d));
+      ctx.fillStyle = "#fff";
+      ctx.fillRect(a, row.y + row.h - 5, Math.max(1, b - a), 1);
       ctx.fillStyle = PATH_COLORS[m.part] || PATH_COLORS.other;
       ctx.fillRect(a, row.y + row.h - 4, Math.max(1, b - a), 4);
     }
