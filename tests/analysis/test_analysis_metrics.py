@@ -58,6 +58,23 @@ def test_critical_path_splits_the_step_by_what_it_waited_on() -> None:
     assert row["sync_wait_count"] == 1 and row["sync_wait_ns"] == 150 * US
 
 
+def test_a_wait_that_outlasts_its_step_counts_only_to_the_steps_end() -> None:
+    """A final synchronize issued 0.9 ms into a 1 ms step waits 5 ms for work queued later: 0.1 ms in the step."""
+    t = trace(
+        [
+            iv(CPU, "launch", 0, 10 * US, "cudaLaunchKernel", id=0),
+            iv(COMPUTE, "kernel", 20 * US, 900 * US, "k", launch_id=0, id=1),
+            iv(CPU, "sync_wait", 900 * US, 5900 * US, "cudaDeviceSynchronize", cause="synchronize", id=2),
+            iv(CPU, "launch", 1000 * US, 1010 * US, "cudaLaunchKernel", id=3),
+            iv(COMPUTE, "kernel", 1020 * US, 5890 * US, "k", launch_id=3, id=4),
+        ],
+        steps((0, 1000 * US), (1000 * US, 6000 * US)),
+    )
+    per = analyze(t).per_step
+    assert per["sync_wait_ns"].tolist() == [100 * US, 4900 * US]
+    assert (per["sync_wait_ns"] <= per["step_time_ns"]).all()
+
+
 def test_host_work_between_launches_is_host_on_the_critical_path() -> None:
     # k2 is launched at 600 us, after 590 us of host work: the GPU waits for the host
     t = trace(
