@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,6 +38,17 @@ def _scaled(v: float, units: tuple[tuple[str, float], ...], base_unit: str) -> s
     return f"{v:.0f} {base_unit}"
 
 
+def fmt_change(row: Mapping[str, Any]) -> str:
+    """The change a compare table shows for one row of ``webapp.figures.compare_rows``: a fraction metric's
+    in percentage points, B − A ("+11.4 pts"; a relative change of a percentage reads as a different number);
+    any other metric's relative to A ("-52.7%"), or B − A where A is zero."""
+    from webapp.analysis import catalog
+
+    if catalog.unit_of(str(row.get("metric", ""))) is catalog.Unit.FRAC:
+        return str(row["delta"])
+    return str(row["change"] if row["change"] != "—" else row["delta"])
+
+
 def fmt_num(value: Any) -> str:
     if value is None:
         return "—"
@@ -50,3 +62,4 @@ def register(app: Flask) -> None:
     app.add_template_filter(fmt_pct, "pct")
     app.add_template_filter(fmt_bytes, "bytes")
     app.add_template_filter(fmt_num, "num")
+    app.add_template_filter(fmt_change, "change")

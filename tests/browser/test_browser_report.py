@@ -86,7 +86,8 @@ def test_comparison_report_opens_offline(runs, page, offline, tmp_path: Path, sh
     for side in ("a", "b"):
         assert any(n > 0 for kind, n in drawn_lanes(page, f"ssCompare.{side}") if kind != "cpu_thread")
     assert page.locator("#metric-deltas tbody tr").count() > 5
-    assert "OK: B is" in page.inner_text("#verdict")
+    assert page.inner_text("#verdict").startswith("OK: B's median step takes ")
+    assert "% less time than A's (" in page.inner_text("#verdict")
     assert "pageable-copy" in page.inner_text(".fdiff >> nth=0")  # fixed in B
     page.wait_for_selector("#step-chart .main-svg")
     assert page.locator("#ops-table tbody tr").count() > 0

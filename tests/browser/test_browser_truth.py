@@ -22,7 +22,7 @@ from timeline_page import legend_and_drawn
 from webapp.analysis import catalog
 from webapp.analysis.report import what_if_rows
 from webapp.figures import compare_metric_rows, metric_cards
-from webapp.formatting import fmt_ns
+from webapp.formatting import fmt_change, fmt_ns
 
 pytestmark = [pytest.mark.browser, pytest.mark.multiprocess]  # the site records a 2-rank gloo job
 
@@ -209,7 +209,9 @@ def test_the_compare_page_says_which_run_is_the_baseline_and_means_its_numbers(s
     shown = page.eval_on_selector_all(
         "#metric-deltas tbody tr", "els => els.map(e => [...e.children].map(c => c.textContent.trim()))"
     )
-    assert shown == [[r["label"], r["a"], r["b"], r["change"] if r["change"] != "—" else r["delta"]] for r in headline]
+    assert shown == [[r["label"], r["a"], r["b"], fmt_change(r)] for r in headline]
+    busy = next(row for row in shown if row[0] == "GPU busy")
+    assert busy[3].endswith(" pts")  # a fraction changes by percentage points
     median = next(r for r in headline if r["metric"] == "step_time_median_ns")
     assert median["change"].startswith("-") and median["cls"] == "better"  # the baseline reads as faster
     # each op's status is the sign of the per-step change beside it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import os
 import pty
@@ -20,7 +21,7 @@ from webapp.analysis.compare import compare_analyses
 from webapp.cli import main
 from webapp.progress import CLEAR, Progress
 from webapp.report import PreparedRun, markdown_summary, verdict_of
-from webapp.report.summary import md
+from webapp.report.summary import Verdict, md
 
 SAMPLE = PACKAGE_ROOT / "sample_traces"
 NAIVE, OVERLAP = str(SAMPLE / "naive.json.gz"), str(SAMPLE / "overlap.json.gz")
@@ -54,9 +55,13 @@ def test_compare_writes_the_report_whatever_the_verdict(tmp_path: Path, capsys: 
     # overlap -> naive is much slower: the gate fails, and the report is still written
     assert main(["compare", OVERLAP, NAIVE, "--fail-if-slower", "5%", "--report", str(diff), "--markdown"]) == 1
     text = capsys.readouterr().out
-    assert diff.is_file() and "FAIL: B is" in diff.read_text()
+    verdict = re.search(r"FAIL: B's median step takes (\d+\.\d)% more time than A's \((\d+\.\d\d)x slower\)", text)
+    assert verdict, text
+    more, ratio = float(verdict[1]), float(verdict[2])
+    assert ratio == pytest.approx(1 + more / 100, abs=0.006)
+    assert diff.is_file() and verdict[0] in html.unescape(diff.read_text())
     assert text.startswith("### Streamscope: naive (B) vs overlap (A)")
-    assert "❌ **FAIL: B is" in text and "| Median step |" in text and str(diff) in text
+    assert f"❌ **{verdict[0]}; the bound is 5.0% more**" in text and "| Median step |" in text and str(diff) in text
     new = next(line for line in text.splitlines() if line.startswith("**New in B:**"))
     assert "`pageable-copy`" in new and "`no-copy-overlap`" in new
     assert main(["compare", NAIVE, OVERLAP, "--fail-if-slower", "5%", "--report", str(diff)]) == 0
@@ -68,12 +73,58 @@ def test_markdown_summary_escapes_names(prepared_samples: dict[str, PreparedRun]
     result = compare_analyses(a.analysis, b.analysis)
     text = markdown_summary(result, "base|line", EVIL, verdict_of(result, None))
     assert "<img" not in text and "&lt;/script&gt;&lt;img" in text and "base\\|line" in text
-    assert re.search(r"ℹ️ \*\*B is \d+\.\d% faster than A \(median step time\)\*\*", text), text
+    verdict = re.search(r"ℹ️ \*\*B's median step takes (\d+\.\d)% less time than A's \((\d+\.\d\d)x faster\)\*\*", text)
+    assert verdict, text
+    assert float(verdict[2]) == pytest.approx(1 / (1 - float(verdict[1]) / 100), abs=0.006)
     fixed = next(line for line in text.splitlines() if line.startswith("**Findings fixed in B:**"))
     assert "`pageable-copy`" in fixed and "`no-copy-overlap`" in fixed
     rows = [line for line in text.splitlines() if line.startswith("| ") and "Metric" not in line]
     assert len(rows) >= 8 and all(line.count(" | ") == 3 for line in rows)
     assert md("a\nb `c`") == "a b \\`c\\`"
+
+
+@pytest.mark.parametrize(
+    "change, bound, text",
+    [
+        (-0.527, None, "B's median step takes 52.7% less time than A's (2.11x faster)"),
+        (1.114, None, "B's median step takes 111.4% more time than A's (2.11x slower)"),
+        (0.0, None, "B's median step takes as long as A's"),
+        (float("nan"), None, "no median step time to compare"),
+        (0.08, 0.05, "FAIL: B's median step takes 8.0% more time than A's (1.08x slower); the bound is 5.0% more"),
+        (-0.2, 0.05, "OK: B's median step takes 20.0% less time than A's (1.25x faster); the bound is 5.0% more"),
+    ],
+)
+def test_the_verdict_says_more_or_less_time_and_the_ratio(change: float, bound: float | None, text: str) -> None:
+    assert Verdict(change, bound).text == text
+
+
+def test_a_fraction_changes_by_points_everywhere(prepared_samples: dict[str, PreparedRun], tmp_path: Path) -> None:
+    """GPU busy 87.3% -> 98.7% is +11.4 pts, not +13.1% (its change relative to A), in the Markdown summary,
+    the CLI's verdict and the offline comparison report."""
+    a, b = prepared_samples["naive"], prepared_samples["overlap"]
+    result = compare_analyses(a.analysis, b.analysis)
+    metrics = {m["metric"]: m for m in result.to_dict()["metrics"]}
+    text = markdown_summary(result, "naive", "overlap", verdict_of(result, None))
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[3] for line in text.splitlines() if line.startswith("| ")}
+    for key, label in (("gpu_busy_frac", "GPU busy"), ("copy_compute_overlap_frac", "Copy/compute overlap")):
+        m = metrics[key]
+        assert rows[label].startswith(f"{100 * m['delta']:+.1f} pts"), (label, rows[label])
+    assert abs(metrics["gpu_busy_frac"]["rel_change"] - metrics["gpu_busy_frac"]["delta"]) > 0.001
+    assert rows["Median step"].startswith(f"{100 * metrics['step_time_median_ns']['rel_change']:+.1f}%")
+
+    report = tmp_path / "diff.html"
+    assert main(["report", NAIVE, OVERLAP, "--out", str(report)]) == 0
+    page = report.read_text()
+    busy = re.search(r'title="gpu_busy_frac">GPU busy</td>.*?<td class="num[^"]*">([^<]*)</td></tr>', page, re.S)
+    assert busy and busy[1] == f"{100 * metrics['gpu_busy_frac']['delta']:+.1f} pts"
+
+
+def test_compare_text_ends_with_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", NAIVE, OVERLAP, "--fail-if-slower", "5%"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"OK: B's median step takes \d+\.\d% less time than A's \(\d\.\d\dx faster\); the bound is 5\.0% more", last
+    )
 
 
 class FakeTTY(io.StringIO):

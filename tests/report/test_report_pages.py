@@ -148,7 +148,8 @@ def test_compare_report_holds_the_compare_page(prepared_samples: dict[str, Prepa
     result, verdict, html = compare_report(a, b, 0.05)
     data = page_data(html)
     assert data["mode"] == "compare" and data["pairs"] and data["a"]["timeline"]["views"]
-    assert not verdict.failed and "OK: B is" in html and "faster" in verdict.text
+    assert not verdict.failed and verdict.text.startswith("OK: B's median step takes ") and "x faster)" in verdict.text
+    assert html.count(verdict.text.replace("'", "&#39;")) == 1
     assert "Fixed in B" in html and all(r in html for r in result.findings["fixed"])
     _, slower, _ = compare_report(b, a, 0.05)
     assert slower.failed and slower.text.startswith("FAIL")

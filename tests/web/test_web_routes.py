@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 from pathlib import Path
 
 from web_helpers import EVIL, evil_trace
@@ -246,6 +247,14 @@ def test_compare_api_and_page(client, two_runs) -> None:
     assert "pageable-copy" in body["findings"]["fixed"]
     html = client.get(f"/compare?a={a.id}&b={b.id}").get_data(as_text=True)
     assert "naive run" in html and "overlap run" in html and "Fixed in B" in html
+    # a fraction's change is in percentage points (B - A), in the headline and in "all other metrics"
+    rows = dict(re.findall(r'<td class="wrap" title="([^"]+)">.*?<td class="num[^"]*">([^<]*)</td></tr>', html, re.S))
+    for m in body["metrics"]:
+        if m["metric"].endswith("_frac") and m["delta"] is not None and m["metric"] in rows:
+            assert rows[m["metric"]] == f"{100 * m['delta']:+.1f} pts", m
+    busy = {m["metric"]: m for m in body["metrics"]}["gpu_busy_frac"]
+    assert busy["rel_change"] != busy["delta"] and rows["gpu_busy_frac"].endswith(" pts")
+    assert rows["step_time_median_ns"] == f"{100 * metric['rel_change']:+.1f}%"  # a time's change is relative
     assert client.get(f"/api/compare?a={a.id}").status_code == 400
     assert client.get(f"/api/compare?a={a.id}&b=ffffffffffffffff").status_code == 404
 

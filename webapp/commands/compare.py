@@ -86,7 +86,6 @@ def run(args: argparse.Namespace) -> int:
         for line in sent:
             print(f"logged to {line}", file=sys.stderr)
     progress.done(verdict.text)
-    change = result.step_time_change
     if args.json:
         out = result.to_dict()
         out["fail_if_slower"] = bound
@@ -99,10 +98,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"A: {args.a}\nB: {args.b}\n")
         print(comparison_text(result))
-        shown = "-" if change != change else f"{change * 100:+.1f}%"
-        print(f"\nmedian step time B vs A: {shown}")
-        if bound is not None:
-            print(f"{'FAIL' if verdict.failed else 'ok'}: bound +{bound * 100:.1f}%")
+        print(f"\n{verdict.text}")
         if report is not None:
             print(f"report: {report}")
     return 1 if verdict.failed else 0

@@ -14,13 +14,14 @@ from typing import Any
 from webapp.analysis import catalog
 from webapp.analysis.compare import Comparison
 from webapp.figures import compare_rows
-from webapp.formatting import fmt_ns
+from webapp.formatting import fmt_change, fmt_ns
 
 
 @dataclass(frozen=True)
 class Verdict:
     """B against A on the median step time: ``change`` (B - A) / A (NaN when unknown), ``bound`` the
-    allowed slow-down (None: no gate), ``failed`` when change > bound."""
+    allowed slow-down (None: no gate), ``failed`` when change > bound. The text says how much more or less
+    time B's median step takes, and the ratio of the two ("52.7% less time than A's (2.11x faster)")."""
 
     change: float
     bound: float | None
@@ -33,12 +34,17 @@ class Verdict:
     def text(self) -> str:
         if self.change != self.change:
             head = "no median step time to compare"
+        elif self.change == 0:
+            head = "B's median step takes as long as A's"
         else:
-            word = "slower" if self.change > 0 else "faster"
-            head = f"B is {abs(self.change) * 100:.1f}% {word} than A (median step time)"
+            more = self.change > 0
+            ratio = 1 + self.change if more else 1 / (1 + self.change) if self.change > -1 else math.inf
+            times = f" ({ratio:.2f}x {'slower' if more else 'faster'})" if math.isfinite(ratio) else ""
+            amount = f"{abs(self.change) * 100:.1f}% {'more' if more else 'less'}"
+            head = f"B's median step takes {amount} time than A's{times}"
         if self.bound is None:
             return head
-        return f"{'FAIL' if self.failed else 'OK'}: {head}; bound +{self.bound * 100:.1f}%"
+        return f"{'FAIL' if self.failed else 'OK'}: {head}; the bound is {self.bound * 100:.1f}% more"
 
     def to_dict(self) -> dict[str, Any]:
         """For templates: text and a CSS class (``fail``, ``ok`` or empty without a gate)."""
@@ -73,7 +79,7 @@ def markdown_summary(result: Comparison, name_a: str, name_b: str, verdict: Verd
         r = rows.get(m.key)
         if r is None or (r["a"] == "—" and r["b"] == "—"):
             continue
-        change = r["change"] if r["change"] != "—" else r["delta"]
+        change = fmt_change(r)
         sign = " (better)" if r["cls"] == "better" else " (worse)" if r["cls"] == "worse" else ""
         lines.append(f"| {md(r['label'])} | {md(r['a'])} | {md(r['b'])} | {md(change)}{sign} |")
     f = result.findings
