@@ -66,21 +66,20 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     rows = sample_rows(rd)
     n_steps = max(len(rd.win), 1)
     basis = frames_basis(rd)
-    if basis == "":
-        self_t, total_t, whole = {}, {}, 0
-    elif len(rows):
+    self_t: dict[str, int] = {}
+    total_t: dict[str, int] = {}
+    whole = 0
+    if basis in ("sampled", "traced"):
         dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
         stacks = rd.strings("name", rows)
         by_stack = pd.Series(dur, index=stacks).groupby(level=0).sum()
-        self_t: dict[str, int] = {}
-        total_t: dict[str, int] = {}
         for stack, t in by_stack.items():
             frames = str(stack).split(SEP)
             self_t[frames[-1]] = self_t.get(frames[-1], 0) + int(t)
             for f in dict.fromkeys(frames):
                 total_t[f] = total_t.get(f, 0) + int(t)
         whole = int(dur.sum())
-    else:
+    elif basis == "cpu_ops":
         self_t, total_t, whole = _cpu_op_times(rd)
     if not total_t:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "frame" else "float64") for c in FRAME_COLUMNS})
