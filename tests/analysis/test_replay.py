@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -237,3 +238,35 @@ def test_captured_launches_cost_one_graph_launch() -> None:
     assert (captured.h_delta == np.where(np.arange(100) % 50 == 0, g.h_delta + fixes.GRAPH_LAUNCH_NS, 0)).all()
     after = step_times(rd, cm.steps, replay(captured))
     assert after[0] == 50 * 2 * US + 50 * fixes.GRAPH_BUBBLE_NS  # the 50 kernels of one graph, closely packed
+
+
+def full_queue(n: int = 10) -> Trace:
+    """A host two kernels ahead of a GPU that runs 10 ms kernels: from the third, each launch blocks until the
+    kernel two before it ends (the launch queue is full)."""
+    rows, marks = [], []
+    k_end = 0
+    ends: list[int] = []
+    h = 0
+    for k in range(n):
+        call_end = h + 5 * US if k < 2 else max(h + 5 * US, ends[k - 2] + 5 * US)
+        rows.append(iv(CPU, "launch", h, call_end, "cudaLaunchKernel", id=2 * k, step=k))
+        start = max(k_end, call_end + 5 * US)
+        k_end = start + 10 * MS
+        ends.append(k_end)
+        rows.append(iv(COMPUTE, "kernel", start, k_end, "gemm", launch_id=2 * k, id=2 * k + 1, step=k))
+        marks.append((start, k_end))
+        h = call_end + 5 * US
+    return trace(rows, steps(*marks))
+
+
+def test_a_launch_held_by_a_full_queue_waits_for_the_gpu_not_host_work() -> None:
+    rd, cm = _model(full_queue())
+    g = cm.graph
+    blocked = g.h_wait & ~g.h_sync
+    assert blocked.sum() == 8 and not g.h_sync.any()  # the launches from the third on
+    assert (replay(g).h_end == g.h_end).all()
+    # a GPU twice as fast: every step takes half as long, not only while the host's lead lasts
+    halved = _steps_after(rd, cm, lambda gr: replace(gr, g_dur=gr.g_dur // 2))
+    assert np.abs(halved[1:] - 5 * MS).max() <= 50 * US
+    # the host's own work is not what bounds these steps
+    assert cm.critical[:, PARTS.index("host")].sum() == 0

@@ -138,7 +138,7 @@ def _notes(g: Graph, error: np.ndarray, call_ns: float) -> tuple[str, ...]:
             "has no correlation ids or flows for the rest): that work keeps its measured start in the replay, so "
             "host-side fixes are estimated low."
         )
-    if g.n_gpu and not g.h_wait.any():
+    if g.n_gpu and not g.h_sync.any():
         out.append("The trace records no host waits (syncs): their cost cannot be replayed.")
     if call_ns > 0:
         out.append(

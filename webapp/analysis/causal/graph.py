@@ -48,6 +48,9 @@ DEFAULT_BUBBLE_NS = 1_000
 """Gap between two ops queued on one stream where the trace has none to measure."""
 BACKOFF = 64
 """Candidates tried per query when looking for the op a wait or a late op waited for."""
+BLOCKED_LAUNCH_NS = 50_000
+"""A CUDA call that lasts longer than this and returns as a GPU op ends was blocked by a full launch queue
+(the host ran so far ahead that the driver holds it until the GPU frees a slot): a wait for that op."""
 OVERLAP_FRAC = 0.05
 """A host thread whose CUDA calls overlap the main thread's for more than this share of their time runs
 beside it, not in turn with it."""
@@ -63,7 +66,8 @@ class Graph:
 
     h_row, g_row: row in the run DataFrame. h_rank, g_rank, e_rank: rank.
     h_start, h_end, g_start, g_end: measured times (axis ns).
-    h_wait: the node is a wait. h_epoch: its epoch (a wait closes its own epoch).
+    h_wait: the node is a wait: a sync, or a CUDA call blocked by a full launch queue. h_sync: a sync (the
+    trace's ``sync_wait``: the user's own waits). h_epoch: its epoch (a wait closes its own epoch).
     h_delta: host time from the previous node's start (the epoch's start for its first node), ns.
     h_launch_ns: host time of the node's own call (0 for waits), ns.
     w_min: a wait's duration when what it waits for is already done, ns. w_target: the GPU op it waited for.
@@ -81,6 +85,7 @@ class Graph:
     h_start: np.ndarray
     h_end: np.ndarray
     h_wait: np.ndarray
+    h_sync: np.ndarray
     h_epoch: np.ndarray
     h_delta: np.ndarray
     h_launch_ns: np.ndarray
@@ -172,7 +177,7 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
 
     h_start, h_end = rd.s[host_rows], rd.e[host_rows]
     h_rank = rd.rank[host_rows]
-    h_wait = rd.kind[host_rows] == rd.code(IntervalKind.SYNC_WAIT)
+    h_sync = rd.kind[host_rows] == rd.code(IntervalKind.SYNC_WAIT)
     node_of_row = np.full(n, -1, dtype=np.int64)
     node_of_row[host_rows] = np.arange(len(host_rows))
 
@@ -186,6 +191,7 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
     g_class[rd.copy_mask[gpu_rows]] = COPY
     g_class[kind_mask(rd.kind[gpu_rows], IntervalKind.COLLECTIVE)] = COMM
 
+    h_wait = h_sync | _blocked_calls(h_rank, h_start, h_end, h_sync, g_rank, g_end, g_launch, g_start)
     epochs = _epochs(h_rank, h_start, h_end, h_wait)
     h_epoch, e_rank, e_start, e_wait = epochs
     h_delta = _deltas(h_start, h_epoch, e_start)
@@ -206,6 +212,7 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
         h_start=h_start,
         h_end=h_end,
         h_wait=h_wait,
+        h_sync=h_sync,
         h_epoch=h_epoch,
         h_delta=h_delta,
         h_launch_ns=h_launch_ns,
@@ -406,6 +413,27 @@ def _latest_before(
         out[todo[ok]] = cand[ok]
         todo, j = todo[~ok], j[~ok] - 1
     return out
+
+
+def _blocked_calls(
+    h_rank: np.ndarray,
+    h_start: np.ndarray,
+    h_end: np.ndarray,
+    h_sync: np.ndarray,
+    g_rank: np.ndarray,
+    g_end: np.ndarray,
+    g_launch: np.ndarray,
+    g_start: np.ndarray,
+) -> np.ndarray:
+    """CUDA calls held by a full launch queue: longer than BLOCKED_LAUNCH_NS and released as an op launched
+    before them ended (within a usual wake-up)."""
+    long_call = ~h_sync & (h_end - h_start > BLOCKED_LAUNCH_NS)
+    if not long_call.any() or not len(g_end):
+        return np.zeros(len(h_start), dtype=bool)
+    _, target, _, _ = _wait_params(h_rank, h_start, h_end, long_call, g_rank, g_end, g_launch, g_start, h_start)
+    has = long_call & (target >= 0)
+    t_end = np.where(has, g_end[np.maximum(target, 0)], NEG)
+    return has & (t_end >= h_start) & (t_end <= h_end + WAIT_SLACK_NS) & (h_end - t_end <= WAKE_MAX_NS)
 
 
 def _wait_params(

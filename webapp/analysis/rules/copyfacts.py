@@ -44,8 +44,8 @@ def waits_for(ctx: RuleContext, ops: np.ndarray) -> np.ndarray:
     if not len(ops):
         return np.zeros(0, dtype=np.int64)
     launch = g.g_launch[ops]
-    own = launch[(launch >= 0) & g.h_wait[np.maximum(launch, 0)]]
-    waits = np.flatnonzero(g.h_wait & np.isin(g.w_target, ops))
+    own = launch[(launch >= 0) & g.h_sync[np.maximum(launch, 0)]]
+    waits = np.flatnonzero(g.h_sync & np.isin(g.w_target, ops))
     if len(waits):
         cause = ctx.column("cause", g.h_row[waits])
         waits = waits[np.isin(cause, list(COPY_SYNC_CAUSES))]

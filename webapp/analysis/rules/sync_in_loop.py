@@ -24,7 +24,7 @@ def sync_groups(ctx: RuleContext) -> pd.DataFrame:
     """Waits of the issuing thread inside steps that are not a copy's own, one row per wait: ``node`` (graph
     index), ``cause``, ``source``, ``win`` (step window)."""
     g = ctx.graph
-    waits = np.flatnonzero(g.h_wait & (ctx.host_win() >= 0))
+    waits = np.flatnonzero(g.h_sync & (ctx.host_win() >= 0))
     frame = pd.DataFrame(
         {
             "node": waits,
