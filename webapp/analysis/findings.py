@@ -52,6 +52,7 @@ def find_all(
     n = len(ctx.rd.win)
     n_win = ctx.n_win
     step_ref = ctx.step_ref
+    in_steps = float(ctx.base_steps[ctx.covered].sum())  # a saving's share is of this: never above 100%
     costs = {rule.name: np.zeros(n, dtype=np.int64) for rule in rules}
     changes: dict[str, Detection] = {}
     found: list[Finding] = []
@@ -66,9 +67,9 @@ def find_all(
         changes[rule.name] = det
         total = float(saving.sum())
         per_step = total / n_win
-        frac = per_step / step_ref if step_ref > 0 else 0.0
+        frac = total / in_steps if in_steps > 0 else 0.0
         sev = severity(frac)
-        detail = det.detail + f" Replayed with the fix, a step takes {ms(per_step)} less ({frac:.1%})."
+        detail = det.detail + f" Replayed with the fix, a step takes {ms(per_step)} less on average ({frac:.1%})."
         hit = int((saving >= INFO_FRAC * step_ref).sum()) if step_ref > 0 else 0
         if sev != "info" and hit < IN_LOOP_STEP_FRAC * n_win:
             sev = "info"
