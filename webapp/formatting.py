@@ -1,4 +1,8 @@
-"""Jinja filters: durations, percentages, byte counts, for display only (data stays in ns / bytes)."""
+"""Jinja filters: durations, percentages, byte counts, for display only (data stays in ns / bytes).
+
+Sizes are in binary units (1 KiB = 1024 B, MiB, GiB, TiB) and bandwidth in decimal GB/s (1e9 B/s), here and in
+the pages' scripts (common.js ``SS.bytes``); numbers have 3 significant digits, trailing zeros dropped.
+"""
 
 from __future__ import annotations
 
@@ -24,17 +28,22 @@ def fmt_pct(value: Any) -> str:
     return f"{100 * float(value):.1f}%"
 
 
+BINARY_UNITS = (("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10))
+
+
 def fmt_bytes(value: Any) -> str:
-    if value is None:
+    """A size in binary units ("64 MiB", "6.25 GiB", "2 GiB" for 2 * 1024**3); "—" when missing."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    return _scaled(float(value), (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)), "B")
+    return _scaled(float(value), BINARY_UNITS, "B")
 
 
 def _scaled(v: float, units: tuple[tuple[str, float], ...], base_unit: str) -> str:
-    """``v`` in the first of ``units`` (largest first) it reaches, 3 significant digits; else in ``base_unit``."""
+    """``v`` in the first of ``units`` (largest first) it reaches, 3 significant digits (trailing zeros dropped,
+    never an exponent: 1000 MiB, not 1e+03 MiB); else in ``base_unit``."""
     for unit, scale in units:
         if abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
+            return f"{float(f'{v / scale:.3g}'):g} {unit}"
     return f"{v:.0f} {base_unit}"
 
 

@@ -199,3 +199,57 @@ def test_step_table_follows_the_metrics_catalog(page, server) -> None:
     assert "Wall time of the step" in heads and "Step time" not in heads
     assert heads[-1] == catalog.label("pageable_copy_ns")
     assert heads[:2] == ["Rank", "Step"] and "GPU busy" in heads
+
+
+COPY_POINT = """(() => {
+  const tl = ssTimeline, d = tl.data;
+  for (const lane of d.lanes) {
+    const row = tl.rowByLane[lane.lane];
+    if (!row || row.kind === 'cpu_thread') continue;
+    for (let i = 0; i < lane.s.length; i++) {
+      const x0 = Math.max(tl.x(lane.s[i]), tl.opts.gutter + 2);
+      const x1 = Math.min(tl.x(lane.s[i] + lane.d[i]), tl.cssW - 10);
+      if (d.kinds[lane.k[i]].startsWith('memcpy') && lane.b[i] > 0 && x1 - x0 > 6)
+        return {x: (x0 + x1) / 2, y: row.y + row.h / 2, bytes: lane.b[i], d: lane.d[i]};
+    }
+  }
+  return null;
+})()"""
+
+
+def test_sizes_read_in_binary_units_in_the_page_scripts(page, server) -> None:
+    """common.js writes a size as webapp/formatting.py does (KiB/MiB/GiB), and the details panel shows a
+    copy's bytes that way beside its bandwidth in decimal GB/s."""
+    from webapp.formatting import fmt_bytes
+
+    page.goto(server + "/upload")
+    limit = page.evaluate("window.STREAMSCOPE.limit")
+    assert f"up to {fmt_bytes(limit)} each" in page.inner_text("#drop-zone")
+    values = [0, 512, 32 * 1024, 64 * 2**20, 67.1e6, 6403.1 * 2**20, 2 * 1024**3, 1000 * 2**20, 999.9 * 2**20, 5e12]
+    shown = page.evaluate(
+        """async (values) => {
+          const src = document.querySelector('script[type=module][src*="upload.js"]').src;
+          const { SS } = await import(new URL("common.js", src));
+          return values.map((v) => SS.bytes(v));
+        }""",
+        values,
+    )
+    assert shown == [fmt_bytes(v) for v in values]
+    assert shown[3:5] == ["64 MiB", "64 MiB"] and shown[6] == "2 GiB"
+
+    run = page.evaluate("fetch('/api/runs').then((r) => r.json()).then((b) => b.runs[0].id)")
+    page.goto(f"{server}/runs/{run}")
+    page.wait_for_function(FIRST_PAINT)
+    point = page.evaluate(COPY_POINT)
+    assert point is not None
+    box = page.locator("#timeline canvas").bounding_box()
+    page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
+    page.wait_for_selector("#tl-details table.kv")
+    rows = dict(
+        page.eval_on_selector_all(
+            "#tl-details table.kv tr",
+            "els => els.map((e) => [e.cells[0] ? e.children[0].textContent : '', e.children[1].textContent])",
+        )
+    )
+    assert rows["bytes"].split(" · ")[0] == fmt_bytes(point["bytes"]) and "iB" in rows["bytes"]
+    assert rows["bandwidth"] == f"{point['bytes'] / point['d']:.2f} GB/s"

@@ -179,5 +179,5 @@ def test_the_collectives_tab_lists_each_collective_with_group_bytes_and_last_ran
     heads = page.locator("#colls-table thead th").all_inner_texts()
     assert heads[:5] == ["#", "Name", "Process group", "Bytes", "Ranks"]
     row = page.locator("#colls-table tbody tr").nth(1).locator("td").all_inner_texts()
-    assert row[1:5] == ["all_reduce", "default_pg (pg 0)", "4.19 MB", "4"]
+    assert row[1:5] == ["all_reduce", "default_pg (pg 0)", "4 MiB", "4"]
     assert row[-1] == "2"  # the planted straggler arrives last

@@ -30,7 +30,10 @@ NAIVE, OVERLAP = str(SAMPLE / "naive.json.gz"), str(SAMPLE / "overlap.json.gz")
 def test_report_writes_one_file_per_run_and_per_pair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
     assert main(["report", NAIVE, "--out", str(out)]) == 0
-    assert out.stat().st_size > 1_000_000 and "wrote" in capsys.readouterr().out
+    assert out.stat().st_size > 1_000_000
+    wrote = capsys.readouterr().out.strip()
+    assert re.fullmatch(rf"wrote {re.escape(str(out))} \((\d+(\.\d+)?) MiB\)", wrote), wrote
+    assert float(wrote.rsplit("(", 1)[1].split()[0]) == pytest.approx(out.stat().st_size / 2**20, rel=0.01)
     assert main(["report", NAIVE, OVERLAP, "-o", str(tmp_path / "c.html")]) == 0
     assert '"mode": "compare"' in (tmp_path / "c.html").read_text()
 
@@ -136,16 +139,16 @@ def test_progress_draws_stages_only_on_a_terminal() -> None:
     now = [0.0]
     tty = FakeTTY()
     p = Progress("report", tty, clock=lambda: now[0], tick_s=None)
-    with p.stage("reading run.json.gz (1.0 GB)"):
+    with p.stage("reading run.json.gz (1 GiB)"):
         now[0] = 12.5
     with p.stage("analysing 9,000 intervals"):
         now[0] = 14.0
-    p.done("wrote r.html (3.1 MB)")
+    p.done("wrote r.html (3.1 MiB)")
     out = tty.getvalue()
-    assert out.startswith(CLEAR + "streamscope report: reading run.json.gz (1.0 GB)… 0.0 s")
-    assert out.endswith(CLEAR + "streamscope report: wrote r.html (3.1 MB) in 14.0 s\n")
+    assert out.startswith(CLEAR + "streamscope report: reading run.json.gz (1 GiB)… 0.0 s")
+    assert out.endswith(CLEAR + "streamscope report: wrote r.html (3.1 MiB) in 14.0 s\n")
     assert out.count("\n") == 1  # one final line; the stages rewrote one line in place
-    assert p.stages == [("reading run.json.gz (1.0 GB)", 12.5), ("analysing 9,000 intervals", 1.5)]
+    assert p.stages == [("reading run.json.gz (1 GiB)", 12.5), ("analysing 9,000 intervals", 1.5)]
     pipe = io.StringIO()
     quiet = Progress("report", pipe, tick_s=0.01)
     with quiet.stage("reading"):

@@ -14,6 +14,7 @@ from collector.synthetic import synthetic_trace
 from webapp.analysis import RunAnalysis, catalog
 from webapp.analysis.catalog import Better, Metric, Unit
 from webapp.figures import compare_rows, format_value, metric_cards
+from webapp.formatting import fmt_bytes
 from webapp.ingest import add_trace
 from webapp.pipeline import analyze_dict
 
@@ -46,8 +47,27 @@ def test_cards_and_compare_rows_follow_the_catalogue(monkeypatch: pytest.MonkeyP
     assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms"}
     rows = compare_rows([{"metric": NEW.key, "a": 2e6, "b": 1e6, "delta": -1e6, "rel_change": -0.5, "better": True}])
     assert rows[0]["label"] == "Brand-new stall" and rows[0]["a"] == "2 ms" and rows[0]["cls"] == "better"
-    assert format_value("gpu_busy_frac", 0.5) == "50.0%" and format_value("pageable_copy_bytes", 2e9) == "2 GB"
+    assert format_value("gpu_busy_frac", 0.5) == "50.0%" and format_value("pageable_copy_bytes", 2e9) == "1.86 GiB"
     assert format_value("h2d_pinned_achieved_gbps", 25.04) == "25 GB/s" and format_value("steps", 7.0) == "7"
+
+
+@pytest.mark.parametrize(
+    "nbytes, shown",
+    [
+        (0, "0 B"),
+        (1000, "1000 B"),
+        (32 * 1024, "32 KiB"),
+        (64 * 2**20, "64 MiB"),
+        (67.1e6, "64 MiB"),  # what a decimal formatter shows as 67.1 MB
+        (6403.1 * 2**20, "6.25 GiB"),
+        (2 * 1024**3, "2 GiB"),
+        (1000 * 2**20, "1000 MiB"),  # never 1e+03
+        (-3 * 2**20, "-3 MiB"),
+        (None, "—"),
+    ],
+)
+def test_sizes_are_in_binary_units(nbytes: float | None, shown: str) -> None:
+    assert fmt_bytes(nbytes) == shown
 
 
 def test_run_page_sends_the_catalogue_and_shows_its_cards(client, two_runs, monkeypatch) -> None:

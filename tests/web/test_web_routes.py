@@ -144,6 +144,14 @@ def test_run_api(client, two_runs) -> None:
     assert {"metrics", "findings", "what_if", "per_step", "kernels"} <= analysis.keys()
 
 
+def test_upload_page_states_the_limit_in_binary_units(tmp_path: Path) -> None:
+    for limit, shown in ((2048 * 2**20, "2 GiB"), (100 * 2**20, "100 MiB"), (1536 * 2**20, "1.5 GiB")):
+        config = {"DATA_DIR": str(tmp_path), "IMPORT_SAMPLES": False, "TESTING": True, "RECORD_ENABLED": False}
+        app = create_app({**config, "MAX_CONTENT_LENGTH": limit})
+        html = app.test_client().get("/upload").get_data(as_text=True)
+        assert f"up to {shown} each" in html
+
+
 def test_compare_pick_page(client, two_runs) -> None:
     html = client.get("/compare").get_data(as_text=True)
     assert "naive run" in html and "<select" in html

@@ -34,10 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", "-o", metavar="FILE", default=None, help="HTML file to write (default: <RUN>.html)")
     parser.add_argument(
         "--budget-mb",
-        metavar="MB",
+        metavar="MiB",
         type=float,
         default=None,
-        help="timeline data embedded in the file, compressed (default 2.5; the whole file stays near 5 MB)",
+        help="timeline data embedded in the file, compressed, in MiB (default 2.5; the whole file stays near 5 MiB)",
     )
     parser.add_argument("--step-at", metavar="SPEC", default=None, help="where steps start, as for `analyze`")
     add_export_arguments(parser)
@@ -68,8 +68,8 @@ def budget(args: argparse.Namespace) -> int:
     if args.budget_mb is None:
         return DEFAULT_BUDGET_BYTES
     if not 0.05 <= args.budget_mb <= 500:
-        raise CliError(f"--budget-mb {args.budget_mb}: expected a size between 0.05 and 500 (MB)")
-    return int(args.budget_mb * 1e6)
+        raise CliError(f"--budget-mb {args.budget_mb}: expected a size between 0.05 and 500 (MiB)")
+    return int(args.budget_mb * 2**20)
 
 
 def budget_default() -> int:
@@ -80,6 +80,7 @@ def budget_default() -> int:
 
 def run(args: argparse.Namespace) -> int:
     from webapp.commands.analyze import prepared
+    from webapp.formatting import fmt_bytes
     from webapp.progress import Progress
     from webapp.report import compare_report, run_report
     from webapp.report.export import export, headline_metrics
@@ -104,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
         name = f"{b.name} vs {a.name}"
     with progress.stage("exporting"):
         sent = export(metrics, out, name, mlflow=args.mlflow, wandb=args.wandb)
-    progress.done(f"wrote {out} ({size / 1e6:.1f} MB)")
-    print(f"wrote {out} ({size / 1e6:.1f} MB)")
+    progress.done(f"wrote {out} ({fmt_bytes(size)})")
+    print(f"wrote {out} ({fmt_bytes(size)})")
     for line in sent:
         print(f"logged to {line}")
     return 0

@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--token", default=None, help="access token every request must carry; 'auto' makes one up and prints it"
     )
     parser.add_argument("--insecure", action="store_true", help="allow binding a non-local address without a token")
-    parser.add_argument("--max-upload-mb", type=int, default=2048, help="upload size limit in MB (default 2048)")
+    parser.add_argument(
+        "--max-upload-mb", type=int, default=2048, help="upload size limit in MiB (default 2048: 2 GiB)"
+    )
     parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
     parser.add_argument(
         "--max-memory",
@@ -67,6 +69,7 @@ def _log_requests() -> None:
 
 def run(args: argparse.Namespace) -> int:
     from webapp.budget import default_budget_bytes
+    from webapp.formatting import fmt_bytes
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port}: must be 0..65535")
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     runs = len(app.extensions["streamscope.store"].list_runs())
-    print(f"Streamscope serving {runs} run(s) from {data}; ingest memory budget {budget / 1e9:.1f} GB", flush=True)
+    print(f"Streamscope serving {runs} run(s) from {data}; ingest memory budget {fmt_bytes(budget)}", flush=True)
     print(f"Open {url}  (Ctrl+C to stop)", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()

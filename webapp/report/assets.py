@@ -4,8 +4,8 @@ The pages load ``webapp/static/*.js`` as ES modules by URL, which a file opened 
 :func:`bundle` joins a module and everything it imports (relative ``import { a, b } from "./x.js"`` only)
 into one script: each module runs once, in dependency order, inside its own function scope, and hands its
 exported names (``export function|class|const|let NAME`` and ``export { a, b as c }``) to the modules that
-import them. Plotly's bundle (4.8 MB) is inlined gzip-compressed
-and base64-encoded (~1.9 MB); the report's script unpacks it with the browser's DecompressionStream.
+import them. Plotly's bundle (4.6 MiB) is inlined gzip-compressed
+and base64-encoded (~1.9 MiB); the report's script unpacks it with the browser's DecompressionStream.
 """
 
 from __future__ import annotations

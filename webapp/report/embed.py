@@ -28,8 +28,9 @@ import pandas as pd
 from webapp.analysis.lod import RunIndex
 from webapp.timeline import OVERVIEW_WIDTH_PX, interval_rows, view_payload
 
-DEFAULT_BUDGET_BYTES = 2_500_000
-"""Compressed timeline data per run (base64 characters); the rest of a report is Plotly (~1.9 MB) and tables."""
+DEFAULT_BUDGET_BYTES = 5 * 2**19
+"""Compressed timeline data per run (base64 characters), 2.5 MiB; the rest of a report is Plotly (~1.9 MiB) and
+tables."""
 TILE_WIDTH_PX = 2000
 MAX_LEVEL = 8
 MAX_EVIDENCE_ROWS = 1000

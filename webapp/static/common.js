@@ -15,12 +15,15 @@ export const SS = {
     if (a >= 1e3) return (v / 1e3).toPrecision(3) + " µs";
     return Math.round(v) + " ns";
   },
+  // sizes in binary units, as webapp/formatting.py writes them: 3 significant digits, trailing zeros dropped
+  // ("64 MiB", "6.25 GiB", "2 GiB"); bandwidth is decimal GB/s (bytes per ns)
   bytes(v) {
-    if (!v) return "0 B";
-    if (v >= 1e9) return (v / 1e9).toPrecision(3) + " GB";
-    if (v >= 1e6) return (v / 1e6).toPrecision(3) + " MB";
-    if (v >= 1e3) return (v / 1e3).toPrecision(3) + " kB";
-    return v + " B";
+    if (v === null || v === undefined || !isFinite(v)) return "—";
+    const a = Math.abs(v);
+    for (const [unit, scale] of [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]]) {
+      if (a >= scale) return Number((v / scale).toPrecision(3)) + " " + unit;
+    }
+    return Math.round(v) + " B";
   },
   pct(v) { return (v === null || v === undefined || !isFinite(v)) ? "—" : (100 * v).toFixed(1) + "%"; },
   // Load Plotly (only on pages with a chart) from ``src``, then draw ``fig`` into #step-chart.
