@@ -157,9 +157,11 @@ def has_graph_replays(frame: pd.DataFrame, minimum: int) -> bool:
 
 
 def replays_past_marks(trace: Trace, minimum: int) -> bool:
-    """More CUDA graph replays after the marked steps (outside every step, or in a rank's last, which a
-    recorder closes when it stops) than there are marked steps, and at least ``minimum``: a loop of replays
-    after a marked warm-up (an optimizer step in each eager iteration before the capture)."""
+    """More CUDA graph replays after the marked steps than there are marked steps, and at least ``minimum``:
+    a loop of replays after a marked warm-up (an optimizer step in each eager iteration before the capture).
+    Replays past the marks are those outside every step, and those of a rank's last step beyond its usual
+    count (a recorder closes the last step when it stops, so a loop of replays after the marks lands there;
+    a trace whose every step holds its replays, torch.profiler's ProfilerStep, keeps its steps)."""
     df = trace.intervals
     _, replay = graph_work(df)
     if not len(replay):
@@ -167,6 +169,12 @@ def replays_past_marks(trace: Trace, minimum: int) -> bool:
     steps = trace.steps()
     launches = np.unique(replay)
     step, rank = df["step"].to_numpy()[launches], df["rank"].to_numpy()[launches]
-    last = steps.groupby("rank")["step"].max()
-    loose = (step < 0) | (step == last.reindex(rank).to_numpy(dtype=float, na_value=-2))
-    return int(loose.sum()) >= max(minimum, len(steps) + 1)
+    loose = int((step < 0).sum())
+    for r, marked in steps.groupby("rank")["step"]:
+        numbers = np.sort(marked.to_numpy())
+        mine = step[(rank == r) & (step >= 0)]
+        at = np.minimum(np.searchsorted(numbers, mine), len(numbers) - 1)
+        counts = np.bincount(at[numbers[at] == mine], minlength=len(numbers))
+        usual = float(np.median(counts[:-1])) if len(counts) > 1 else 0.0
+        loose += max(int(counts[-1] - usual), 0) if len(counts) else 0
+    return loose >= max(minimum, len(steps) + 1)

@@ -159,3 +159,26 @@ def test_a_batch_copied_in_before_each_replay_makes_each_step_a_copy_and_a_repla
     spans = iv[iv["name"].astype(str) == "CUDA graph 0 replay"]
     copies = iv[iv["kind"] == "memcpy_d2d"]
     assert sorted(spans["step"]) == list(range(30)) and sorted(copies["step"]) == list(range(30))
+
+
+def test_steps_that_each_hold_several_replays_keep_their_marks() -> None:
+    """torch.profiler's ProfilerStep around ten replays each, five steps: 10 replays in the last step (as in
+    every step) are not a loop past the marks."""
+    from dataclasses import replace
+
+    from collector.model import conform_markers, step_at
+
+    raw = _trace(replays=50, kernels=3)
+    iv = raw.intervals
+    launch = np.sort(iv[iv["name"].astype(str) == "cudaGraphLaunch"]["start_ns"].to_numpy())
+    bounds = [*launch[::10].tolist(), int(iv["end_ns"].max()) + 1]
+    marks = pd.DataFrame(
+        [
+            {"rank": 0, "kind": "step", "name": f"ProfilerStep#{i}", "start_ns": a, "end_ns": b, "step": i}
+            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))
+        ]
+    )
+    marked = replace(raw, markers=conform_markers(marks))
+    marked = replace(marked, intervals=iv.assign(step=step_at(marked.markers, iv["start_ns"].to_numpy())))
+    trace = find_steps(marked)
+    assert trace.meta.step_method == "markers" and len(trace.steps()) == 5
