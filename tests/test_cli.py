@@ -117,3 +117,43 @@ def test_convert_reads_torch_profiler_trace(tmp_path: Path) -> None:
     back = load_trace(str(out))
     assert back.meta.source == "torch.profiler"
     assert {"kernel", "memcpy_h2d", "sync_wait"} <= set(back.intervals["kind"].astype(str))
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def _analysis(capsys: pytest.CaptureFixture[str], name: str) -> dict:
+    import json
+
+    assert main(["analyze", str(SAMPLES / name), "--json"]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_the_pageable_copy_finding_counts_every_pageable_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    """The naive sample's pageable uploads are 100 of 64 MiB and 100 of 32 KiB a run: the finding counts both."""
+    from webapp.formatting import fmt_bytes
+
+    iv = load_trace(str(SAMPLES / "naive.json.gz")).intervals
+    up = iv[(iv["kind"] == "memcpy_h2d") & (iv["memory_kind"] == "pageable")]
+    big, small = up[up["bytes"] >= 2**20], up[up["bytes"] < 2**20]
+    assert len(big) and len(small)
+    found = {f["rule"]: f for f in _analysis(capsys, "naive.json.gz")["findings"]}
+    detail = found["pageable-copy"]["detail"]
+    assert detail.startswith(
+        f"{len(up)} host-to-device copies went through pageable memory: {len(big)} of 1 MiB or more "
+        f"({fmt_bytes(big['bytes'].mean())} on average) at "
+    ), detail
+    assert f", and {len(small)} smaller ({fmt_bytes(small['bytes'].mean())} on average)" in detail
+    assert "64 MiB on average" in detail and "32 KiB on average" in detail
+
+
+@pytest.mark.parametrize("name, phase", [("d2h.json.gz", "tail"), ("overlap.json.gz", "setup")])
+def test_phase_notes_count_their_copies_in_words(capsys: pytest.CaptureFixture[str], name: str, phase: str) -> None:
+    from webapp.formatting import fmt_bytes
+
+    result = _analysis(capsys, name)
+    row = next(p for p in result["phases"] if p["phase"] == phase and p["copy_count"])
+    n, size = row["copy_count"], fmt_bytes(row["copy_bytes"])
+    said = f"1 copy of {size} in " if n == 1 else f"{n} copies, {size} in all, in "
+    assert any(said in note for note in result["notes"]), result["notes"]
+    assert not any(" 1 copies" in note for note in result["notes"])

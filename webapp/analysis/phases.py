@@ -101,6 +101,14 @@ def _top_source(rd: RunData, which: np.ndarray, mask: np.ndarray, dur: np.ndarra
     return out
 
 
+def _size(nbytes: float) -> str:
+    """Bytes in binary units, 3 significant digits, as the pages write sizes ("64 MiB", "32 KiB")."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{float(f'{nbytes / scale:.3g}'):g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def phase_notes(phases: pd.DataFrame, gpu: bool = True) -> tuple[str, ...]:
     """One info line per phase that holds copies or syncs, or lasts: what it cost, once. ``gpu``: the run has
     GPU work (else the device work of a phase is its collectives)."""
@@ -116,9 +124,10 @@ def phase_notes(phases: pd.DataFrame, gpu: bool = True) -> tuple[str, ...]:
         ]
         copies = int(rows["copy_count"].sum())
         if copies:
+            size = _size(int(rows["copy_bytes"].sum()))
             parts.append(
-                f"{copies} copies of {int(rows['copy_bytes'].sum()) / 2**20:.1f} MiB in "
-                f"{int(rows['copy_ns'].sum()) / 1e6:.2f} ms"
+                (f"1 copy of {size}" if copies == 1 else f"{copies} copies, {size} in all,")
+                + f" in {int(rows['copy_ns'].sum()) / 1e6:.2f} ms"
             )
         if int(rows["sync_wait_ns"].sum()):
             parts.append(f"host waiting {int(rows['sync_wait_ns'].sum()) / 1e6:.2f} ms")

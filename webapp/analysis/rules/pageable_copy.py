@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from collector.model import IntervalKind
 from webapp.analysis.causal import fixes
 from webapp.analysis.causal.graph import Graph
-from webapp.analysis.rules.base import Detection, RuleContext, top_sources
+from webapp.analysis.rules.base import MIN_COPY_BYTES, Detection, RuleContext, top_sources
 from webapp.analysis.rules.copyfacts import FALLBACK_PINNED_SPEEDUP, call_ns, copies, pinned_rate, waits_for
+
+
+def _size(nbytes: float) -> str:
+    """Bytes in binary units, 3 significant digits, as the pages write sizes ("64 MiB", "32 KiB")."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{float(f'{nbytes / scale:.3g}'):g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _count(ctx: RuleContext, ops: np.ndarray) -> str:
+    """'100 host-to-device copies', '3 host-to-device and 1 device-to-host copy'."""
+    rd = ctx.rd
+    up = int(np.count_nonzero(rd.kind[ctx.graph.g_row[ops]] == rd.code(IntervalKind.MEMCPY_H2D)))
+    parts = [f"{n} {way}" for n, way in ((up, "host-to-device"), (len(ops) - up, "device-to-host")) if n]
+    return " and ".join(parts) + (" copy" if len(ops) == 1 else " copies")
 
 
 class PageableCopy:
@@ -36,24 +54,29 @@ class PageableCopy:
 
         rows = g.g_row[ops]
         achieved = g.g_bytes[ops].sum() / max(int(g.g_dur[ops].sum()), 1)
-        what = " and ".join(
-            x
-            for x in (
-                f"{len(uploads)} host-to-device" if len(uploads) else "",
-                f"{len(ops) - len(uploads)} device-to-host" if len(ops) > len(uploads) else "",
-            )
-            if x
-        )
-        against = (
-            f"{gbps:.1f} GB/s pinned (bandwidth probe)"
+        small = np.setdiff1d(copies(ctx, memory="pageable", big=False), ops)
+
+        def size(sel: np.ndarray) -> str:
+            return _size(g.g_bytes[sel].mean()) + ("" if len(sel) == 1 else " on average")
+
+        replay = (
+            f"from pinned memory at {gbps:.1f} GB/s (the bandwidth probe)"
             if probed
-            else f"an assumed {FALLBACK_PINNED_SPEEDUP:.0f}x faster pinned copy"
+            else f"from pinned memory, assumed {FALLBACK_PINNED_SPEEDUP:.0f}x faster"
         )
-        detail = (
-            f"{what} copies of {g.g_bytes[ops].mean() / 2**20:.1f} MiB on average through pageable memory ran at "
-            f"{achieved:.1f} GB/s. Replayed from pinned memory at {against}, with uploads non-blocking and "
-            "downloads read as soon as the GPU's copy ends."
-        )
+        tail = "uploads non-blocking and downloads read as soon as the GPU's copy ends."
+        if len(small):  # every pageable copy counted; the replay pins those of MIN_COPY_BYTES or more
+            detail = (
+                f"{_count(ctx, np.union1d(ops, small))} went through pageable memory: {len(ops)} of "
+                f"{_size(MIN_COPY_BYTES)} or more ({size(ops)}) at {achieved:.1f} GB/s, and {len(small)} smaller "
+                f"({size(small)}), whose time is latency rather than bandwidth. Replayed with the larger "
+                f"{'one' if len(ops) == 1 else 'ones'} copied {replay}, {tail}"
+            )
+        else:
+            detail = (
+                f"{_count(ctx, ops)} of {size(ops)} went through pageable memory at {achieved:.1f} GB/s. "
+                f"Replayed {replay}, with {tail}"
+            )
         dur = g.g_dur[ops]
         return Detection(
             detail,
