@@ -170,7 +170,9 @@ def prepare(trace: Trace) -> RunData:
     sync_mask = kind == KIND_CODE[IntervalKind.SYNC_WAIT]
     compute = iv.union(s[compute_mask], e[compute_mask])
     copy = iv.union(s[copy_mask], e[copy_mask])
-    gpu_rows = np.flatnonzero(gpu_mask)
+    # GPU busy: none in a run whose only stream work is collectives (gloo on CPU ranks runs them on host threads)
+    gpu_rows = np.flatnonzero(gpu_mask) if (gpu_mask & ~(kind == KIND_CODE[IntervalKind.COLLECTIVE])).any() else []
+    gpu_rows = np.asarray(gpu_rows, dtype=np.int64)
     gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
     return RunData(
         trace=trace,
