@@ -171,8 +171,8 @@ def prepare(trace: Trace) -> RunData:
     compute = iv.union(s[compute_mask], e[compute_mask])
     copy = iv.union(s[copy_mask], e[copy_mask])
     # GPU busy: none in a run whose only stream work is collectives (gloo on CPU ranks runs them on host threads)
-    gpu_rows = np.flatnonzero(gpu_mask) if (gpu_mask & ~(kind == KIND_CODE[IntervalKind.COLLECTIVE])).any() else []
-    gpu_rows = np.asarray(gpu_rows, dtype=np.int64)
+    stream_work = (gpu_mask & ~(kind == KIND_CODE[IntervalKind.COLLECTIVE])).any()
+    gpu_rows = np.flatnonzero(gpu_mask if stream_work else np.zeros(len(kind), dtype=bool))
     gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
     return RunData(
         trace=trace,
