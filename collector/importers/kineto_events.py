@@ -19,6 +19,17 @@ from collector.importers.kineto_lanes import cat_in, lookup_first, rank_of
 from collector.traceformat.events import EventTable
 from collector.traceformat.spec import TraceFileError
 
+LEGACY_CATS = {
+    "Kernel": "kernel",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Runtime": "cuda_runtime",
+    "Driver": "cuda_driver",
+    "Operator": "cpu_op",
+    "User annotation": "user_annotation",
+    "Python": "python_function",
+}
+"""Categories of traces from older torch.profiler releases, and the names they have now."""
 HOST_API_CATS = ("cuda_runtime", "cuda_driver")
 """Categories of the host's CUDA API calls: launches, copies, syncs."""
 NEEDED = (
@@ -55,6 +66,12 @@ def by_name(codes: np.ndarray, categories: pd.Index, fn: Callable[[str], Any], d
     values = np.empty(len(categories) + 1, dtype=dtype)
     values[present] = [fn(str(categories[c - 1]) if c > 0 else "") for c in present]
     return values[shifted]
+
+
+def _current_cats(cat: pd.Series) -> pd.Series:
+    """The ``cat`` categorical with LEGACY_CATS renamed (a category already present keeps its rows)."""
+    old = [c for c in cat.cat.categories if c in LEGACY_CATS and LEGACY_CATS[c] not in cat.cat.categories]
+    return cat.cat.rename_categories({c: LEGACY_CATS[c] for c in old}) if old else cat
 
 
 @dataclass(frozen=True)
@@ -96,7 +113,7 @@ class KinetoEvents:
             rank=rank,
             world_size=world_size,
             complete=cat_in(ev["ph"], ("X",)),
-            cat=_categorical(ev["cat"]),
+            cat=_current_cats(_categorical(ev["cat"])),
             pid=pid,
             tid=tid,
             thread=(pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF),

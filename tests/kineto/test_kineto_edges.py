@@ -107,3 +107,24 @@ def test_any_subset_of_events_imports(seed: int, gpu_fixture: EventTable) -> Non
     linked = iv["launch_id"][iv["launch_id"] >= 0]
     assert linked.isin(iv["id"]).all()
     assert (iv.set_index("id").loc[linked, "lane_kind"] == "cpu_thread").all()
+
+
+def test_legacy_categories_read_as_today_and_unknown_ones_are_said(
+    tmp_path: Path, plain_reader: Callable[[Path], EventTable]
+) -> None:
+    """An older torch.profiler's "Runtime" / "Kernel" categories, and a category nobody reads."""
+    from webapp.analysis import analyze
+
+    events = [
+        _x("Runtime", "cudaLaunchKernel", 1, 1, 100.0, 5.0, correlation=7),
+        _x("Kernel", "gemm", 0, 7, 110.0, 50.0, correlation=7, stream=7, device=0),
+        _x("Runtime", "cudaLaunchKernel", 1, 1, 200.0, 5.0, correlation=8),
+        _x("Kernel", "gemm", 0, 7, 210.0, 50.0, correlation=8, stream=7, device=0),
+        _x("npu_runtime", "npuLaunch", 1, 1, 300.0, 5.0),
+    ]
+    trace = _import(tmp_path, plain_reader, events)
+    iv = trace.intervals
+    assert iv.groupby("kind", observed=True).size().to_dict() == {"kernel": 2, "launch": 2, "annotation": 1}
+    assert (iv.loc[iv["kind"] == "kernel", "launch_id"] >= 0).all()
+    notes = analyze(trace).notes
+    assert any(n.startswith("1 event of categories this version does not read (npu_runtime (1))") for n in notes)

@@ -77,6 +77,27 @@ def timing_note(trace: Trace) -> tuple[str, ...]:
     return (f"GPU timing: {timing}" + (f", {reader}" if reader else "") + (f" ({detail})" if detail else "") + ".",)
 
 
+PROFILER_OWN = ("overhead", "cuda_profiler_range")
+"""Categories of the profiler's own ranges: annotations, nothing to analyse, not worth a note."""
+
+
+def unknown_note(trace: Trace) -> tuple[str, ...]:
+    """Events of categories the importer does not know (``notes.unknown_categories_as_annotations``), as a page
+    note: drawn as annotations, left out of every figure; () if none."""
+    unknown = dict((trace.meta.notes or {}).get("unknown_categories_as_annotations") or {})
+    unknown = {k: v for k, v in unknown.items() if k not in PROFILER_OWN}
+    if not unknown:
+        return ()
+    top = sorted(unknown.items(), key=lambda kv: -int(kv[1]))
+    named = ", ".join(f"{k} ({int(v):,})" for k, v in top[:4]) + (f" and {len(top) - 4} more" if len(top) > 4 else "")
+    count = sum(int(v) for v in unknown.values())
+    events = "1 event" if count == 1 else f"{count:,} events"
+    return (
+        f"{events} of categories this version does not read ({named}): drawn as annotations, left out of every "
+        "figure and finding.",
+    )
+
+
 READERS = {"client": "read from libcupti by the recorder", "kineto": "read through torch.profiler (Kineto)"}
 """How the CUPTI records of a recording were read (``notes.cupti_reader``), as the page says it."""
 
@@ -197,6 +218,7 @@ def analyze(trace: Trace) -> RunAnalysis:
             ),
             *phase_notes(phases, gpu=not cpu_only),
             *timing_note(trace),
+            *unknown_note(trace),
             *(() if cpu_only else (*causal.notes, *path_note(len(causal.path)))),
             *rank_notes,
         ),
