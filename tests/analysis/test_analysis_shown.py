@@ -56,3 +56,15 @@ def test_the_cli_what_if_names_findings_by_title() -> None:
     for row in rows:
         assert f"{row['title']}: -" in text
     assert ("What if the findings were fixed" in text) == bool(rows)
+
+
+def test_launches_without_gpu_work_say_the_gpu_side_was_not_recorded() -> None:
+    """A torch.profiler trace taken without the CUDA activity: launches on the host, nothing on the GPU."""
+    from analysis_traces import CPU, US, iv, steps, trace
+
+    from webapp.analysis import analyze
+
+    rows = [iv(CPU, "launch", k * 100 * US, k * 100 * US + 5 * US, "cudaLaunchKernel", id=k) for k in range(6)]
+    notes = analyze(trace(rows, steps(*[(k * 100 * US, (k + 1) * 100 * US) for k in range(6)]))).notes
+    assert any(n.startswith("The trace has 6 CUDA launches but no GPU work") for n in notes)
+    assert not any("CPU ranks" in n for n in notes)

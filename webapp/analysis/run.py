@@ -56,6 +56,18 @@ _METHOD_NOTES = {
 
 
 CPU_ONLY_NOTE = "No GPU work in this run (CPU ranks): only the multi-rank analysis applies, not the GPU findings."
+UNSEEN_GPU_NOTE = (
+    "The trace has {n:,} CUDA launches but no GPU work: the GPU's activity was not recorded (torch.profiler "
+    "without ProfilerActivity.CUDA?), so no GPU figure or finding can be given."
+)
+
+
+def cpu_only_note(rd: RunData) -> str:
+    """Why a run without GPU work has none: CPU ranks, or launches whose GPU side the trace lacks."""
+    launches = int(kind_mask(rd.kind, IntervalKind.LAUNCH).sum())
+    if launches:
+        return UNSEEN_GPU_NOTE.format(n=launches)
+    return CPU_ONLY_NOTE if len(rd.trace.ranks) > 1 else "No GPU work in this run: host figures only, no GPU finding."
 
 
 def step_notes(method: str, basis: str) -> tuple[str, ...]:
@@ -188,7 +200,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     ranks: dict[str, object] = {}
     rank_notes: tuple[str, ...] = ()
     if cpu_only:
-        rank_notes = (CPU_ONLY_NOTE,)
+        rank_notes = (cpu_only_note(rd),)
     straggler = None
     if len(trace.ranks) > 1:
         straggler, ranks, more_notes = analyze_ranks(rd)
