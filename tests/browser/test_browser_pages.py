@@ -253,3 +253,48 @@ def test_sizes_read_in_binary_units_in_the_page_scripts(page, server) -> None:
     )
     assert rows["bytes"].split(" · ")[0] == fmt_bytes(point["bytes"]) and "iB" in rows["bytes"]
     assert rows["bandwidth"] == f"{point['bytes'] / point['d']:.2f} GB/s"
+
+
+def test_runs_table_fits_1024_px_with_its_actions_in_view(page, server) -> None:
+    page.set_viewport_size({"width": 1024, "height": 800})
+    page.goto(server + "/")
+    page.wait_for_selector("#runs-table tbody tr")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1024  # no sideways scroll
+    table = page.locator("#runs-table").bounding_box()
+    assert table is not None and table["x"] >= 0 and table["x"] + table["width"] <= 1024
+    buttons = page.locator("#runs-table td.actions button")
+    assert buttons.count() >= 2
+    for i in range(buttons.count()):
+        button = buttons.nth(i)
+        assert button.is_visible()
+        box = button.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 1024, (button.inner_text(), box)
+    # and the rename it offers answers a click there
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.locator("#runs-table td.actions button.rename").first.click()
+    assert asked == ["New name for this run:"]
+
+
+def test_per_step_table_scrolls_with_rank_step_and_step_time_in_view(page, server) -> None:
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(server + "/")
+    page.click(".run-name >> nth=0")
+    page.wait_for_selector("#steps-table tbody td")
+    heads = page.locator("#steps-table thead th").all_inner_texts()
+    assert heads[:3] == ["Rank", "Step", "Step time"]
+    scroller = "document.querySelector('#steps-table').closest('.table-scroll')"
+    assert page.evaluate(f"{scroller}.scrollWidth > {scroller}.clientWidth")  # wider than its box at 1400 px
+    lefts = "[...document.querySelector('#steps-table tbody tr').cells].map((c) => c.getBoundingClientRect().left)"
+    before = page.evaluate(lefts)
+    page.evaluate(f"{scroller}.scrollLeft = {scroller}.scrollWidth")
+    page.wait_for_function(f"{scroller}.scrollLeft > 0")
+    after = page.evaluate(lefts)
+    assert after[:3] == pytest.approx(before[:3], abs=1)  # rank, step and step time stay where they were
+    assert after[3] < before[3]  # the other columns scrolled
+    # the columns that scroll pass under the sticky ones, never over them
+    top = page.evaluate(
+        """(() => { const c = document.querySelector('#steps-table tbody tr').cells[2].getBoundingClientRect();
+              return document.elementFromPoint(c.left + c.width / 2, c.top + c.height / 2).cellIndex; })()"""
+    )
+    assert top == 2

@@ -1,6 +1,6 @@
 // What the run page and the offline run report share: findings that zoom the timeline when clicked, the
 // tabs and the tables under the timeline (the same columns on both).
-import { fillTable, metricsCatalog } from "./tables.js";
+import { fillTable, metricsCatalog, stickyColumns } from "./tables.js";
 
 export const KERNEL_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"];
 export const SYNC_COLUMNS = ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"];
@@ -43,7 +43,10 @@ export function bindFindings(list, findings, tl, runStart) {
 export function bindTabs(data, onStep, gpu) {
   const table = (id, rows, cols, onRow) => fillTable(document.getElementById(id), rows, cols, onRow);
   const tables = {
-    "tab-steps": (d) => table("steps-table", d.per_step, stepColumns(), onStep),
+    "tab-steps": (d) => {
+      table("steps-table", d.per_step, stepColumns(), onStep);
+      stickyColumns(document.getElementById("steps-table"), ["rank", "step", "step_time_ns"]);
+    },
     "tab-kernels": (d) => table("kernels-table", d.kernels, KERNEL_COLUMNS.filter((c) => gpu || c !== "gpu_frac")),
     "tab-syncs": (d) => table("syncs-table", d.sync_sources, SYNC_COLUMNS),
     "tab-host": (d) => {

@@ -48,7 +48,7 @@ export function fillTable(table, records, cols, onRow) {
   const have = cols.filter((c) => c in records[0]);
   const head = table.createTHead().insertRow();
   for (const c of have) {
-    const th = SS.el("th", { "data-sort": typeof records[0][c] === "number" ? "num" : "text" }, labelFor(c));
+    const th = SS.el("th", { "data-sort": typeof records[0][c] === "number" ? "num" : "text", "data-key": c }, labelFor(c));
     if (typeof records[0][c] === "number") th.className = "num";
     head.appendChild(th);
   }
@@ -64,4 +64,28 @@ export function fillTable(table, records, cols, onRow) {
     if (onRow) { tr.style.cursor = "pointer"; tr.addEventListener("click", () => onRow(rec)); }
   }
   SS.sortable(table);
+}
+
+// Keep the table's leading columns among `keys` (in that order, e.g. rank, step, step time) in view while the
+// table scrolls sideways in its .table-scroll: each is sticky at the summed width of those before it,
+// measured again whenever the table's layout changes.
+export function stickyColumns(table, keys) {
+  const heads = table.tHead ? [...table.tHead.rows[0].cells] : [];
+  let n = 0;
+  while (n < heads.length && n < keys.length && heads[n].dataset.key === keys[n]) n++;
+  if (!n) return 0;
+  const cellsOf = (i) => [heads[i], ...[...table.tBodies[0].rows].map((r) => r.cells[i])];
+  for (let i = 0; i < n; i++) {
+    for (const cell of cellsOf(i)) cell.classList.add("sticky-col", ...(i === n - 1 ? ["sticky-last"] : []));
+  }
+  const place = () => {
+    let left = 0;
+    for (let i = 0; i < n; i++) {
+      for (const cell of cellsOf(i)) cell.style.left = left + "px";
+      left += heads[i].getBoundingClientRect().width;
+    }
+  };
+  place();
+  new ResizeObserver(place).observe(table);
+  return n;
 }
