@@ -271,7 +271,12 @@ def test_runs_table_fits_1024_px_with_its_actions_in_view(page, server) -> None:
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 1024, (button.inner_text(), box)
     # and the rename it offers answers a click there
     asked: list[str] = []
-    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", answer)
     page.locator("#runs-table td.actions button.rename").first.click()
     assert asked == ["New name for this run:"]
 
