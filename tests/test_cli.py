@@ -157,3 +157,17 @@ def test_phase_notes_count_their_copies_in_words(capsys: pytest.CaptureFixture[s
     said = f"1 copy of {size} in " if n == 1 else f"{n} copies, {size} in all, in "
     assert any(said in note for note in result["notes"]), result["notes"]
     assert not any(" 1 copies" in note for note in result["notes"])
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["convert"], ["report"], ["merge"]])
+def test_a_folder_given_as_a_trace_is_called_a_folder(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*command, str(tmp_path)] + {"convert": [str(tmp_path / "out.json")], "merge": ["--out", "x.json"]}.get(
+        command[0], []
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"streamscope {command[0]}: error: {tmp_path}: is a folder, not a trace file"
+    assert main([command[0], str(tmp_path / "missing.json"), *argv[2:]]) == 2
+    assert capsys.readouterr().err.strip().endswith("missing.json: no such file")

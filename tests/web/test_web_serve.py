@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import urllib.request
 
 import pytest
+from serving import REPO
 
 from webapp.cli import main
 
@@ -32,6 +36,24 @@ def test_serve_refuses_public_host_without_token(capsys: pytest.CaptureFixture[s
 def test_serve_rejects_bad_port(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
+
+
+def test_serve_on_a_port_in_use_says_to_pick_another_with_port(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "webapp.cli", "serve", "--port", str(port), "--no-samples", "--data", str(tmp_path)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    err = done.stderr.strip()
+    assert err.startswith(f"streamscope serve: error: cannot listen on 127.0.0.1:{port}: "), err
+    assert "--port" in err and "\n" not in err and "Traceback" not in err
 
 
 def _upload(base: str, path, name: str) -> int:

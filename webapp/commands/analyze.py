@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from webapp.commands.errors import CliError
+from webapp.commands.errors import CliError, check_input_file
 
 if TYPE_CHECKING:
     from webapp.progress import Progress
@@ -58,8 +58,7 @@ def load(path: str, step_at: str | None = None, progress: Progress | None = None
     from collector.load import load_trace
     from webapp.formatting import fmt_bytes
 
-    if not Path(path).is_file():
-        raise CliError(f"{path}: no such file")
+    check_input_file(path)
     if progress is None:
         return load_trace(path, step_at=step_at)
     with progress.stage(f"reading {Path(path).name} ({fmt_bytes(Path(path).stat().st_size)})"):

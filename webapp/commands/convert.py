@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from webapp.commands.analyze import TRACE_HELP
-from webapp.commands.errors import CliError
+from webapp.commands.errors import CliError, check_input_file
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from collector.traceformat.write import OUTPUT_SUFFIXES, write_trace
 
     src, dst = Path(args.input), Path(args.output)
-    if not src.is_file():
-        raise CliError(f"{src}: no such file")
+    check_input_file(src)
     if not dst.name.endswith(OUTPUT_SUFFIXES):
         raise CliError(f"{dst}: output must end in .json or .json.gz")
     if dst.exists() and dst.resolve() == src.resolve():

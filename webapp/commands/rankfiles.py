@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from webapp.commands.errors import CliError
+from webapp.commands.errors import CliError, check_input_file
 
 
 def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +29,7 @@ def rank_paths(inputs: list[str], scratch: Path) -> list[str]:
     out: list[str] = []
     for n, name in enumerate(inputs):
         path = Path(name)
-        if not path.is_file():
-            raise CliError(f"{path}: no such file")
+        check_input_file(path)
         if not is_rank_zip(path):
             out.append(str(path))
             continue

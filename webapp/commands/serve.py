@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import os
 import secrets
@@ -113,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = make_server(app, args.host, args.port, args.threads, limit + (1 << 20))
     except OSError as exc:
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+        hint = ""
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            hint = " (pick another port with --port N, or --port 0 for any free one)"
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}{hint}") from None
     port = getattr(server, "effective_port", args.port)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
