@@ -171,3 +171,32 @@ def test_a_folder_given_as_a_trace_is_called_a_folder(
     assert err == f"streamscope {command[0]}: error: {tmp_path}: is a folder, not a trace file"
     assert main([command[0], str(tmp_path / "missing.json"), *argv[2:]]) == 2
     assert capsys.readouterr().err.strip().endswith("missing.json: no such file")
+
+
+def test_demos_describe_the_sync_trap_condition_as_its_code_has_it(capsys: pytest.CaptureFixture[str]) -> None:
+    import inspect
+
+    from collector.demos import loops
+
+    condition = next(
+        line.split("#")[0].strip()
+        for line in inspect.getsource(loops.sync_trap).splitlines()
+        if line.strip().startswith("if ") and "item()" in line
+    )
+    assert condition == "if loss.item() < best:"
+    assert main(["demos"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("sync-trap"))
+    assert f"`{condition}`" in line
+    assert f"``{condition}``" in (loops.sync_trap.__doc__ or "")
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"`{condition}`" in readme
+
+
+def test_readme_states_the_pinned_copy_speed_up_the_samples_show(capsys: pytest.CaptureFixture[str]) -> None:
+    naive = _analysis(capsys, "naive.json.gz")["metrics"]
+    pinned = _analysis(capsys, "pinned.json.gz")["metrics"]
+    slow, fast = naive["transfer_busy_step_median_ns"] / 1e6, pinned["transfer_busy_step_median_ns"] / 1e6
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert f"take {fast:.2f} ms a step instead of {slow:.2f} ms" in readme
+    assert f"({slow / fast:.1f}x faster: {pinned['h2d_pinned_achieved_gbps']:.0f} GB/s pinned against " in readme
+    assert f"{naive['h2d_pageable_achieved_gbps']:.1f} GB/s pageable)" in readme
