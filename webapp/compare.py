@@ -14,6 +14,7 @@ from webapp.analysis import catalog
 from webapp.analysis.compare import Comparison, compare_analyses
 from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.figures import compare_metric_rows, compare_steps_figure
+from webapp.formatting import total_labels
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, Store, get_store
 
@@ -80,6 +81,7 @@ def page() -> str:
     store.warm(info_b.id)
     gpu = catalog.gpu_work(an_a.metrics) or catalog.gpu_work(an_b.metrics)
     headline, others = compare_metric_rows(result["metrics"], gpu)
+    others = total_labels(others, [*an_a.per_step.columns, *an_b.per_step.columns])
     page_data = {
         "a": {
             "run": info_a.to_dict(),

@@ -7,7 +7,7 @@ the pages' scripts (common.js ``SS.bytes``); numbers have 3 significant digits, 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -56,6 +56,22 @@ def fmt_change(row: Mapping[str, Any]) -> str:
     if catalog.unit_of(str(row.get("metric", ""))) is catalog.Unit.FRAC:
         return str(row["delta"])
     return str(row["change"] if row["change"] != "—" else row["delta"])
+
+
+def total_labels(rows: Iterable[Mapping[str, Any]], per_step_columns: Iterable[str]) -> list[dict[str, Any]]:
+    """Metric rows (each with ``key`` or ``metric``, and ``label``) with the run totals named as such: a run
+    metric that is also a per-step column and counts time, events or bytes is that column summed over the
+    steps, so "Step time" there reads "Step time, total over the steps" (a per-step table keeps the label)."""
+    from webapp.analysis import catalog
+
+    summed = (catalog.Unit.NS, catalog.Unit.COUNT, catalog.Unit.BYTES)
+    columns = set(per_step_columns)
+    out = []
+    for row in rows:
+        key = str(row.get("key", row.get("metric", "")))
+        total = key in columns and catalog.unit_of(key) in summed
+        out.append({**row, "label": f"{row['label']}, total over the steps"} if total else dict(row))
+    return out
 
 
 def fmt_num(value: Any) -> str:

@@ -133,6 +133,24 @@ def test_run_report_holds_the_run_page_content(prepared_samples: dict[str, Prepa
     assert {c["key"] for c in ctx["cards"]} >= {"step_time_median_ns", "gpu_busy_frac"}
 
 
+def test_all_metrics_name_the_run_totals(prepared_samples: dict[str, PreparedRun]) -> None:
+    """A metric that sums a per-step column over the steps says so; medians, fractions and rates do not."""
+    from webapp.formatting import fmt_ns
+
+    run = prepared_samples["naive"]
+    html = run_report(run)
+    rows = dict(re.findall(r'<td class="wrap" title="([^"]+)">([^<]*)</td>', html.split('id="all-metrics"')[1]))
+    total = run.analysis.per_step["step_time_ns"].sum()
+    assert run.analysis.metrics["step_time_ns"] == pytest.approx(total)
+    assert rows["step_time_ns"] == "Step time, total over the steps"
+    cell = re.search(r'title="step_time_ns">[^<]*</td><td class="num">([^<]*)</td>', html)
+    assert cell and cell[1] == fmt_ns(total)
+    assert rows["pageable_copy_count"] == "Pageable copies, total over the steps"
+    assert rows["step_time_median_ns"] == "Median step" and rows["gpu_busy_frac"] == "GPU busy"
+    assert rows["h2d_pageable_achieved_gbps"] == "H2D pageable achieved" and rows["steps"] == "Steps"
+    assert "total over the steps" not in json.dumps(page_data(html)["metrics_catalog"])  # the step table's labels
+
+
 def test_names_from_traces_stay_text(evil_run: PreparedRun, prepared_samples: dict[str, PreparedRun]) -> None:
     for html in (run_report(evil_run), compare_report(prepared_samples["overlap"], evil_run)[2]):
         assert EVIL not in html and "<img src=x" not in html

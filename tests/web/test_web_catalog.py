@@ -94,6 +94,9 @@ def test_compare_page_places_metrics_by_the_catalogue(client, two_runs, monkeypa
     assert headline == [m.key for m in catalog.headline()]
     others = re.findall(r'<td class="wrap" title="([^"]+)">', rest.split("</details>", 1)[0])
     assert others == [m.key for m in catalog.CATALOG if not m.headline]
+    # a run total among them is named as one (the per-step column it sums keeps its label in the step table)
+    assert '<td class="wrap" title="step_time_ns">Step time, total over the steps</td>' in rest
+    assert '<td class="wrap" title="step_time_p90_ns">p90 step</td>' in head
 
     monkeypatch.setattr(catalog, "CATALOG", relabel("intervals", "Interval count", headline=True))
     html = client.get(url).get_data(as_text=True)

@@ -20,6 +20,7 @@ from webapp.analysis.lod import RunIndex
 from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.analysis.report import what_if_rows
 from webapp.figures import all_metric_rows, compare_metric_rows, compare_steps_figure, metric_cards, step_time_figure
+from webapp.formatting import total_labels
 from webapp.report.embed import (
     DEFAULT_BUDGET_BYTES,
     EmbeddedTimeline,
@@ -159,7 +160,7 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
         "page": page,
         "notes": d["notes"],
         "cards": metric_cards(metrics),
-        "metrics": all_metric_rows(metrics),
+        "metrics": total_labels(all_metric_rows(metrics), run.analysis.per_step.columns),
         "findings": findings,
         "minor_findings": d["minor_findings"],
         "what_if": d["what_if"],
@@ -221,6 +222,7 @@ def compare_context(
     tb = _embed(b, [], budget_bytes // 2, fb)
     gpu = catalog.gpu_work(a.analysis.metrics) or catalog.gpu_work(b.analysis.metrics)
     headline, others = compare_metric_rows(out["metrics"], gpu)
+    others = total_labels(others, [*a.analysis.per_step.columns, *b.analysis.per_step.columns])
     cut: list[str] = []
     side_a, side_b = _side(a, ta), _side(b, tb)
     page: dict[str, Any] = {
