@@ -4,12 +4,15 @@ From the event that ends a step window, the walk follows the binding edge of eac
 window's start: a GPU op started when the previous op on its stream ended (GPU time, by the op's class),
 when its launch call issued it (launch latency), or when an op on another stream ended; a host node started
 after the host's own work since the previous node (host), or after a wait ended; a wait ended when the GPU
-op it waited for ended (the wake-up is sync time) or after its own call time (sync). Runs of GPU ops bound
-by their stream and runs of host nodes inside an epoch are crossed in one jump (prefix sums), and all steps
-walk together, one jump per round, so a step costs a few array operations however many ops it holds.
+op it waited for ended (the wake-up is sync time) or after its own call time (sync); a GPU op started by
+nothing the graph knows came after the op before it on its stream (the gap between is other). Runs of GPU
+ops bound by their stream and runs of host nodes inside an epoch are crossed in one jump (prefix sums), and
+all steps walk together, one jump per round, so a step costs a few array operations however many ops it
+holds.
 
 The parts of each step add up to its window: host work, launch latency, GPU compute, copies,
-communication, sync (waits' own time and wake-ups) and other (before the first node the graph knows).
+communication, sync (waits' own time and wake-ups) and other (what the graph has no cause for: before its
+first node, or a gap before a GPU op that nothing it knows started).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class _Chains:
         self.pos[order] = np.arange(len(order))
         key = g.g_rank[order].astype(np.int64) * (int(g.g_stream.max()) + 1 if len(order) else 1) + g.g_stream[order]
         first = starts_of(key)
+        self.first = first
         rs, re = rep.g_start[order], rep.g_end[order]
         prev_end = np.where(first, NEG, np.roll(re, 1))
         by_stream = ~first & (rs <= prev_end + g.g_bubble[order])
@@ -249,9 +253,16 @@ class _Walker:
         self.back(cw, ch.re[src], ch.part[ch_h], ch.lane[ch_h])
         self.back(cw, ch.rs[src], ch.part[src], ch.lane[src])
         self.idx[cw] = src
-        free = ~by_launch & ~by_cross  # started by nothing the graph knows
-        self.back(w[free], lo[w[free]], OTHER, ch.lane[h[free]])
-        self.kind[w[free]] = -1
+        free = ~by_launch & ~by_cross  # started by nothing the graph knows: after the op before it on its
+        # stream (the gap is other), else from the window's start
+        after = free & ~ch.first[h]
+        aw, prev = w[after], h[after] - 1
+        self.back(aw, ch.re[prev], OTHER, ch.lane[prev])
+        self.back(aw, ch.rs[prev], ch.part[prev], ch.lane[prev])
+        self.idx[aw] = prev
+        alone = free & ch.first[h]
+        self.back(w[alone], lo[w[alone]], OTHER, ch.lane[h[alone]])
+        self.kind[w[alone]] = -1
 
     def _draw_run(self, w: np.ndarray, first: np.ndarray, last: np.ndarray, at: np.ndarray) -> None:
         """The path's stretches over stream positions ``first..last`` of each walk (up to ``at``), one per run of
