@@ -4,11 +4,14 @@ traces.
 For each step of each trace, both tools break the step's critical path down, and the shares are compared
 in three groups both can name:
 
-- host: ours ``host + sync + other``; HTA ``cpu_bound`` (HTA keeps a wait's call on the CPU and weighs its
-  dependency edges 0);
+- host: ours ``host + sync``; HTA ``cpu_bound`` (HTA keeps a wait's call on the CPU and weighs its dependency
+  edges 0);
 - launch: ours ``launch``; HTA ``gpu_kernel_launch_overhead``;
 - GPU: ours ``compute + copy + comm``; HTA ``gpu_compute_bound + gpu_communication_bound +
   gpu_kernel_kernel_overhead`` (ours counts a short bubble between two ops of a stream as GPU time).
+
+Ours also has ``other``: time the trace gives no cause for (a gap before a GPU op that no launch it holds
+started). HTA has no such part; shares are taken without it, and its own share is shown beside.
 
 HTA's path is made of operator edges: it starts at the step annotation's first event and skips the host's
 time between operators (Python), which ours counts as host work over the whole step window. So HTA's
@@ -20,6 +23,11 @@ HTA runs in the python of a separate virtual environment (never the system pytho
     python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install holistictraceanalysis "pandas<3"
     python3 benchmarks/critical_vs_hta.py                          # the torch.profiler traces in the repo
     python3 benchmarks/critical_vs_hta.py bench-data/profiles/*.pt.trace.json.gz
+
+HTA's own test traces (``tests/data`` of github.com/facebookresearch/HolisticTraceAnalysis: real training and
+inference jobs, NCCL, CUDA graphs, ROCm) make a wider check; copied into ``bench-data/hta/`` (one file per
+folder, named after it) they run as ``python3 benchmarks/critical_vs_hta.py bench-data/hta/*.json.gz``.
+HTA fails on the last step of each trace (its own error, listed as such).
 
 The traces of the what-if loops (Hugging Face Trainer, Lightning, a torchvision loop, ...) are recorded on
 a GPU, with torch alone, by ``python3 benchmarks/critical_vs_hta.py --record DIR`` (torch.profiler with CPU
@@ -51,7 +59,7 @@ DEFAULT_TRACES = (
     ROOT / "sample_traces" / "torch-profiler-overlap.pt.trace.json.gz",
 )
 GROUPS = ("host", "launch", "gpu")
-OURS_GROUPS = {"host": ("host", "sync", "other"), "launch": ("launch",), "gpu": ("compute", "copy", "comm")}
+OURS_GROUPS = {"host": ("host", "sync"), "launch": ("launch",), "gpu": ("compute", "copy", "comm")}
 HTA_GROUPS = {
     "host": ("cpu_bound",),
     "launch": ("gpu_kernel_launch_overhead",),
@@ -65,10 +73,11 @@ import json, logging, sys
 logging.disable(logging.CRITICAL)
 from hta.trace_analysis import TraceAnalysis
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+rank = int(sys.argv[3])
 out = {}
 for name in json.loads(sys.argv[2]):
     try:
-        graph, ok = analyzer.critical_path_analysis(rank=0, annotation=name, instance_id=0)
+        graph, ok = analyzer.critical_path_analysis(rank=rank, annotation=name, instance_id=0)
     except Exception as exc:  # HTA fails on some steps; say so rather than stop
         out[name] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
         continue
@@ -81,18 +90,20 @@ print(json.dumps(out))
 """
 
 
-def step_annotations(path: Path) -> dict[int, str]:
-    """Step number -> the name of the CPU annotation that marks it (first pattern of STEP_NAMES that
-    matches any event)."""
+def step_annotations(path: Path) -> tuple[int, dict[int, str]]:
+    """The trace's rank, and step number -> the name of the CPU annotation that marks it (first pattern of
+    STEP_NAMES that matches any event)."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
-        events = json.load(f).get("traceEvents", [])
+        doc = json.load(f)
+    rank = int((doc.get("distributedInfo") or {}).get("rank", 0) or 0)
+    events = doc.get("traceEvents", [])
     names = {e.get("name", "") for e in events if e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op")}
     for pattern in STEP_NAMES:
         found = {int(m.group(1)): n for n in names if (m := pattern.match(n))}
         if found:
-            return found
-    return {}
+            return rank, found
+    return rank, {}
 
 
 def ours(path: Path) -> dict[int, dict[str, float]]:
@@ -106,11 +117,11 @@ def ours(path: Path) -> dict[int, dict[str, float]]:
     return {int(r["step"]): {p: float(r[f"cp_{p}_ns"]) for p in PARTS} for _, r in per_step.iterrows()}
 
 
-def hta(path: Path, names: list[str], python: str) -> dict[str, dict[str, Any]]:
+def hta(path: Path, names: list[str], python: str, rank: int) -> dict[str, dict[str, Any]]:
     """Annotation name -> ns on HTA's critical path per ``bound_by``, or {"error": text}."""
     with tempfile.TemporaryDirectory() as d:  # HTA reads every trace file of a directory
         os.symlink(path.resolve(), Path(d) / "rank-0.json.gz" if path.suffix == ".gz" else Path(d) / "rank-0.json")
-        proc = subprocess.run([python, "-c", _HTA, d, json.dumps(names)], capture_output=True, text=True)
+        proc = subprocess.run([python, "-c", _HTA, d, json.dumps(names), str(rank)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{python} failed on {path.name}:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -123,15 +134,16 @@ def shares(parts: dict[str, float], groups: dict[str, tuple[str, ...]]) -> tuple
 
 def compare(path: Path, python: str) -> list[dict[str, Any]]:
     """One row per step that both tools analysed."""
-    names = step_annotations(path)
+    rank, names = step_annotations(path)
     mine = ours(path)
     steps = [s for s in sorted(mine) if s in names]
-    theirs = hta(path, [names[s] for s in steps], python)
+    theirs = hta(path, [names[s] for s in steps], python, rank)
     rows = []
     for s in steps:
         got = theirs.get(names[s], {"error": "missing"})
         row: dict[str, Any] = {"trace": path.name, "step": s}
         row["ours"], row["ours_ns"] = shares(mine[s], OURS_GROUPS)
+        row["other"] = mine[s]["other"] / max(sum(mine[s].values()), 1.0)
         if "error" in got:
             row["error"] = got["error"]
         else:
@@ -147,16 +159,17 @@ def markdown(rows: list[dict[str, Any]]) -> list[str]:
         return " / ".join(f"{100 * d[g]:.0f}" for g in GROUPS)
 
     lines = [
-        "| trace | step | ours: host / launch / GPU % (path ms) | HTA: host / launch / GPU % (path ms) | "
-        "largest gap | held |",
-        "|---|---|---|---|---|---|",
+        "| trace | step | ours: host / launch / GPU % (path ms) | ours: other % | HTA: host / launch / GPU % "
+        "(path ms) | largest gap | held |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         theirs = f"{pct(r['hta'])} ({r['hta_ns'] / 1e6:.2f})" if "hta" in r else f"HTA failed: {r['error']}"
         gap = f"{100 * r['gap']:.0f} pts" if "gap" in r else "-"
         held = "-" if "held" not in r else "yes" if r["held"] else "**no**"
         lines.append(
-            f"| {r['trace']} | {r['step']} | {pct(r['ours'])} ({r['ours_ns'] / 1e6:.2f}) | {theirs} | {gap} | {held} |"
+            f"| {r['trace']} | {r['step']} | {pct(r['ours'])} ({r['ours_ns'] / 1e6:.2f}) | {100 * r['other']:.0f} | "
+            f"{theirs} | {gap} | {held} |"
         )
     checked = [r for r in rows if "held" in r]
     lines += [
@@ -234,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     if not args.no_results:
         stamp = f"Measured {dt.date.today()} on {platform.machine()}, Python {platform.python_version()}"
-        files = "".join(f" {p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name}" for p in args.traces)
+        where = [p.resolve() for p in args.traces]
+        files = "".join(f" {p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name}" for p in where)
         version = subprocess.run(
             [args.hta_python, "-c", "import importlib.metadata as m; print(m.version('HolisticTraceAnalysis'))"],
             capture_output=True,
