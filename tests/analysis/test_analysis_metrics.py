@@ -51,10 +51,10 @@ def test_critical_path_splits_the_step_by_what_it_waited_on() -> None:
     row = analyze(_one_step()).per_step.iloc[0]
     assert row["gpu_idle_ns"] == 300 * US
     # back from the step's end: 50 us after the wait (nothing known), the wait's 150 us wake-up after k2,
-    # k2 (300 us) queued 100 us behind k1 (300 us), k1 100 us after its launch
+    # k2 (300 us) queued 100 us behind k1 (300 us), k1 10 us after its launch returned, the 90 us call
     assert row["cp_other_ns"] == 50 * US and row["cp_sync_ns"] == 150 * US
-    assert row["cp_compute_ns"] == 700 * US and row["cp_launch_ns"] == 100 * US
-    assert row["cp_host_ns"] == 0 and row["cp_copy_ns"] == 0
+    assert row["cp_compute_ns"] == 700 * US and row["cp_launch_ns"] == 10 * US
+    assert row["cp_host_ns"] == 90 * US and row["cp_copy_ns"] == 0
     assert row["sync_wait_count"] == 1 and row["sync_wait_ns"] == 150 * US
 
 
@@ -87,8 +87,9 @@ def test_host_work_between_launches_is_host_on_the_critical_path() -> None:
         steps((10 * US, 900 * US)),
     )
     row = analyze(t).per_step.iloc[0]
-    assert row["cp_compute_ns"] == 290 * US and row["cp_launch_ns"] == 10 * US
-    assert row["cp_host_ns"] == 590 * US
+    # k2 (290 us), 5 us after its launch returned, the 5 us call, 590 us of host work before it
+    assert row["cp_compute_ns"] == 290 * US and row["cp_launch_ns"] == 5 * US
+    assert row["cp_host_ns"] == 595 * US
 
 
 def test_run_level_metrics_medians_and_bandwidth() -> None:

@@ -47,7 +47,7 @@ PER_STEP_COLUMNS: dict[str, str] = {
     "gpu_busy_frac": "gpu_busy_ns / step_time_ns",
     "gpu_idle_ns": "step_time_ns - gpu_busy_ns, ns",
     "cp_host_ns": "critical path: the host's own work (Python, framework, CUDA calls), ns",
-    "cp_launch_ns": "critical path: launch latency (a launch call to its GPU op's start on an idle stream), ns",
+    "cp_launch_ns": "critical path: launch latency (a launch call's return to its GPU op's start, idle stream), ns",
     "cp_compute_ns": "critical path: kernels and memsets, ns",
     "cp_copy_ns": "critical path: copies, ns",
     "cp_comm_ns": "critical path: collectives, ns",

@@ -2,7 +2,8 @@
 
 From the event that ends a step window, the walk follows the binding edge of each node back to the
 window's start: a GPU op started when the previous op on its stream ended (GPU time, by the op's class),
-when its launch call issued it (launch latency), or when an op on another stream ended; a host node started
+when its launch call returned (launch latency; the call's own time is host), or when an op on another
+stream ended; a host node started
 after the host's own work since the previous node (host), or after a wait ended; a wait ended when the GPU
 op it waited for ended (the wake-up is sync time) or after its own call time (sync); a GPU op started by
 nothing the graph knows came after the op before it on its stream (the gap between is other). Runs of GPU
@@ -246,7 +247,8 @@ class _Walker:
         by_launch, by_cross = ch.by_launch[h], ch.by_cross[h]
         lw, lh = w[by_launch], h[by_launch]
         node = ch.launch[lh]
-        self.back(lw, self.rep.h_start[node], LAUNCH, ch.lane[lh])
+        self.back(lw, self.rep.h_end[node], LAUNCH, ch.lane[lh])  # from the call's return to the op's start
+        self.back(lw, self.rep.h_start[node], HOST, self.acc.host_lane[node])  # the call's own time
         self.kind[lw], self.idx[lw] = 0, node
         cw, ch_h = w[by_cross], h[by_cross]
         src = ch.pos[ch.cross[ch_h]]
