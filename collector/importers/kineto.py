@@ -90,7 +90,7 @@ def claims(head: Head) -> bool:
 def load(path: str | os.PathLike[str], *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Trace:
     """The trace of the torch.profiler file at ``path``, with host-run collectives marked (gloo, MPI) and CUDA
     graph replays under their spans (collector.importers.graphs)."""
-    trace = trace_from_kineto(read_events(path, max_inflated_bytes=max_inflated_bytes))
+    trace = trace_from_kineto(read_events(path, max_inflated_bytes=max_inflated_bytes), source_name=os.fspath(path))
     return mark_graph_replays(mark_host_collectives(trace))
 
 
@@ -120,7 +120,8 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
         more, lanes = stack_rows(stretches, lanes, events.rank, steps, len(frame))
         frame = concat_keeping_codes(frame, more)
         frame = renumber_by_start(frame) if by_start else frame
-    meta = run_meta(table.top, source_name, events.world_size, events.rank, rows.unknown_cats, rows.devices)
+    first_ns = int(events.start.min()) if len(events.start) else None
+    meta = run_meta(table.top, source_name, events.world_size, events.rank, rows.unknown_cats, rows.devices, first_ns)
     return Trace(meta, lanes, conform_intervals(frame), steps)
 
 

@@ -6,7 +6,9 @@ Used by :mod:`collector.importers.kineto`; nothing here loops over events (only 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -138,6 +140,18 @@ def build_lanes(
     return lanes
 
 
+def recorded_at(base_ns: Any, first_ns: int | None) -> str:
+    """ISO 8601 UTC time of a Kineto trace's first event (Kineto's timestamps count from
+    ``baseTimeNanoseconds``, Unix ns), '' where the trace does not say or the time is not plausible."""
+    try:
+        unix_ns = int(base_ns) + int(first_ns or 0)
+    except (TypeError, ValueError):
+        return ""
+    if not int(base_ns or 0) or not 946_684_800 * 10**9 <= unix_ns <= (time.time() + 86_400) * 10**9:
+        return ""  # before 2000 or in the future: not a wall clock
+    return datetime.fromtimestamp(unix_ns / 1e9, timezone.utc).isoformat(timespec="seconds")
+
+
 def run_meta(
     top: Mapping[str, Any],
     source_name: str,
@@ -145,8 +159,10 @@ def run_meta(
     rank: int,
     unknown_cats: pd.Series,
     devices: list[int],
+    first_ns: int | None = None,
 ) -> RunMeta:
-    """Run metadata; device name and properties are those of the first device with GPU work."""
+    """Run metadata; device name and properties are those of the first device with GPU work. ``created`` is
+    when the trace began (``baseTimeNanoseconds`` plus its first timestamp, ``first_ns``), where it says."""
     props = [p for p in top.get("deviceProperties") or [] if isinstance(p, Mapping)]
     used = [p for p in props if devices and p.get("id") == devices[0]]
     first = dict((used or props or [{}])[0])
@@ -181,6 +197,9 @@ def run_meta(
         "workload": workload,
         "notes": notes,
     }
+    began = recorded_at(top.get("baseTimeNanoseconds"), first_ns)
+    if began:
+        values["created"] = began
     if top.get("host_name"):
         values["host"] = str(top["host_name"])
     cuda = top.get("cuda_runtime_version") or top.get("cuda_driver_version")

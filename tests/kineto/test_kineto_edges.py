@@ -128,3 +128,12 @@ def test_legacy_categories_read_as_today_and_unknown_ones_are_said(
     assert (iv.loc[iv["kind"] == "kernel", "launch_id"] >= 0).all()
     notes = analyze(trace).notes
     assert any(n.startswith("1 event of categories this version does not read (npu_runtime (1))") for n in notes)
+
+
+def test_a_loaded_trace_is_named_after_its_file_and_dated_by_its_own_clock() -> None:
+    from collector.load import load_trace
+
+    path = Path(__file__).parent / "data" / "gpu_step.pt.trace.json.gz"
+    meta = load_trace(path).meta
+    assert meta.workload == "gpu_step.pt.trace.json.gz"  # not the name the profiler gave its export
+    assert meta.created == "2026-12-02T14:40:42+00:00"  # baseTimeNanoseconds + its first event, not the import

@@ -2,7 +2,8 @@
 step markers and the metadata (but its import-time stamps) of each recorded torch.profiler trace, taken before
 the importer was split into its stages (and again when host threads were labelled by what they are: the only
 change then was the lane labels; and when Python calls became ``sample`` stretches: the only change then was
-those rows and their lane, with the other rows unchanged). A change to any value, dtype or row order changes the digest.
+those rows and their lane, with the other rows unchanged; and when a loaded file's workload became its own
+name rather than the name the profiler gave its export). A change to any value, dtype or row order changes the digest.
 
 Regenerate only for an intended change of output: ``python tests/kineto/test_kineto_golden.py``.
 """
@@ -73,11 +74,11 @@ def trace_digest(trace: Trace) -> str:
 
 
 LOADED = {
-    "fixture": "c63acf039d3c8729f40c84fc6d7289a1f8a7051daedc39eeb21f9ff50722b264",
-    "gpu-step": "dd5a1893ff582b7193a4bf27776b32b1dcd209a842e91a0d2db08e11c4e14d3d",
-    "gpu-train": "ca0a89035e4bbee78ab8f72ea5a4c59bf6bb61f3790c26d2cc1af896bfad5d2f",
-    "rocm": "35783756529cfbe619597bafd12b7b5c0588ef826f94bdaf33a1e4cf06ca036b",
-    "sample-overlap": "ebd68688ce4ab4e8a7c2054cd3e4c1a365d2db328455d3414c2d468291b77412",
+    "fixture": "835832bbe464a7394e04c47effd57707bac5d16c0634ba623f1e32f02274b157",
+    "gpu-step": "cf55db1cd5ca7bf629b2755b8c25f3c9039c425cf55b73488340e9c48564a8e1",
+    "gpu-train": "e3db99dbf35f84d259822dadee534ed322b4a0bb30c807143c3e4585ac7f2877",
+    "rocm": "1fb6731908d824ff09f73b7df058f3270c3dc4f09c70fd26ca748a4e4a9d295f",
+    "sample-overlap": "d28ceaa844d2dfc7608caaed5f33748ee126a21bdf82afe15079906240ab6094",
 }
 
 
