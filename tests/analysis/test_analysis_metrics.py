@@ -174,3 +174,18 @@ def test_the_page_note_names_the_timing_source_and_how_cupti_was_read() -> None:
     kineto = timing_note(base.with_meta(notes={"timing": "cupti", "cupti_reader": "kineto"}))
     assert kineto == ("GPU timing: cupti, read through torch.profiler (Kineto).",)
     assert timing_note(base.with_meta(notes={"timing": "events"})) == ("GPU timing: events.",)
+
+
+def test_a_rank_s_only_step_keeps_its_host_time_before_its_gpu_work() -> None:
+    """One profiled step: 2.8 ms of host work, then a 90 us kernel. The step is the 3 ms, not the kernel's."""
+    t = trace(
+        [
+            iv(CPU, "cpu_op", 0, 2_800 * US, "data prep", id=0),
+            iv(CPU, "launch", 2_800 * US, 2_805 * US, "cudaLaunchKernel", id=1),
+            iv(COMPUTE, "kernel", 2_810 * US, 2_900 * US, "k", launch_id=1, id=2),
+        ],
+        steps((0, 3_000 * US)),
+    )
+    row = analyze(t).per_step.iloc[0]
+    assert row["step_time_ns"] == 3_000 * US
+    assert row["cp_host_ns"] >= 2_800 * US

@@ -138,8 +138,9 @@ def step_windows(
     run kernels (``compute``), and ends where the next step's starts (the last one at the later of its
     marker's end and its GPU work's end): the GPU's pace, which is the job's throughput even when the host
     runs steps ahead. Prefetch copies do not place windows (they run as early as the host issues them).
-    Without kernels any GPU work is used; steps without tagged GPU work keep their markers. A rank without
-    markers is one step spanning its GPU work (all its intervals if it has none).
+    Without kernels any GPU work is used; steps without tagged GPU work keep their markers. A rank's only
+    marked step spans its marker and its GPU work. A rank without markers is one step spanning its GPU work
+    (all its intervals if it has none).
     """
     steps = trace.steps()
     steps = steps[steps["end_ns"] >= steps["start_ns"]].astype("int64")
@@ -159,6 +160,10 @@ def step_windows(
         if basis == "host" and steps["gpu_start_ns"].notna().any():
             basis = "gpu"
         ws = steps["gpu_start_ns"].fillna(steps["start_ns"]).astype("int64")
+        # a rank's only step has no next one to tile against: it keeps its marker's host time before its GPU
+        # work (a one-step profile of a host-bound step is mostly that)
+        alone = (steps.groupby("rank")["step"].transform("size") == 1).to_numpy()
+        ws = ws.where(~alone, np.minimum(ws, steps["start_ns"])).astype("int64")
         last_end = np.maximum(steps["end_ns"], steps["gpu_end_ns"].fillna(steps["end_ns"])).astype("int64")
         steps = steps.assign(start_ns=ws).sort_values(["rank", "start_ns"], kind="stable")
         nxt = steps.astype({"start_ns": "Int64"}).groupby("rank")["start_ns"].shift(-1)

@@ -13,7 +13,7 @@ holds.
 
 The parts of each step add up to its window: host work, launch latency, GPU compute, copies,
 communication, sync (waits' own time and wake-ups) and other (what the graph has no cause for: before its
-first node, or a gap before a GPU op that nothing it knows started).
+first node where the host recorded nothing, or a gap before a GPU op that nothing it knows started).
 """
 
 from __future__ import annotations
@@ -138,6 +138,7 @@ class _Walker:
 
     def __init__(self, rd: RunData, g: Graph, rep: Replayed, sm: StepMap, acc: _Acc) -> None:
         self.g, self.rep, self.acc = g, rep, acc
+        self.host_busy = rd.host  # the host's recorded calls, ops and waits on the axis
         self.ch = ch = _Chains(g, rep)
         first = starts_of(g.h_epoch) if g.n_host else np.zeros(0, dtype=bool)
         self.epoch_head = np.maximum.accumulate(np.where(first, np.arange(g.n_host), 0)) if g.n_host else first
@@ -288,7 +289,11 @@ class _Walker:
         f = self.epoch_head[self.idx[w]]
         self.back(w, rep.h_start[f], HOST, acc.host_lane[f])
         opener = self.new_rank[f]
-        ow = w[opener]
+        ow, of = w[opener], f[opener]
+        # before the rank's first node: host work where the host has recorded calls or ops (a profiled step's
+        # data preparation), else other
+        busy = self.host_busy.measure_in(np.minimum(self.lo[ow], self.at[ow]), self.at[ow])
+        self.back(ow, self.at[ow] - busy, HOST, acc.host_lane[of])
         self.back(ow, self.lo[ow], OTHER)
         self.kind[ow] = -1
         ww, wf = w[~opener], f[~opener] - 1
