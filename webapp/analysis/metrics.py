@@ -99,7 +99,7 @@ def queue_depth_median(rd: RunData) -> np.ndarray:
     its streams (an op is queued from min(launch end, GPU start) to its GPU end)."""
     gpu = np.flatnonzero(rd.gpu_mask)
     launch = rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64)[gpu])
-    queue = LaneQueue.build(enqueue_times(rd.s[gpu], launch, rd.e), rd.e[gpu])
+    queue = LaneQueue.build(enqueue_times(rd.s[gpu], launch, rd.e), rd.e[gpu], lead=False)
     return windowed_median(queue, rd.win.starts, rd.win.ends)
 
 
