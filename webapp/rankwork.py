@@ -137,7 +137,7 @@ def _on_ray(func: Callable[[str], T], paths: list[str], address: str) -> list[T]
     try:
         import ray
     except ImportError:
-        raise RankWorkError("--ray needs Ray: pip install 'streamscope[ray]'") from None
+        raise RankWorkError("--ray needs Ray: pip install -e '.[ray]' in the Streamscope checkout") from None
     root = str(Path(__file__).resolve().parents[1])
     started = not ray.is_initialized()
     if started:

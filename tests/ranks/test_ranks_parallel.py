@@ -98,7 +98,7 @@ def test_bad_zips_and_options_exit_2(rank_files: list[str], tmp_path: Path, caps
 def test_ray_asked_for_without_ray_installed_exits_2(rank_files: list[str], monkeypatch, capsys) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     assert main(["analyze", *rank_files, "--ray", "auto"]) == 2
-    assert "pip install 'streamscope[ray]'" in capsys.readouterr().err
+    assert "pip install -e '.[ray]' in the Streamscope checkout" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("where", [["--workers", "2"], ["--ray", "local"]])
