@@ -28,7 +28,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app. Config keys (all optional):
 
     DATA_DIR            data folder (SQLite catalog + run files); default ./streamscope-data
-    MAX_CONTENT_LENGTH  upload limit in bytes; default 2 GB
+    MAX_CONTENT_LENGTH  upload limit in bytes; default 2 GiB
     MAX_MEMORY          memory budget of ingest in bytes (webapp.budget); default a quarter of the RAM.
                         Uploads, recordings and the first start's samples wait in line for it; an upload
                         that could never fit is refused with 413 (a recording fails, a sample is skipped)

@@ -17,6 +17,8 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs
 
+from webapp.formatting import fmt_bytes
+
 TOKEN_COOKIE = "streamscope_token"
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
 UPLOAD_PATH = "/api/runs"
@@ -99,7 +101,7 @@ def _check_raw_upload(config: Mapping[str, Any], name: str, length: int) -> Refu
     if most and length > most:
         return Refusal(
             413,
-            f"{name[:200]}: a {length / 1e9:.2f} GB trace needs more memory to load than this server's budget "
-            f"allows (at most {most / 1e9:.2f} GB; see --max-memory)",
+            f"{name[:200]}: a {fmt_bytes(length)} trace needs more memory to load than this server's budget "
+            f"allows (at most {fmt_bytes(most)}; see --max-memory)",
         )
     return None

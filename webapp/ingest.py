@@ -19,6 +19,7 @@ from collector.errors import StreamscopeError
 from collector.model import Trace
 from webapp import spool
 from webapp.budget import Cancelled, MemoryBudget, default_budget_bytes, estimate_load_bytes, largest_file_bytes
+from webapp.formatting import fmt_bytes
 from webapp.pipeline import prepare
 from webapp.store import RunAborted, RunInfo, Store
 
@@ -107,7 +108,7 @@ def ingest_within(
                 size, events = spool.inflate_to_disk(path, plain, most, stop=gone)
             except spool.InflateLimit:
                 raise BudgetExceeded(
-                    f"the gzip inflates past {most / 1e9:.2f} GB, more than this server's memory budget can "
+                    f"the gzip inflates past {fmt_bytes(most)}, more than this server's memory budget can "
                     "load (see --max-memory)"
                 ) from None
             except ValueError as exc:
@@ -122,8 +123,8 @@ def ingest_within(
         need = estimate_load_bytes(size, events)
         if need > budget.budget_bytes:
             raise BudgetExceeded(
-                f"loading this trace ({size / 1e9:.2f} GB, {events:,} events) needs about {need / 1e9:.2f} GB, "
-                f"more than this server's memory budget of {budget.budget_bytes / 1e9:.2f} GB (see --max-memory)"
+                f"loading this trace ({fmt_bytes(size)}, {events:,} events) needs about {fmt_bytes(need)}, "
+                f"more than this server's memory budget of {fmt_bytes(budget.budget_bytes)} (see --max-memory)"
             )
         try:
             with budget.hold(need, ticket, gone):
@@ -231,8 +232,8 @@ def ingest_ranks(
             need += estimate_load_bytes(size, events)
         if budget is not None and need > budget.budget_bytes:
             raise BudgetExceeded(
-                f"loading these {len(files)} traces needs about {need / 1e9:.2f} GB, more than this server's "
-                f"memory budget of {budget.budget_bytes / 1e9:.2f} GB (see --max-memory)"
+                f"loading these {len(files)} traces needs about {fmt_bytes(need)}, more than this server's "
+                f"memory budget of {fmt_bytes(budget.budget_bytes)} (see --max-memory)"
             )
         with budget.hold(need) if budget is not None else _no_hold():
             traces = _load_ranks(plains, workers)

@@ -139,3 +139,11 @@ def test_comparison_directions_come_from_the_catalogue(with_new_metric: Metric, 
     monkeypatch.setattr(catalog, "CATALOG", flipped)
     table = metrics_table({NEW.key: 2.0}, {NEW.key: 1.0})
     assert table["better"].tolist() == [False]
+
+
+def test_a_fraction_changes_by_points_in_the_text_comparison() -> None:
+    a, b = analyze(pageable_run(2)), analyze(clean_run(2))
+    text = comparison_text(compare_analyses(a, b))
+    busy = next(line for line in text.splitlines() if line.startswith("GPU busy"))
+    delta = 100 * (b.metrics["gpu_busy_frac"] - a.metrics["gpu_busy_frac"])
+    assert re.search(rf" {re.escape(f'{delta:+.1f}')} pts( better| worse)?$", busy), busy

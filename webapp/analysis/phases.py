@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from webapp.analysis.context import RunData
+from webapp.analysis.units import size_text
 
 PHASE_COLUMNS: dict[str, str] = {
     "rank": "distributed rank",
@@ -101,14 +102,6 @@ def _top_source(rd: RunData, which: np.ndarray, mask: np.ndarray, dur: np.ndarra
     return out
 
 
-def _size(nbytes: float) -> str:
-    """Bytes in binary units, 3 significant digits, as the pages write sizes ("64 MiB", "32 KiB")."""
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{float(f'{nbytes / scale:.3g}'):g} {unit}"
-    return f"{nbytes:.0f} B"
-
-
 def phase_notes(phases: pd.DataFrame, gpu: bool = True) -> tuple[str, ...]:
     """One info line per phase that holds copies or syncs, or lasts: what it cost, once. ``gpu``: the run has
     GPU work (else the device work of a phase is its collectives)."""
@@ -124,7 +117,7 @@ def phase_notes(phases: pd.DataFrame, gpu: bool = True) -> tuple[str, ...]:
         ]
         copies = int(rows["copy_count"].sum())
         if copies:
-            size = _size(int(rows["copy_bytes"].sum()))
+            size = size_text(int(rows["copy_bytes"].sum()))
             parts.append(
                 (f"1 copy of {size}" if copies == 1 else f"{copies} copies, {size} in all,")
                 + f" in {int(rows['copy_ns'].sum()) / 1e6:.2f} ms"

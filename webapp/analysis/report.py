@@ -11,10 +11,12 @@ from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
 from webapp.analysis.compare import Comparison
 from webapp.analysis.records import RunAnalysis
+from webapp.analysis.units import size_text
 
 
 def fmt(value: float | None, unit: Unit) -> str:
-    """One value for a table, by its unit: ns as ms, fractions as %, bytes as MiB (``-`` when missing)."""
+    """One value for a table, by its unit: ns as ms, fractions as %, bytes in binary units (``-`` when
+    missing)."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     if unit is Unit.NS:
@@ -24,7 +26,7 @@ def fmt(value: float | None, unit: Unit) -> str:
     if unit is Unit.GBPS:
         return f"{value:.1f} GB/s"
     if unit is Unit.BYTES:
-        return f"{value / 2**20:.1f} MiB"
+        return size_text(float(value))
     return f"{value:,.0f}"
 
 
@@ -102,14 +104,18 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
     """Key metrics side by side, the biggest per-op changes and the findings fixed/new/unchanged."""
     ma, mb = c.analysis_a.metrics, c.analysis_b.metrics
     table = c.metrics.set_index("metric")
-    lines = [f"{'metric':<28} {'A':>16} {'B':>16} {'change':>9}"]
+    lines = [f"{'metric':<28} {'A':>16} {'B':>16} {'change':>10}"]
     for metric in catalog.headline(catalog.gpu_work(ma) or catalog.gpu_work(mb)):
         key, unit = metric.key, metric.unit
         rel = table["rel_change"].get(key, math.nan)
         better = table["better"].get(key)
         mark = "" if better is None else (" better" if better else " worse")
-        change = f"{rel * 100:+.1f}%" if rel == rel and math.isfinite(rel) else "-"
-        lines.append(f"{metric.label:<28} {fmt(ma.get(key), unit):>16} {fmt(mb.get(key), unit):>16} {change:>9}{mark}")
+        if unit is Unit.FRAC:  # a fraction changes by points, not by a share of itself
+            delta = table["delta"].get(key, math.nan)
+            change = f"{delta * 100:+.1f} pts" if math.isfinite(delta) else "-"
+        else:
+            change = f"{rel * 100:+.1f}%" if rel == rel and math.isfinite(rel) else "-"
+        lines.append(f"{metric.label:<28} {fmt(ma.get(key), unit):>16} {fmt(mb.get(key), unit):>16} {change:>10}{mark}")
     lines.append("")
     ops = c.ops[c.ops["status"] != "same"].head(ops_limit)
     if len(ops):

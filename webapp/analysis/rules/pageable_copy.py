@@ -9,14 +9,7 @@ from webapp.analysis.causal import fixes
 from webapp.analysis.causal.graph import Graph
 from webapp.analysis.rules.base import MIN_COPY_BYTES, Detection, RuleContext, top_sources
 from webapp.analysis.rules.copyfacts import FALLBACK_PINNED_SPEEDUP, call_ns, copies, pinned_rate, waits_for
-
-
-def _size(nbytes: float) -> str:
-    """Bytes in binary units, 3 significant digits, as the pages write sizes ("64 MiB", "32 KiB")."""
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{float(f'{nbytes / scale:.3g}'):g} {unit}"
-    return f"{nbytes:.0f} B"
+from webapp.analysis.units import size_text
 
 
 def _count(ctx: RuleContext, ops: np.ndarray) -> str:
@@ -57,7 +50,7 @@ class PageableCopy:
         small = np.setdiff1d(copies(ctx, memory="pageable", big=False), ops)
 
         def size(sel: np.ndarray) -> str:
-            return _size(g.g_bytes[sel].mean()) + ("" if len(sel) == 1 else " on average")
+            return size_text(g.g_bytes[sel].mean()) + ("" if len(sel) == 1 else " on average")
 
         replay = (
             f"from pinned memory at {gbps:.1f} GB/s (the bandwidth probe)"
@@ -68,7 +61,7 @@ class PageableCopy:
         if len(small):  # every pageable copy counted; the replay pins those of MIN_COPY_BYTES or more
             detail = (
                 f"{_count(ctx, np.union1d(ops, small))} went through pageable memory: {len(ops)} of "
-                f"{_size(MIN_COPY_BYTES)} or more ({size(ops)}) at {achieved:.1f} GB/s, and {len(small)} smaller "
+                f"{size_text(MIN_COPY_BYTES)} or more ({size(ops)}) at {achieved:.1f} GB/s, and {len(small)} smaller "
                 f"({size(small)}), whose time is latency rather than bandwidth. Replayed with the larger "
                 f"{'one' if len(ops) == 1 else 'ones'} copied {replay}, {tail}"
             )
