@@ -6,6 +6,7 @@ with numeric values only, so the page hands them straight to ``Plotly.newPlot``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -121,7 +122,16 @@ def step_time_figure(
         }
         for i, (rank, (steps, values)) in enumerate(sorted(by_rank.items())[:8])
     ]
-    return {"data": data, "layout": _layout(title, "step", "ms", len(data) > 1)}
+    return {"data": data, "layout": _step_axis(_layout(title, "step", "ms", len(data) > 1), data)}
+
+
+def _step_axis(layout: dict[str, Any], data: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Whole step numbers on the x axis (about ten ticks at most), never -0.5 or 2.5."""
+    steps = [int(x) for trace in data for x in trace["x"]]
+    if steps:
+        span = max(steps) - min(steps) + 1
+        layout["xaxis"].update({"tick0": min(steps), "dtick": max(1, math.ceil(span / 10))})
+    return layout
 
 
 def compare_steps_figure(
@@ -144,7 +154,7 @@ def compare_steps_figure(
             )
     if not data:
         return None
-    return {"data": data, "layout": _layout("Step time, rank 0", "step", "ms", True)}
+    return {"data": data, "layout": _step_axis(_layout("Step time, rank 0", "step", "ms", True), data)}
 
 
 def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -163,7 +173,9 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "delta": format_value(key, m.get("delta"))
                 if catalog.unit_of(key) is not Unit.FRAC
                 else (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
-                "change": f"{100 * float(rel):+.1f}%" if rel is not None else "—",
+                "change": (f"{100 * float(rel):+.1f}%" if rel is not None else "—")
+                if catalog.unit_of(key) is not Unit.FRAC
+                else (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
                 "cls": "better" if better is True else "worse" if better is False else "",
             }
         )

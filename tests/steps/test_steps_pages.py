@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from loop_traces import inference_trace
 
 from collector.steps import find_steps
@@ -67,3 +68,14 @@ def test_upload_step_at(tmp_path: Path) -> None:
     assert bad.status_code == 400 and "--step-at 'nowhere.py:1'" in bad.get_json()["error"]
     assert len(client.get("/api/runs").get_json()["runs"]) == 1
     assert find_steps(inference_trace(iterations=5)).meta.step_method == "repeat:cpu_op"
+
+
+@pytest.mark.parametrize("steps, dtick", [(range(4), 1), (range(3, 150), 15), (range(0, 11), 2)])
+def test_step_charts_tick_whole_steps(steps: range, dtick: int) -> None:
+    from webapp.figures import compare_steps_figure, step_time_figure
+
+    rows = [{"rank": 0, "step": s, "step_time_ns": 1e6} for s in steps]
+    for fig in (step_time_figure(rows, gpu=False), compare_steps_figure(rows, rows, "a", "b")):
+        assert fig is not None
+        axis = fig["layout"]["xaxis"]
+        assert axis["tick0"] == steps[0] and axis["dtick"] == dtick  # never a tick at -0.5 or 2.5
