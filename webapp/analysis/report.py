@@ -92,7 +92,7 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     lines.append("What if the findings were fixed" if rows else "What if: no finding to fix")
     speedup = w.get("speedup", math.nan)
     lines.append(
-        f"  step time now {fmt(now, Unit.NS)}, estimated {fmt(fixed, Unit.NS)}"
+        f"  median step now {fmt(now, Unit.NS)}, estimated {fmt(fixed, Unit.NS)}"
         + (f" ({speedup:.2f}x)" if math.isfinite(speedup) else "")
     )
     for row in rows:
