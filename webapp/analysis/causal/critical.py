@@ -1,15 +1,14 @@
 """Critical path per step: what each moment of a step waited on, walked back through the replayed graph.
 
-From the event that ends a step window, the walk follows the binding edge of each node back to the
-window's start: a GPU op started when the previous op on its stream ended (GPU time, by the op's class),
-when its launch call returned (launch latency; the call's own time is host), or when an op on another
-stream ended; a host node started
-after the host's own work since the previous node (host), or after a wait ended; a wait ended when the GPU
-op it waited for ended (the wake-up is sync time) or after its own call time (sync); a GPU op started by
-nothing the graph knows came after the op before it on its stream (the gap between is other). Runs of GPU
-ops bound by their stream and runs of host nodes inside an epoch are crossed in one jump (prefix sums), and
-all steps walk together, one jump per round, so a step costs a few array operations however many ops it
-holds.
+From the event that ends a step window, the walk follows the binding edge of each node back to the window's
+start: a GPU op started when the previous op on its stream ended (GPU time, by the op's class), when its
+launch call returned (launch latency; the call's own time is host), or when an op on another stream ended; a
+host node started after the host's own work since the previous node (host), or after a wait ended; a wait
+ended when the GPU op it waited for ended (the wake-up is sync time) or after its own call time (sync); a GPU
+op started by nothing the graph knows came after the op before it on its stream (the gap between is other).
+Runs of GPU ops bound by their stream and runs of host nodes inside an epoch are crossed in one jump (prefix
+sums), and all steps walk together, one jump per round, so a step costs a few array operations however many
+ops it holds.
 
 The parts of each step add up to its window: host work, launch latency, GPU compute, copies,
 communication, sync (waits' own time and wake-ups) and other (what the graph has no cause for: before its
