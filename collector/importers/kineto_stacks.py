@@ -116,17 +116,23 @@ def stack_stretches(frames: PyFrames, categories: pd.Index) -> pd.DataFrame:
     )
 
 
+def _stack_ident(tid: int) -> int:
+    """The ident of a thread's stack lane: minus its id (as the recorder's), below every id for thread 0."""
+    return -tid if tid else -(2**31 - 1)
+
+
 def stack_rows(
     stretches: pd.DataFrame, lanes: tuple[Lane, ...], rank: int, steps: pd.DataFrame, first_id: int
 ) -> tuple[pd.DataFrame, tuple[Lane, ...]]:
-    """The stretches as ``sample`` intervals on a lane per thread, appended to ``lanes`` (ident: minus the
-    thread id, label: the thread's own and STACKS_LABEL); rows in lane then start order, ids from
+    """The stretches as ``sample`` intervals on a lane per thread, appended to ``lanes`` (ident:
+    :func:`_stack_ident`, label: the thread's own and STACKS_LABEL); rows in lane then start order, ids from
     ``first_id``."""
     tid = (stretches["thread"].to_numpy(np.int64) & 0xFFFFFFFF).astype(np.int64)
     threads, which = np.unique(tid, return_inverse=True)
     own = {ln.ident: ln.label for ln in lanes if ln.kind is LaneKind.CPU_THREAD}
     added = tuple(
-        Lane(rank, LaneKind.CPU_THREAD, -t, f"{own.get(t, f'thread {t}')}: {STACKS_LABEL}") for t in threads.tolist()
+        Lane(rank, LaneKind.CPU_THREAD, _stack_ident(t), f"{own.get(t, f'thread {t}')}: {STACKS_LABEL}")
+        for t in threads.tolist()
     )
     lane = len(lanes) + which.reshape(-1)
     order = np.lexsort((stretches["start_ns"].to_numpy(np.int64), lane))
@@ -137,7 +143,7 @@ def stack_rows(
             "rank": rank,
             "lane": lane[order].astype(np.int32),
             "lane_kind": LaneKind.CPU_THREAD.value,
-            "stream": -tid[order],
+            "stream": np.array([a.ident for a in added], dtype=np.int64)[which.reshape(-1)[order]],
             "lane_label": per_lane([ln.label for ln in lanes + added], lane[order]),
             "kind": "sample",
             "name": stretches["name"].take(order).reset_index(drop=True),
