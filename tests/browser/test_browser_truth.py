@@ -149,6 +149,10 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     assert HOST_NOTE[basis] in page.inner_text("#host-note")
     shown = page.eval_on_selector_all("#host-table tbody tr td:first-child", "els => els.map(e => e.textContent)")
     assert shown == ([f["frame"] for f in frames] or ["nothing to show"])
+    wide, room = page.evaluate(
+        "[document.querySelector('#host-table').scrollWidth, document.querySelector('#tab-host').clientWidth]"
+    )
+    assert wide <= room  # long frames wrap: the numbers stay in view
     # the timeline: a queue track under each GPU stream only; the legend lists exactly the kinds drawn
     lanes = page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => [r.rank, r.kind, r.label])")
     queues = page.evaluate("ssTimeline.lanes.filter(r => r.extra === 'queue').length")

@@ -59,7 +59,7 @@ export function fillTable(table, records, cols, onRow) {
       const td = tr.insertCell();
       td.textContent = fmtCell(c, rec[c]);
       if (typeof rec[c] === "number") { td.className = "num"; td.dataset.v = rec[c]; }
-      else if (c === "name" || c === "source") { td.className = "wrap"; td.title = rec[c] || ""; }
+      else if (c === "name" || c === "source" || c === "frame") { td.className = "wrap"; td.title = rec[c] || ""; }
     }
     if (onRow) { tr.style.cursor = "pointer"; tr.addEventListener("click", () => onRow(rec)); }
   }
