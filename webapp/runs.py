@@ -86,6 +86,7 @@ def run_page(run_id: str) -> str:
         notes=analysis.get("notes") or [],
         cards=metric_cards(metrics),
         findings=light["findings"],
+        minor_findings=analysis.get("minor_findings") or [],
         what_if=what_if,
         what_if_rows=what_if_rows(what_if, light["findings"]),
         others=others,

@@ -290,3 +290,16 @@ def test_local_only_refuses_other_host_names(tmp_path) -> None:
     assert c.get("/", headers={"Host": "[::1]:8050"}).status_code == 200
     resp = c.get("/api/runs", headers={"Host": "evil.example:8050"})
     assert resp.status_code == 403 and "127.0.0.1" in resp.get_json()["error"]
+
+
+def test_the_run_page_folds_its_minor_findings_as_the_report_does(client, store) -> None:
+    from webapp.analysis import analyze
+
+    trace = synthetic_trace(4000, pattern="launch-bound", steps=4)
+    minor = [f.rule for f in analyze(trace).minor_findings]
+    assert minor  # this run has some
+    info = add_trace(store, trace, "launch-bound")
+    html = client.get(f"/runs/{info.id}").get_data(as_text=True)
+    summary = f"{len(minor)} minor finding{'s' if len(minor) != 1 else ''}"
+    assert summary in html
+    assert all(f'<li data-rule="{rule}">' in html for rule in minor)
