@@ -3,6 +3,8 @@ else marking steps, each replay (or each repeat of the replay pattern) is a step
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -23,6 +25,24 @@ def _graph_kernels(iv: pd.DataFrame) -> pd.DataFrame:
     names = iv.set_index("id")["name"].astype(str)
     launched_by = names.reindex(iv["launch_id"]).to_numpy()
     return iv[(iv["kind"] == "kernel").to_numpy() & (launched_by == "cudaGraphLaunch")]
+
+
+def _marked(raw: Trace, spans: Iterable[tuple[int, int]], name: str = "step {}") -> Trace:
+    """``raw`` with a step marker over each (start_ns, end_ns) of ``spans``, numbered from 0, and each
+    interval's step set from them."""
+    from dataclasses import replace
+
+    from collector.model import conform_markers, step_at
+
+    marks = pd.DataFrame(
+        [
+            {"rank": 0, "kind": "step", "name": name.format(i), "start_ns": int(a), "end_ns": int(b), "step": i}
+            for i, (a, b) in enumerate(spans)
+        ]
+    )
+    markers = conform_markers(marks)
+    iv = raw.intervals
+    return replace(raw, markers=markers, intervals=iv.assign(step=step_at(markers, iv["start_ns"].to_numpy())))
 
 
 def test_each_replay_is_drawn_under_a_labelled_span_holding_its_kernels() -> None:
@@ -90,59 +110,19 @@ def test_two_graphs_are_numbered_in_the_order_they_first_ran() -> None:
 def test_steps_marked_in_the_warm_up_give_way_to_the_replays_after_them() -> None:
     """An optimizer step in each eager warm-up iteration (and one in the capture) marked steps; the loop of
     replays after them marks none: the replays are the steps, the marked warm-up is set-up."""
-    from collector.model import conform_markers
 
     raw = _trace(replays=30, kernels=3)
     iv = raw.intervals
     warm = iv[(iv["kind"] == "kernel") & ~iv["id"].isin(_graph_kernels(iv)["id"])].sort_values("start_ns")
     bounds = warm["start_ns"].to_numpy()[::3].tolist() + [int(warm["end_ns"].max())]
-    marks = pd.DataFrame(
-        [
-            {"rank": 0, "kind": "step", "name": f"step {i}", "start_ns": a, "end_ns": b, "step": i}
-            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))
-        ]
-    )
-    from dataclasses import replace
-
-    from collector.model import step_at
-
-    marked = replace(raw, markers=conform_markers(marks))
-    marked = replace(marked, intervals=iv.assign(step=step_at(marked.markers, iv["start_ns"].to_numpy())))
-    trace = find_steps(marked)
+    trace = find_steps(_marked(raw, zip(bounds, bounds[1:], strict=False)))
     assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
     # the recorder closes a last step when it stops: there it holds every replay
-    last = len(bounds) - 1
-    closing = conform_markers(
-        pd.concat(
-            [
-                marked.markers,
-                pd.DataFrame(
-                    [
-                        {
-                            "rank": 0,
-                            "kind": "step",
-                            "name": f"step {last}",
-                            "start_ns": bounds[-1],
-                            "end_ns": int(iv["end_ns"].max()) + 1,
-                            "step": last,
-                        }
-                    ]
-                ),
-            ],
-            ignore_index=True,
-        )
-    )
-    closed = replace(marked, markers=closing)
-    closed = replace(closed, intervals=iv.assign(step=step_at(closing, iv["start_ns"].to_numpy())))
+    closed = _marked(raw, [*zip(bounds, bounds[1:], strict=False), (bounds[-1], int(iv["end_ns"].max()) + 1)])
     assert find_steps(closed).meta.step_method == "repeat:graph"
-    every = pd.DataFrame(  # an optimizer step after each replay: the marks are the loop's
-        [
-            {"rank": 0, "kind": "step", "name": f"step {i}", "start_ns": int(a), "end_ns": int(a) + 100_000, "step": i}
-            for i, a in enumerate(iv[iv["name"].astype(str) == "cudaGraphLaunch"]["start_ns"])
-        ]
-    )
-    stepped = replace(marked, markers=conform_markers(every))
-    stepped = replace(stepped, intervals=iv.assign(step=step_at(stepped.markers, iv["start_ns"].to_numpy())))
+    # an optimizer step after each replay: the marks are the loop's
+    launches = iv[iv["name"].astype(str) == "cudaGraphLaunch"]["start_ns"]
+    stepped = _marked(raw, [(a, a + 100_000) for a in launches])
     assert find_steps(stepped).meta.step_method == "markers"
 
 
@@ -164,21 +144,10 @@ def test_a_batch_copied_in_before_each_replay_makes_each_step_a_copy_and_a_repla
 def test_steps_that_each_hold_several_replays_keep_their_marks() -> None:
     """torch.profiler's ProfilerStep around ten replays each, five steps: 10 replays in the last step (as in
     every step) are not a loop past the marks."""
-    from dataclasses import replace
-
-    from collector.model import conform_markers, step_at
-
     raw = _trace(replays=50, kernels=3)
     iv = raw.intervals
     launch = np.sort(iv[iv["name"].astype(str) == "cudaGraphLaunch"]["start_ns"].to_numpy())
     bounds = [*launch[::10].tolist(), int(iv["end_ns"].max()) + 1]
-    marks = pd.DataFrame(
-        [
-            {"rank": 0, "kind": "step", "name": f"ProfilerStep#{i}", "start_ns": a, "end_ns": b, "step": i}
-            for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))
-        ]
-    )
-    marked = replace(raw, markers=conform_markers(marks))
-    marked = replace(marked, intervals=iv.assign(step=step_at(marked.markers, iv["start_ns"].to_numpy())))
+    marked = _marked(raw, zip(bounds, bounds[1:], strict=False), "ProfilerStep#{}")
     trace = find_steps(marked)
     assert trace.meta.step_method == "markers" and len(trace.steps()) == 5
