@@ -28,14 +28,14 @@ def fmt_pct(value: Any) -> str:
     return f"{100 * float(value):.1f}%"
 
 
-BINARY_UNITS = (("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10))
-
-
 def fmt_bytes(value: Any) -> str:
-    """A size in binary units ("64 MiB", "6.25 GiB", "2 GiB" for 2 * 1024**3); "—" when missing."""
+    """A size in binary units ("64 MiB", "6.25 GiB", "2 GiB" for 2 * 1024**3), as the analysis writes them
+    (webapp.analysis.units); "—" when missing."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    return _scaled(float(value), BINARY_UNITS, "B")
+    from webapp.analysis.units import size_text  # here: `import webapp` stays free of the analysis' imports
+
+    return size_text(float(value))
 
 
 def _scaled(v: float, units: tuple[tuple[str, float], ...], base_unit: str) -> str:
