@@ -39,11 +39,10 @@ FRAME_COLUMNS = {
 }
 
 
-BASES = {
-    "sampled": "the recorder's sampled Python stacks",
-    "traced": "torch.profiler's Python calls (with_stack=True), exact",
-    "cpu_ops": "CPU ops' own time (the trace has no Python stacks)",
-}
+BASES = ("sampled", "traced", "cpu_ops")
+"""What the frame table can be read from: the recorder's sampled Python stacks; torch.profiler's Python calls
+(``with_stack=True``), exact; CPU ops' own and total time (a torch.profiler trace without Python stacks). The
+run page words each (run_parts.js ``HOST_BASES``)."""
 
 
 def frames_basis(rd: RunData) -> str:
