@@ -119,10 +119,10 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
     if len(stretches):  # with_stack=True: where the host's time went, by Python frame
         more, lanes = stack_rows(stretches, lanes, events.rank, steps, len(frame))
         frame = concat_keeping_codes(frame, more)
-        frame = renumber_by_start(frame) if by_start else frame
+        frame = conform_intervals(renumber_by_start(frame) if by_start else frame)
     first_ns = int(events.start.min()) if len(events.start) else None
     meta = run_meta(table.top, source_name, events.world_size, events.rank, rows.unknown_cats, rows.devices, first_ns)
-    return Trace(meta, lanes, conform_intervals(frame), steps)
+    return Trace(meta, lanes, frame, steps)
 
 
 # ------------------------------------------------------------------------------------- steps
