@@ -81,3 +81,96 @@ def job(
 
 def _shift(i: Interval, by: int) -> Interval:
     return replace(i, start_ns=i.start_ns + by, end_ns=i.end_ns + by)
+
+
+def nccl_job(
+    world: int = 2,
+    steps: int = 10,
+    *,
+    slow_rank: int = 1,
+    delay_ns: int = 6 * MS,
+    gpu_ns: int = 5 * MS,
+    host_ns: int = 1 * MS,
+    sync: bool = True,
+    latency_ns: int = 300_000,
+) -> list[Trace]:
+    """A data-parallel job on GPU ranks sharing one host clock, NCCL-style: per step the main thread launches
+    the backward kernel (``gpu_ns``; ``delay_ns`` longer on ``slow_rank``), the all_reduce kernel on a comm
+    stream (it starts when the backward ends and ends ``latency_ns`` after the last rank's started), the
+    optimizer kernel (it waits for the all_reduce), then does ``host_ns`` of its own work and, with ``sync``,
+    waits for the optimizer (``cudaStreamSynchronize``) before the next step."""
+    traces = []
+    bwd_end = np.zeros((steps, world), dtype=np.int64)
+    host_t = [1_000 * MS] * world
+    plan: list[list[tuple[int, ...]]] = [[] for _ in range(world)]
+    gpu_free = [0] * world
+    for k in range(steps):
+        for r in range(world):
+            t = host_t[r]
+            start = max(t + 5_000, gpu_free[r])
+            bwd_end[k, r] = start + gpu_ns + (delay_ns if r == slow_rank else 0)
+            plan[r].append((t, start))
+        leave = int(bwd_end[k].max()) + latency_ns
+        for r in range(world):
+            t, start = plan[r][-1]
+            opt_end = leave + 2_000 + 200_000
+            gpu_free[r] = opt_end
+            host_done = t + 30_000 + host_ns
+            host_t[r] = max(host_done, opt_end + 5_000) if sync else host_done
+            plan[r][-1] = (t, start, int(bwd_end[k, r]), leave, opt_end, host_done, host_t[r])
+    for r in range(world):
+        rows: list[Interval] = []
+        marks: list[Marker] = []
+        ident = 1
+        for k, (t, start, b_end, leave, opt_end, host_done, nxt) in enumerate(plan[r]):
+            calls = [(t, "bwd"), (t + 10_000, "all_reduce"), (t + 20_000, "opt")]
+            ids = {}
+            for at, what in calls:
+                rows.append(Interval(0, IntervalKind.LAUNCH, "cudaLaunchKernel", at, at + 4_000, step=k, id=ident))
+                ids[what] = ident
+                ident += 1
+            gpu = [
+                (1, IntervalKind.KERNEL, "backward", start, b_end, "bwd"),
+                (2, IntervalKind.COLLECTIVE, "nccl:all_reduce", b_end, leave, "all_reduce"),
+                (1, IntervalKind.KERNEL, "optimizer", leave + 2_000, opt_end, "opt"),
+            ]
+            for lane, kind, name, s, e, what in gpu:
+                group = GROUP if kind is IntervalKind.COLLECTIVE else ""
+                rows.append(
+                    Interval(
+                        lane,
+                        kind,
+                        name,
+                        s,
+                        e,
+                        4 << 20 if group else 0,
+                        step=k,
+                        launch_id=ids[what],
+                        group=group,
+                        id=ident,
+                    )
+                )
+                ident += 1
+            if sync:
+                rows.append(
+                    Interval(
+                        0,
+                        IntervalKind.SYNC_WAIT,
+                        "cudaStreamSynchronize",
+                        host_done,
+                        nxt - 5_000,
+                        step=k,
+                        cause="synchronize",
+                        id=ident,
+                    )
+                )
+                ident += 1
+            marks.append(Marker(r, MarkerKind.STEP, f"step {k}", t, nxt, k))
+        lanes = [
+            Lane(r, LaneKind.CPU_THREAD, 100, "main thread"),
+            Lane(r, LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)"),
+            Lane(r, LaneKind.COMM_STREAM, 13, "stream 13 (nccl)"),
+        ]
+        meta = RunMeta.new(world_size=world, device_name="synthetic GPU", source="synthetic")
+        traces.append(Trace.build(meta, lanes, rows, marks))
+    return traces

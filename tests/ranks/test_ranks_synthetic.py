@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ranks_traces import MS, job
+from ranks_traces import MS, job, nccl_job
 
 from collector.ranks.align import matched_collectives
 from collector.ranks.merge import MergeError, alignment_rows, merge_traces
@@ -86,3 +86,28 @@ def test_collective_table_has_latency_waits_and_skews() -> None:
     assert all(r["start_skew_ns"] > 4 * MS and r["end_skew_ns"] < 20_000 for r in rows)
     per_rank = {r["rank"]: r for r in analysis.ranks["per_rank"]}
     assert per_rank[0]["wait_ns"] > 4 * MS > per_rank[1]["wait_ns"]
+
+
+def test_a_straggler_on_gpu_ranks_costs_what_its_replayed_fix_saves() -> None:
+    """The others' all_reduce waits for the slow rank's backward; the optimizer waits for the all_reduce and
+    the host for the optimizer, so the wait is on every step's path: the replay saves all of it."""
+    clean = analyze(merge_traces(nccl_job(delay_ns=0)))
+    slow = analyze(merge_traces(nccl_job(delay_ns=6 * MS)))
+    straggler = [f for f in slow.findings if f.rule == "straggler"]
+    assert len(straggler) == 1 and straggler[0].severity == "critical"
+    assert 5.7 * MS < straggler[0].cost_per_step_ns < 6.3 * MS
+    assert slow.ranks["straggler"]["replayed"] is True
+    without = slow.ranks["what_if"]["step_time_without_straggler_ns"]
+    assert abs(without - clean.metrics["step_time_median_ns"]) < 0.05 * clean.metrics["step_time_median_ns"]
+    assert abs(slow.what_if["step_time_fixed_ns"] - without) < 0.05 * without
+
+
+def test_a_straggler_whose_wait_runs_beside_longer_host_work_costs_nothing() -> None:
+    """Host-bound ranks: each step's 25 ms of host work dwarfs the 6 ms the GPU's all_reduce waits for the
+    slow rank, so the step is no shorter without the wait. The wait is still reported; the cost is not."""
+    result = analyze(merge_traces(nccl_job(delay_ns=6 * MS, host_ns=25 * MS, sync=False, steps=30)))
+    found = result.ranks["straggler"]
+    assert found["rank"] == 1 and 5.5 * MS < found["wait_per_step_ns"] < 6.5 * MS
+    assert found["saving_per_step_ns"] < 0.05 * found["wait_per_step_ns"]
+    assert not [f for f in result.findings if f.rule == "straggler" and f.severity != "info"]
+    assert abs(result.what_if["step_time_fixed_ns"] - result.what_if["step_time_now_ns"]) < 0.01 * 25 * MS

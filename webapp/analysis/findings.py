@@ -44,6 +44,11 @@ def severity(frac: float) -> str:
     return "info"
 
 
+def listed(per_step_ns: float, frac: float) -> bool:
+    """Whether a finding saving ``per_step_ns`` per step, ``frac`` of the time in steps, is listed (else minor)."""
+    return frac >= LIST_FRAC and per_step_ns >= MIN_LISTED_NS
+
+
 def find_all(
     ctx: RuleContext, rules: Sequence[Rule] = RULES
 ) -> tuple[tuple[Finding, ...], tuple[Finding, ...], dict[str, np.ndarray], dict[str, Detection]]:
@@ -86,7 +91,10 @@ def find_all(
             int(round(total)),
             det.options,
         )
-        (found if frac >= LIST_FRAC and per_step >= MIN_LISTED_NS else minor).append(finding)
-    found.sort(key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns))
-    minor.sort(key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns))
-    return tuple(found), tuple(minor), costs, changes
+        (found if listed(per_step, frac) else minor).append(finding)
+    return ranked(found), ranked(minor), costs, changes
+
+
+def ranked(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """Findings by saving per step, then total saving, largest first."""
+    return tuple(sorted(findings, key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns)))

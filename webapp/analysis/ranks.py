@@ -8,14 +8,19 @@ shortest duration over ranks (the transfer itself: the last rank to arrive did n
 The **straggler** is the rank that arrives last most often. It is reported (rule ``straggler``) when it
 is last in at least STRAGGLER_LAST_FRAC of the collectives and the other ranks wait for it at least
 STRAGGLER_MIN_FRAC of the median step (median over their steps of ``max(0, start on R - start on r)``
-summed over the step's collectives). Its cause is the category of the step breakdown (data loading,
-host syncs, copies, compute, other host time) where it spends the most time above the typical (median)
-other rank. The what-if step time is the median over the other ranks' steps of ``step time - wait for R``:
-the step if R ran like the others.
+over the step's collectives, overlapping waits counted once). Its cause is the category of the step
+breakdown (data loading, host syncs, copies, compute, other host time) where it spends the most time above
+the typical (median) other rank. Its cost is replayed where the dependency graph holds the collectives (GPU
+ranks): every other rank's collectives run shorter by their wait for R, and the saving is what their steps
+lose (R's own steps take the others' saving at the same step). Elsewhere it is the measured wait. The what-if
+step time is the median over the other ranks' steps of ``step time - saving``: the step if R ran like the
+others.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,10 +29,12 @@ import pandas as pd
 from collector.model import IntervalKind
 from collector.ranks.align import matched_collectives
 from webapp.analysis import intervals as iv
+from webapp.analysis.causal.fixes import shorten
 from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.findings import severity
 from webapp.analysis.rankview import step_grid
 from webapp.analysis.records import Evidence, Finding, frame_records
+from webapp.analysis.rules.base import Change, RuleContext
 
 STRAGGLER_LAST_FRAC = 0.5
 """A straggler arrives last in at least half the collectives."""
@@ -43,7 +50,7 @@ BREAKDOWN: dict[str, str] = {
     "copy_ns": "host-device copies (union), ns",
     "compute_ns": "kernels (GPU ranks) or host ops outside data loading (CPU ranks), union, ns",
     "comm_ns": "collectives (union over comm lanes), ns",
-    "wait_ns": "waiting inside collectives for later ranks (sum of latest start - own start), ns",
+    "wait_ns": "waiting inside collectives for later ranks (union of own start to latest start), ns",
 }
 """Per (rank, step) columns of :func:`rank_steps`, besides rank, step and step_time_ns."""
 
@@ -144,22 +151,46 @@ def rank_steps(rd: RunData, cf: pd.DataFrame, straggler: int = -1) -> pd.DataFra
     ends = np.concatenate([rd.e[data_rows | rd.sync_mask | rd.copy_mask], rd.e[coll_rows]])
     busy = iv.union(np.concatenate([rows, compute_set.starts]), np.concatenate([ends, compute_set.ends]))
     out["other_ns"] = np.maximum(out["step_time_ns"].to_numpy() - busy.measure_in(a, b), 0)
-    inside = cf[cf["win"] >= 0]
-    out["wait_ns"] = inside.groupby("win")["wait_ns"].sum().reindex(np.arange(len(out)), fill_value=0).to_numpy()
-    waited = np.zeros(len(out), dtype=np.int64)
-    if straggler >= 0 and len(inside):
-        start_r = cf[cf["rank"] == straggler].set_index("seq")["start_ns"]
-        late = np.maximum(start_r.reindex(inside["seq"]).to_numpy(np.float64) - inside["start_ns"].to_numpy(), 0)
-        late = np.where(inside["rank"].to_numpy() == straggler, 0, np.nan_to_num(late))
-        per_win = pd.Series(late).groupby(inside["win"].to_numpy()).sum()
-        waited = per_win.reindex(np.arange(len(out)), fill_value=0).to_numpy().round().astype(np.int64)
+    row = cf["row"].to_numpy(np.int64)
+    out["wait_ns"] = _waiting(rd, row, cf["wait_ns"].to_numpy(np.int64), a, b)
+    late = late_for(cf, straggler) if straggler >= 0 else np.zeros(len(cf))
+    waited = _waiting(rd, row, late.round().astype(np.int64), a, b)
     out["wait_for_straggler_ns"] = waited
     return out
 
 
-def analyze_ranks(rd: RunData) -> tuple[Finding | None, dict[str, Any], tuple[str, ...]]:
-    """The straggler finding (None without one), the ``ranks`` section of the analysis (collectives,
-    per-rank breakdown, straggler, what-if, clock alignment) and notes for the page."""
+def _waiting(rd: RunData, rows: np.ndarray, wait_ns: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per window [a, b): wall time in which the collectives at ``rows`` waited, each from its start for its
+    ``wait_ns`` (overlapping collectives, like DDP's buckets, wait at the same time: counted once), ns."""
+    s = rd.s[rows]
+    return iv.union(s, s + np.maximum(wait_ns, 0)).measure_in(a, b)
+
+
+def late_for(cf: pd.DataFrame, straggler: int) -> np.ndarray:
+    """Per row of ``cf``: how long that rank waited inside the collective for rank ``straggler`` to arrive
+    (its start on ``straggler`` - its own start, at least 0; 0 on ``straggler`` itself), ns."""
+    start_r = cf[cf["rank"] == straggler].set_index("seq")["start_ns"]
+    late = np.maximum(start_r.reindex(cf["seq"]).to_numpy(np.float64) - cf["start_ns"].to_numpy(), 0)
+    return np.where(cf["rank"].to_numpy() == straggler, 0, np.nan_to_num(late))
+
+
+@dataclass(frozen=True)
+class RankAnalysis:
+    """What :func:`analyze_ranks` finds: the straggler finding (None without one), the ``ranks`` section of
+    the analysis, notes for the page, and, where the straggler's cost was replayed, its fix as a graph
+    change (``change``) and the saving per step window (``saving``, ns, aligned with rd.win)."""
+
+    finding: Finding | None
+    section: dict[str, Any]
+    notes: tuple[str, ...]
+    change: Change | None = None
+    saving: np.ndarray | None = None
+
+
+def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
+    """The straggler finding, the ``ranks`` section (collectives, per-rank breakdown, straggler, what-if, clock
+    alignment) and notes. With ``ctx`` (a run with GPU work) and the collectives in its dependency graph, the
+    straggler's cost is the replayed saving of the other ranks' collectives no longer waiting for it."""
     cf = collective_frame(rd)
     summary = collective_summary(cf)
     n = int(summary["seq"].nunique()) if len(summary) else 0
@@ -184,48 +215,123 @@ def analyze_ranks(rd: RunData) -> tuple[Finding | None, dict[str, Any], tuple[st
     found = found and wait >= STRAGGLER_MIN_FRAC * median_step
     notes = _notes(section["alignment"])
     if not found:
-        return None, section, notes
+        return RankAnalysis(None, section, notes)
+    cause_col, excess = _cause(per_rank, straggler, cols)
+    replayed = _replayed(rd, ctx, cf, straggler) if ctx is not None else None
+    if replayed is None:  # the measured wait
+        cost, total = wait, float(others["wait_for_straggler_ns"].sum())
+        fixed = float((others["step_time_ns"] - others["wait_for_straggler_ns"]).median())
+    else:
+        covered = ctx.covered if ctx is not None else np.ones(len(rd.win), dtype=bool)
+        saving = replayed[1]
+        total = float(saving[covered].sum())
+        cost = total / max(int(covered.sum()), 1)
+        theirs = covered & (rd.win_rank != straggler)
+        measured = (rd.win.ends - rd.win.starts).astype(np.float64)
+        fixed = float(np.median((measured - saving)[theirs])) if theirs.any() else median_step
+    section["straggler"] = {
+        "rank": straggler,
+        "last_frac": share,
+        "wait_per_step_ns": wait,
+        "saving_per_step_ns": cost,
+        "replayed": replayed is not None,
+        "cause": CAUSES[cause_col][0],
+        "excess_ns": {k: float(v) for k, v in excess.items()},
+    }
+    section["what_if"] = {"step_time_now_ns": median_step, "step_time_without_straggler_ns": fixed}
+    facts = _Facts(straggler, share, wait, cost, median_step, cause_col, float(excess[cause_col]), replayed is not None)
+    finding = _finding(facts, cf, total)
+    return RankAnalysis(finding, section, notes, *(replayed or (None, None)))
+
+
+def _cause(per_rank: pd.DataFrame, straggler: int, cols: list[str]) -> tuple[str, pd.Series]:
+    """The straggler's cause (a CAUSES key) and its excess per breakdown column over the typical rank, ns."""
     typical = per_rank[per_rank["rank"] != straggler][cols].median()
     excess = per_rank[per_rank["rank"] == straggler][cols].iloc[0] - typical
     own = excess[list(CAUSES)]  # what the straggler does itself (not its time in collectives)
     cause_col = str(own.idxmax()) if own.max() > 0 else "other_ns"
     if own["sync_ns"] >= 0.5 * max(float(own.clip(lower=0).max()), 1.0):
         cause_col = "sync_ns"  # a sync puts the device's work on the host's path: the sync is what to fix
-    fixed = float((others["step_time_ns"] - others["wait_for_straggler_ns"]).median())
-    section["straggler"] = {
-        "rank": straggler,
-        "last_frac": share,
-        "wait_per_step_ns": wait,
-        "cause": CAUSES[cause_col][0],
-        "excess_ns": {k: float(v) for k, v in excess.items()},
-    }
-    section["what_if"] = {"step_time_now_ns": median_step, "step_time_without_straggler_ns": fixed}
-    finding = _finding(straggler, share, wait, median_step, cause_col, float(excess[cause_col]), cf, steps)
-    return finding, section, notes
+    return cause_col, excess
 
 
-def _finding(
-    r: int, share: float, wait: float, median_step: float, cause: str, extra: float, cf: pd.DataFrame, steps: Any
-) -> Finding:
-    label, fix = CAUSES[cause]
+def _replayed(rd: RunData, ctx: RuleContext, cf: pd.DataFrame, straggler: int) -> tuple[Change, np.ndarray] | None:
+    """The straggler's fix as a graph change (every other rank's collectives shortened by their wait for it)
+    and its replayed saving per step window (the straggler's own windows take the other ranks' median saving
+    at the same step: ranks step together). None where the graph holds under half of those collectives (they
+    ran on host threads, which the graph does not replay)."""
+    g = ctx.graph
+    late = late_for(cf, straggler)
+    waiting = (cf["rank"].to_numpy() != straggler) & (late > 0)
+    if not waiting.any():
+        return None
+    op_of_row = np.full(len(rd.kind), -1, dtype=np.int64)
+    op_of_row[g.g_row] = np.arange(g.n_gpu)
+    ops = op_of_row[cf["row"].to_numpy(np.int64)[waiting]]
+    if (ops >= 0).mean() < 0.5:
+        return None
+    change = partial(shorten, ops=ops[ops >= 0], by_ns=late[waiting][ops >= 0].round().astype(np.int64))
+    saving = np.maximum(ctx.saving(change), 0).astype(np.float64)
+    return change, lockstep(rd, saving, straggler)
+
+
+def lockstep(rd: RunData, per_win: np.ndarray, rank: int) -> np.ndarray:
+    """``per_win`` (aligned with rd.win) with rank ``rank``'s windows replaced by the median over the other
+    ranks' windows of the same step (0 where no other rank has that step)."""
+    mine = rd.win_rank == rank
+    if not mine.any() or mine.all():
+        return per_win
+    others = pd.Series(per_win[~mine]).groupby(rd.win_step[~mine]).median()
+    out = np.asarray(per_win, dtype=np.float64).copy()
+    out[mine] = others.reindex(rd.win_step[mine]).fillna(0).to_numpy()
+    return out
+
+
+@dataclass(frozen=True)
+class _Facts:
+    rank: int
+    share: float
+    wait: float
+    cost: float
+    median_step: float
+    cause: str
+    extra: float
+    replayed: bool
+
+
+def _finding(f: _Facts, cf: pd.DataFrame, total: float) -> Finding:
+    label, fix = CAUSES[f.cause]
+    r = f.rank
     waits = cf[(cf["rank"] != r) & (cf["wait_ns"] > 0)].nlargest(EVIDENCE_LIMIT, "wait_ns")
     evidence = tuple(
         Evidence(int(rk), int(s), int(e))
         for rk, s, e in zip(waits["rank"], waits["start_ns"], waits["end_ns"], strict=True)
     )
-    total = int(steps.loc[steps["rank"] != r, "wait_for_straggler_ns"].sum())
+    detail = (
+        f"Rank {r} arrives last in {f.share:.0%} of the collectives; every other rank waits for it inside "
+        f"them. Cause on rank {r}: {label} ({f.extra / 1e6:.2f} ms more per step than the typical rank)."
+    )
+    if not f.replayed:
+        detail += (
+            " The cost is the measured wait: the collectives ran on host threads, which the dependency graph "
+            "does not replay."
+        )
+    elif f.cost < 0.5 * f.wait:
+        detail += (
+            f" Replayed without those waits, a step takes only {f.cost / 1e6:.2f} ms less: the other ranks' "
+            "collectives wait beside longer work of their own (see the critical path), which holds their steps."
+        )
+    else:
+        detail += f" Replayed without those waits, a step takes {f.cost / 1e6:.2f} ms less."
     return Finding(
         rule="straggler",
-        title=f"Rank {r} is the straggler: the other ranks wait {wait / 1e6:.2f} ms per step for it",
-        severity=severity(wait / median_step),
-        cost_per_step_ns=int(round(wait)),
+        title=f"Rank {r} is the straggler: the other ranks wait {f.wait / 1e6:.2f} ms per step for it",
+        severity=severity(f.cost / f.median_step),
+        cost_per_step_ns=int(round(f.cost)),
         fix=fix.format(r=r),
-        detail=(
-            f"Rank {r} arrives last in {share:.0%} of the collectives; every other rank waits for it inside "
-            f"them. Cause on rank {r}: {label} ({extra / 1e6:.2f} ms more per step than the typical rank)."
-        ),
+        detail=detail,
         evidence=evidence,
-        cost_total_ns=total,
+        cost_total_ns=int(round(total)),
     )
 
 

@@ -12,7 +12,7 @@ from collector.model import IntervalKind, Trace
 from webapp.analysis.causal import causal_model
 from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
-from webapp.analysis.findings import find_all
+from webapp.analysis.findings import find_all, listed, ranked
 from webapp.analysis.hoststacks import frame_table, frames_basis
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.phases import phase_frame, phase_notes
@@ -21,7 +21,7 @@ from webapp.analysis.records import Finding, RunAnalysis
 from webapp.analysis.rules import RULES, RuleContext
 from webapp.analysis.rules.base import Detection, pinned_gbps
 from webapp.analysis.rules.sync_in_loop import dropped, sync_groups
-from webapp.analysis.whatif import fixed_per_step, what_if
+from webapp.analysis.whatif import fixed_per_step, straggler_fixed, what_if
 
 EXTRA_STEP_COLUMNS: dict[str, str] = {
     "step_time_unrecorded_ns": "step time without the recorder's own host cost, as replayed, ns",
@@ -201,14 +201,16 @@ def analyze(trace: Trace) -> RunAnalysis:
     rank_notes: tuple[str, ...] = ()
     if cpu_only:
         rank_notes = (cpu_only_note(rd),)
-    straggler = None
     if len(trace.ranks) > 1:
-        straggler, ranks, more_notes = analyze_ranks(rd)
-        rank_notes = (*rank_notes, *more_notes)
-        if straggler is not None:
-            findings = tuple(sorted([*findings, straggler], key=lambda f: (-f.cost_per_step_ns, -f.cost_total_ns)))
-            applied.append(straggler)
-            fixed = np.maximum(fixed - straggler.cost_per_step_ns, 0)
+        rk = analyze_ranks(rd, None if cpu_only else ctx)
+        ranks, rank_notes = rk.section, (*rank_notes, *rk.notes)
+        if rk.finding is not None:
+            cost = rk.finding.cost_per_step_ns
+            if listed(cost, cost / ctx.step_ref if ctx.step_ref > 0 else 0.0):
+                fixed = straggler_fixed(ctx, rk, now, fixed, [changes[f.rule] for f in applied])
+                findings, applied = ranked([*findings, rk.finding]), [*applied, rk.finding]
+            else:
+                minor = ranked([*minor, rk.finding])
     per_step["step_time_fixed_ns"] = np.where(covered, np.round(fixed[order]), np.nan)
     metrics["step_time_unrecorded_median_ns"] = float(np.median(now)) if len(now) else math.nan
     metrics["replay_error_max_frac"] = float(causal.error.max()) if len(causal.error) else math.nan

@@ -3,8 +3,10 @@
 Per step window: ``fixed = now - (base - replayed)`` where ``now`` is the step time unrecorded (the measured
 time less the recorder's own cost, as replayed), ``base`` the replay of the graph without the recorder and
 ``replayed`` its replay with every listed finding's change applied one after another (rule order). The
-estimate is the median over steps. A straggler across ranks (webapp.analysis.ranks) is not a graph change:
-its own estimate is subtracted on top.
+estimate is the median over steps. A straggler across ranks (webapp.analysis.ranks) is replayed with the
+others where its collectives are in the graph (the other ranks' collectives stop waiting for it, and its own
+steps then keep pace with theirs); where they are not (collectives on host threads), its measured wait is
+subtracted on top.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from webapp.analysis.causal.graph import Graph
+from webapp.analysis.ranks import RankAnalysis, lockstep
 from webapp.analysis.records import Finding
 from webapp.analysis.rules.base import Detection, RuleContext
 
@@ -35,6 +38,19 @@ def fixed_per_step(ctx: RuleContext, now: np.ndarray, fixes: Sequence[Detection]
         if det.floor is not None:
             fixed = np.maximum(fixed, np.minimum(det.floor, now))
     return fixed
+
+
+def straggler_fixed(
+    ctx: RuleContext, rk: RankAnalysis, now: np.ndarray, fixed: np.ndarray, others: Sequence[Detection]
+) -> np.ndarray:
+    """``fixed`` (per window, ns) with the straggler of ``rk`` fixed too: its graph change replayed together
+    with ``others`` (the listed findings' detections) where it has one, else its cost per step subtracted."""
+    if rk.finding is None:
+        return fixed
+    if rk.change is None:
+        return np.maximum(fixed - rk.finding.cost_per_step_ns, 0)
+    together = fixed_per_step(ctx, now, [*others, Detection("", rk.change)])
+    return lockstep(ctx.rd, together, int(rk.section["straggler"]["rank"]))
 
 
 def what_if(

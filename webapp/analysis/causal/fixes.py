@@ -95,13 +95,15 @@ def prefetch(g: Graph, ops: np.ndarray, key: np.ndarray) -> Graph:
     )
 
 
-def _next_on_stream(g: Graph, ops: np.ndarray) -> np.ndarray:
-    """For each op, the next op on its stream (FIFO order) that is not itself selected; -1 where none."""
+def _next_on_stream(g: Graph, ops: np.ndarray, skip_selected: bool = True) -> np.ndarray:
+    """For each op, the next op on its stream (FIFO order), passing over selected ops unless
+    ``skip_selected`` is False; -1 where none."""
     order = np.lexsort((g.g_start, g.g_stream, g.g_rank))
     pos = np.empty(len(order), dtype=np.int64)
     pos[order] = np.arange(len(order))
     chosen = np.zeros(len(order), dtype=bool)
-    chosen[ops] = True
+    if skip_selected:
+        chosen[ops] = True
     # index of the next unselected position at or after each position
     idx = np.where(~chosen[order], np.arange(len(order)), len(order))
     nxt_free = np.minimum.accumulate(idx[::-1])[::-1]
@@ -113,6 +115,23 @@ def _next_on_stream(g: Graph, ops: np.ndarray) -> np.ndarray:
     same = ok & (g.g_stream[op_c] == g.g_stream[ops]) & (g.g_rank[op_c] == g.g_rank[ops])
     out[same] = op_c[same]
     return out
+
+
+def shorten(g: Graph, ops: np.ndarray, by_ns: np.ndarray) -> Graph:
+    """The selected GPU ops run ``by_ns`` (ns, per op) shorter, never below zero: a collective that no longer
+    waits inside for a rank that arrives late. An op that started before a shortened one ended (collectives
+    of a backend's thread overlap) did not wait for it: its gap after that op grows by as much."""
+    ops = np.asarray(ops)
+    if not len(ops):
+        return g
+    dur = g.g_dur.copy()
+    cut = np.minimum(np.asarray(by_ns, dtype=np.int64), dur[ops])
+    dur[ops] -= cut
+    bubble = g.g_bubble.copy()
+    nxt = _next_on_stream(g, ops, skip_selected=False)
+    overlapped = (nxt >= 0) & (bubble[np.maximum(nxt, 0)] < 0)
+    np.add.at(bubble, nxt[overlapped], np.minimum(cut[overlapped], -bubble[nxt[overlapped]]))
+    return replace(g, g_dur=dur, g_bubble=bubble)
 
 
 def cut_host(g: Graph, cut_ns: np.ndarray) -> Graph:

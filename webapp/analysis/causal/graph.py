@@ -5,7 +5,10 @@ Per rank, the graph has
 - **host nodes**: the issuing host thread's CUDA calls (launches, copies) and waits, in start order. The
   main thread and threads that take turns with it (PyTorch's autograd thread runs backward while the main
   thread waits in ``backward()``) form one issuing sequence; threads that run beside it (communication,
-  pin-memory) are not part of it and their GPU work keeps its measured start. Host nodes split into
+  pin-memory) are not part of it and their GPU work keeps its measured start, except a communication
+  backend's worker (gloo's): its collectives start as the issuing thread enqueues them, and its CUDA work
+  follows the collective it serves. Where the issuing thread resumes as such a collective ends, after a gap
+  with no CUDA call (``work.wait()``), the node before the gap is a wait for that collective. Host nodes split into
   *epochs* at each wait: inside an epoch every node keeps its offset from the epoch's start (the host's own
   work, ``h_delta`` start to start), and an epoch starts when the wait that closes the previous one ends.
 - **GPU ops**: kernels, copies, memsets and collectives, per stream in FIFO order. An op starts at the
@@ -125,13 +128,19 @@ class Graph:
 def issuer_lanes(rd: RunData, host_rows: np.ndarray) -> np.ndarray:
     """Lanes (indices into trace.lanes) whose host calls form each rank's issuing sequence: per rank the lane
     with the most calls, and every CPU lane whose calls overlap those of the lanes taken so far for at most
-    OVERLAP_FRAC of their time (threads taking turns, like the autograd thread)."""
+    OVERLAP_FRAC of their time (threads taking turns, like the autograd thread). A communication backend's
+    worker thread (a CPU lane with a collective lane of the same thread) runs beside it and is never taken."""
     lanes = rd.trace.lanes
     lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[host_rows]
     counts = np.bincount(lane, minlength=len(lanes))
+    worker = _on_worker_lanes(rd, np.arange(len(lanes)))
     chosen: list[int] = []
     for rank in sorted({ln.rank for ln in lanes}):
-        cpu = [i for i, ln in enumerate(lanes) if ln.rank == rank and ln.kind is LaneKind.CPU_THREAD and counts[i]]
+        cpu = [
+            i
+            for i, ln in enumerate(lanes)
+            if ln.rank == rank and ln.kind is LaneKind.CPU_THREAD and counts[i] and not worker[i]
+        ]
         if not cpu:
             continue
         cpu.sort(key=lambda i: -counts[i])
@@ -190,8 +199,20 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
     g_class = np.full(len(gpu_rows), COMPUTE, dtype=np.int8)
     g_class[rd.copy_mask[gpu_rows]] = COPY
     g_class[kind_mask(rd.kind[gpu_rows], IntervalKind.COLLECTIVE)] = COMM
+    by_thread = (g_class == COMM) & (g_launch < 0)  # collectives a backend's thread ran (gloo)
+    _link_enqueued(h_rank, h_start, g_rank, g_start, by_thread, g_launch)
+    call_row = launch_row[gpu_rows]
+    on_worker = (call_row >= 0) & (g_launch < 0) & _on_worker_lanes(rd, take(lane, call_row, -1))
+    served = _collective_of(g_rank, g_start, g_end, by_thread, g_rank[on_worker], take(rd.s, call_row[on_worker], 0))
+    worker_ops = np.flatnonzero(on_worker)[served >= 0]
+    served = served[served >= 0]
+    g_launch[worker_ops] = g_launch[served]  # moves with the collective it serves (below)
 
     h_wait = h_sync | _blocked_calls(h_rank, h_start, h_end, h_sync, g_rank, g_end, g_launch, g_start)
+    held, held_on = _collective_holds(h_rank, h_start, h_end, h_wait, g_rank, g_start, g_end, by_thread)
+    call_ns = h_end - h_start
+    h_end = np.where(held, np.roll(h_start, -1), h_end)  # the wait lasts until the host goes on
+    h_wait |= held
     epochs = _epochs(h_rank, h_start, h_end, h_wait)
     h_epoch, e_rank, e_start, e_wait = epochs
     h_delta = _deltas(h_start, h_epoch, e_start)
@@ -200,11 +221,18 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
 
     ops = _gpu_params(g_rank, g_stream, g_start, g_end, g_launch, h_start)
     g_bubble, g_latency, g_fixed_ready, g_cross, g_cross_lat, latency_ns = ops
+    g_cross[worker_ops] = served
+    g_cross_lat[worker_ops] = g_start[worker_ops] - g_end[served]
+    g_latency[worker_ops] = np.minimum(g_start[worker_ops] - h_start[g_launch[worker_ops]], int(latency_ns))
+    g_bubble[worker_ops] = np.minimum(g_bubble[worker_ops], QUEUE_SLACK_NS)  # its wait is the edge above
     is_wait_event = rd.matches("name", host_rows, lambda n: n == "cudaStreamWaitEvent")
     is_record = rd.matches("name", host_rows, lambda n: n.startswith("cudaEventRecord"))
     _event_edges(is_wait_event, is_record, h_rank, g_rank, g_stream, g_start, g_end, g_launch, g_cross, g_cross_lat)
     waits = _wait_params(h_rank, h_start, h_end, h_wait, g_rank, g_end, g_launch, g_start, h_start)
     w_min, w_target, w_wake, wake_ns = waits
+    w_target[held] = held_on[held]
+    w_min[held] = call_ns[held]
+    w_wake[held] = h_end[held] - g_end[held_on[held]]
     nbytes = np.asarray(df["bytes"], dtype=np.int64)[gpu_rows]
     return Graph(
         h_row=host_rows,
@@ -240,6 +268,66 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
         wake_ns=wake_ns,
         linked_frac=float((g_launch >= 0).mean()) if len(g_launch) else 0.0,
     )
+
+
+def _link_enqueued(
+    h_rank: np.ndarray,
+    h_start: np.ndarray,
+    g_rank: np.ndarray,
+    g_start: np.ndarray,
+    by_thread: np.ndarray,
+    g_launch: np.ndarray,
+) -> None:
+    """Collectives run by a backend's own thread (``by_thread``: gloo) start when the issuing thread enqueues
+    them: each is linked (in ``g_launch``) to the issuing sequence's last node starting at
+    most LAUNCH_MAX_NS before it, so that it moves with the host in the replay."""
+    free = np.flatnonzero(by_thread)
+    if not len(free) or not len(h_start):
+        return
+    key = h_rank.astype(np.int64)  # nodes are sorted by rank, then start
+    at = _search_sorted_by_rank(key, h_start, g_rank[free].astype(np.int64), g_start[free])
+    ok = (at >= 0) & (g_start[free] - h_start[np.maximum(at, 0)] <= LAUNCH_MAX_NS)
+    g_launch[free[ok]] = at[ok]
+
+
+def _search_sorted_by_rank(rank: np.ndarray, start: np.ndarray, q_rank: np.ndarray, q_start: np.ndarray) -> np.ndarray:
+    """For each query, the last index with the query's rank and a start at or before the query's (-1: none);
+    ``rank``/``start`` sorted by rank, then start."""
+    span = int(max(start.max(), q_start.max()) - min(start.min(), q_start.min())) + 1
+    lo = int(min(start.min(), q_start.min()))
+    flat = rank * span + (start - lo)
+    i = np.searchsorted(flat, q_rank * span + (q_start - lo), side="right") - 1
+    ok = (i >= 0) & (rank[np.maximum(i, 0)] == q_rank)
+    return np.where(ok, i, -1)
+
+
+def _on_worker_lanes(rd: RunData, lane: np.ndarray) -> np.ndarray:
+    """Whether each lane (-1: none) is a communication backend's worker thread: a CPU lane with a collective
+    lane of the same thread."""
+    lanes = rd.trace.lanes
+    comm = {(ln.rank, ln.ident) for ln in lanes if ln.kind is LaneKind.COMM_STREAM}
+    worker = [ln.kind is LaneKind.CPU_THREAD and (ln.rank, ln.ident) in comm for ln in lanes] + [False]
+    return np.array(worker, dtype=bool)[np.where(lane >= 0, lane, len(lanes))]
+
+
+def _collective_of(
+    g_rank: np.ndarray, g_start: np.ndarray, g_end: np.ndarray, by_thread: np.ndarray, rank: np.ndarray, t: np.ndarray
+) -> np.ndarray:
+    """For each (rank, time): the collective of a backend's thread (``by_thread``) in flight then that ends
+    first (its worker's calls come as it finishes), -1 where none is."""
+    out = np.full(len(t), -1, dtype=np.int64)
+    coll = np.flatnonzero(by_thread)
+    if not len(coll) or not len(t):
+        return out
+    coll = coll[np.lexsort((g_end[coll], g_rank[coll]))]
+    # the first end at or after t on the rank: the last end before t, plus one
+    at = _search_sorted_by_rank(g_rank[coll].astype(np.int64), g_end[coll], rank.astype(np.int64), t - 1)
+    nxt = np.where(at >= 0, at + 1, np.searchsorted(g_rank[coll], rank, side="left"))
+    ok = nxt < len(coll)
+    cand = coll[np.minimum(nxt, len(coll) - 1)]
+    ok &= (g_rank[cand] == rank) & (g_start[cand] <= t) & (g_end[cand] >= t)
+    out[ok] = cand[ok]
+    return out
 
 
 def _on_cpu_lanes(rd: RunData, lane: np.ndarray) -> np.ndarray:
@@ -434,6 +522,43 @@ def _blocked_calls(
     has = long_call & (target >= 0)
     t_end = np.where(has, g_end[np.maximum(target, 0)], NEG)
     return has & (t_end >= h_start) & (t_end <= h_end + WAIT_SLACK_NS) & (h_end - t_end <= WAKE_MAX_NS)
+
+
+def _collective_holds(
+    h_rank: np.ndarray,
+    h_start: np.ndarray,
+    h_end: np.ndarray,
+    h_wait: np.ndarray,
+    g_rank: np.ndarray,
+    g_start: np.ndarray,
+    g_end: np.ndarray,
+    by_thread: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Host nodes after which the issuing thread waited for a collective without a CUDA call (gloo's
+    ``work.wait()`` on CUDA tensors): a gap of at least BLOCKED_LAUNCH_NS before the next node that ends within
+    WAKE_MAX_NS after a collective of a backend's thread (``by_thread``) ends, the collective in flight when
+    the gap began. Per node: held, and the collective it waited for (-1)."""
+    m = len(h_start)
+    held = np.zeros(m, dtype=bool)
+    on = np.full(m, -1, dtype=np.int64)
+    coll = np.flatnonzero(by_thread)
+    if m < 2 or not len(coll):
+        return held, on
+    p = np.flatnonzero((h_rank[1:] == h_rank[:-1]) & ~h_wait[:-1])
+    p = p[h_start[p + 1] - h_end[p] >= BLOCKED_LAUNCH_NS]
+    if not len(p):
+        return held, on
+    gap_start, gap_end = h_end[p], h_start[p + 1]
+    order = coll[np.argsort(g_end[coll], kind="stable")]
+
+    def in_flight(q: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        return (g_rank[cand] == h_rank[p[q]]) & (g_start[cand] <= gap_start[q]) & (g_end[cand] >= gap_start[q])
+
+    found = _latest_before(g_end[order], order, gap_end, gap_end - WAKE_MAX_NS, in_flight)
+    ok = found >= 0
+    held[p[ok]] = True
+    on[p[ok]] = found[ok]
+    return held, on
 
 
 def _wait_params(
