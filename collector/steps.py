@@ -15,7 +15,8 @@ The method that placed the steps goes into ``RunMeta.step_method``:
                    replays, each one token, and the GPU work between them; tried first where a rank
                    replayed graphs), ``source`` (user source lines of host intervals), ``cpu_op`` (names and
                    sources of the ops and waits on the busiest CPU thread, where the ops span most of the
-                   run) or ``gpu`` (GPU work names): see :func:`iterations`
+                   run) or ``gpu`` (GPU work names): see :func:`iterations`; a repeat whose iterations
+                   keep no pace (:data:`REGULAR_SHARE`) is not taken
 ``none``           nothing found: the analysis takes each rank's run as one step
 ================== ===================================================================================
 
@@ -71,6 +72,11 @@ OPS_SPAN_SHARE = 0.5
 """Host ops repeat as the loop only where at least this share of the rank's GPU work was launched while
 they were recorded (the recorder names ops in the first step only, or for a bounded time: then the GPU
 work's names are read instead)."""
+REGULAR_SHARE = 0.5
+"""A repeat is a loop only if more than half its iterations last within REGULAR_FACTOR of their median: a
+training or inference loop has a pace (an eval or checkpoint step is an outlier, not the rule); a sequence
+that recurs at random intervals (a benchmark sweeping sizes, set-up calls) is not a loop."""
+REGULAR_FACTOR = 2.0
 
 
 def find_steps(trace: Trace, step_at: str | None = None) -> Trace:
@@ -222,11 +228,24 @@ def _repeats(trace: Trace, methods: tuple[str, ...] = ()) -> tuple[np.ndarray, n
             if found is None:
                 continue
             first, last = found
+            if not _paced(np.append(t0[first], t1[first[-1] : last + 1].max())):
+                continue
             starts.append(np.stack([np.full(len(first), rank), t0[first]], axis=1))
             ends.append(np.array([[rank, int(t1[first[-1] : last + 1].max())]]))
         if starts:
             return np.concatenate(starts), np.concatenate(ends), what
     return None
+
+
+def _paced(bounds: np.ndarray) -> bool:
+    """Whether iterations between consecutive ``bounds`` (ns) keep a pace: more than REGULAR_SHARE of them last within
+    REGULAR_FACTOR of their median."""
+    dur = np.diff(bounds.astype(np.float64))
+    mid = float(np.median(dur)) if len(dur) else 0.0
+    if mid <= 0:
+        return False
+    near = (dur <= REGULAR_FACTOR * mid) & (dur >= mid / REGULAR_FACTOR)
+    return float(near.mean()) > REGULAR_SHARE
 
 
 def _ops_span_the_run(

@@ -149,3 +149,26 @@ def test_markers_win_and_a_long_first_step_is_trimmed() -> None:
     assert out.meta.step_method == "markers"
     assert out.steps()["start_ns"].iloc[0] > first_start + 50 * MS
     assert len(out.steps()) == 10
+
+
+def _kernels_repeating(gaps_ms: list[float]) -> Trace:
+    """Kernels A, B, C (0.2 ms each) repeated once per gap, each repeat followed by its gap."""
+    from collector.model import Interval, IntervalKind, Lane, LaneKind, RunMeta
+
+    rows, t = [], 10 * MS
+    for gap in gaps_ms:
+        for name in "ABC":
+            rows.append(Interval(0, IntervalKind.KERNEL, name, t, t + MS // 5))
+            t += MS // 5
+        t += int(gap * MS)
+    lanes = [Lane(0, LaneKind.COMPUTE_STREAM, 7, "stream 7 (compute)")]
+    return Trace.build(RunMeta.new(source="synthetic"), lanes, rows, [])
+
+
+def test_a_sequence_recurring_at_random_intervals_is_not_a_loop() -> None:
+    """A benchmark sweeping sizes repeats the same kernels 22 us to 12 s apart: no pace, so no steps (the run
+    is one step) rather than eight "steps" of which no two are alike."""
+    irregular = find_steps(_kernels_repeating([0.1, 50, 0.3, 900, 2, 400, 0.05, 12_000]))
+    assert irregular.meta.step_method == "none"
+    paced = find_steps(_kernels_repeating([3, 3.1, 2.9, 3, 40, 3, 3.2, 3]))  # one eval-like outlier
+    assert paced.meta.step_method == "repeat:gpu" and len(paced.steps()) == 8
