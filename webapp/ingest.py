@@ -76,7 +76,15 @@ def ingest_upload(
     inflated, a plain one is left to the caller.
     """
     return ingest_within(
-        store, budget, path, display_name(filename), ticket=ticket, gone=gone, step_at=step_at, own_file=True
+        store,
+        budget,
+        path,
+        display_name(filename),
+        ticket=ticket,
+        gone=gone,
+        step_at=step_at,
+        own_file=True,
+        file_name=filename,
     )
 
 
@@ -91,8 +99,11 @@ def ingest_within(
     gone: Callable[[], bool] = lambda: False,
     step_at: str | None = None,
     own_file: bool = False,
+    file_name: str = "",
 ) -> RunInfo:
     """Store the trace file at ``path`` as a run called ``name``, loading it within ``budget``.
+    ``file_name``: the user's name for the file (``path`` is then the server's copy), for a trace that names
+    its workload after its file.
 
     A gzip is inflated to a file in the uploads folder, never past what ``budget`` could load; the load is
     refused (BudgetExceeded) when its estimate passes the whole budget, else it waits its turn in the budget's
@@ -130,6 +141,8 @@ def ingest_within(
             with budget.hold(need, ticket, gone):
                 _stop_if(gone)
                 trace = _load(plain, step_at)
+                if trace.meta.workload in (plain.name, path.name):  # named after a file: the user's, not ours
+                    trace = trace.with_meta(workload=base_name(file_name) if file_name else path.name)
                 if trace.meta.workload and name == "run":
                     name = trace.meta.workload
                 run = prepare(trace)

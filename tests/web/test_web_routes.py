@@ -303,3 +303,15 @@ def test_the_run_page_folds_its_minor_findings_as_the_report_does(client, store)
     summary = f"{len(minor)} minor finding{'s' if len(minor) != 1 else ''}"
     assert summary in html
     assert all(f'<li data-rule="{rule}">' in html for rule in minor)
+
+
+def test_an_imported_trace_is_named_after_the_users_file_not_the_servers_copy(client) -> None:
+    """torch.profiler traces name their workload after their file; the server loads its own copy."""
+    sample = Path(__file__).resolve().parents[2] / "sample_traces" / "torch-profiler-overlap.pt.trace.json.gz"
+    resp = client.post("/api/runs?name=job%2Fhost_7.pt.trace.json.gz", data=sample.read_bytes())
+    assert resp.status_code == 201, resp.get_json()
+    run_id = resp.get_json()["run"]["id"]
+    listed = next(r for r in client.get("/api/runs").get_json()["runs"] if r["id"] == run_id)
+    assert listed["workload"] == "host_7.pt.trace.json.gz", listed
+    html = client.get(f"/runs/{run_id}").get_data(as_text=True)
+    assert "host_7.pt.trace.json.gz" in html and not re.search(r"[0-9a-f]{16}\.json", html)
