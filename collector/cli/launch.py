@@ -4,9 +4,11 @@ The ranks are started by ``python -m torch.distributed.run`` (torchrun) with its
 job is launched the same way on each node (``--nnodes``, ``--node-rank``, ``--rdzv-endpoint``, ...). Each rank
 runs ``python -m collector record TARGET`` with the launcher's environment (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``) and writes its own trace: ``run.json.gz`` becomes ``run.rank0.json.gz``, ``run.rank1.json.gz``,
-... When every rank ran on this node, the rank files are then merged (clocks aligned on the collectives,
-collector.ranks.merge) into the ``--out`` file itself. The ranks' output reaches the terminal as it comes, less the
-``USDT:...`` lines their profiler library prints on its own (:func:`run_quiet`).
+... (a job of one rank writes ``run.json.gz`` itself). When every rank ran on this node, the rank files are
+then merged (clocks aligned on the collectives, collector.ranks.merge) into the ``--out`` file itself, also
+when the script failed: the merged trace then holds the run up to the error, and the command says which
+rank(s) failed and leaves with the script's exit status. The ranks' output reaches the terminal as it comes,
+less the ``USDT:...`` lines their profiler library prints on its own (:func:`run_quiet`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from collector.traceformat.save import FALLBACK_DIR_ENV
@@ -72,6 +74,11 @@ def rank_path(out: str, rank: int) -> str:
     return f"{out}.rank{rank}"
 
 
+def rank_out(out: str, rank: int, world_size: int) -> str:
+    """The file a rank writes: ``out`` itself when it is the job's only rank, else :func:`rank_path`."""
+    return rank_path(out, rank) if world_size > 1 else out
+
+
 def rank_of_path(path: str) -> int | None:
     """The rank in a rank file's name (``run.rank3.json.gz`` -> 3), else None."""
     m = _RANK_FILE.match(os.path.basename(path))
@@ -95,7 +102,8 @@ def launcher_argv(nproc: int, flags: Sequence[str], rank_argv: Sequence[str]) ->
 
 
 def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str) -> int:
-    """Run the ranks; on one node, merge their files into ``out``. Returns the launcher's exit status.
+    """Run the ranks; on one node, merge their files into ``out`` (one rank's file is ``out`` itself).
+    Returns 0, or the script's exit status when it failed (:func:`exit_status`), else the launcher's.
 
     The ranks share one fallback folder (collector.traceformat.save): a rank that cannot write its file
     beside ``out`` saves it there, and the merge finds it there."""
@@ -103,27 +111,132 @@ def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMSCOPE_RANK_CHILD": "1", FALLBACK_DIR_ENV: spare}
     try:
         status = run_quiet(launcher_argv(nproc, flags, rank_argv), env)
-        if status != 0 or not single_node(flags):
+        if not single_node(flags):
             return status
+        if nproc == 1:
+            return _report_one(out, spare, status)
         return _merge_ranks(nproc, out, spare, status)
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(spare)  # only when no rank had to save its file there
 
 
+def _report_one(out: str, spare: str, status: int) -> int:
+    """One rank wrote ``out`` itself: nothing to merge; say so when the script failed."""
+    if status == 0:
+        return 0
+    path = _found(rank_out(out, 0, 1), spare)
+    traces, _ = _load_ranks({0: path} if path else {})
+    errors = rank_errors(traces)
+    _say(failure_line(status, errors, [] if path else [0]))
+    if path:
+        _say(f"{path} holds the run up to the error")
+    return exit_status(status, errors)
+
+
 def _merge_ranks(nproc: int, out: str, spare: str, status: int) -> int:
-    paths = [_found(rank_path(out, r), spare) for r in range(nproc)]
-    missing = [rank_path(out, r) for r, p in enumerate(paths) if p is None]
-    if missing:
-        print(f"streamscope: no trace from {', '.join(missing)}; not merged", file=sys.stderr)
-        return status
-    from collector.ranks.merge import merge_files
+    """Merge the rank files into ``out``, also after a failed script (they hold the run up to the error)."""
+    found = {r: _found(rank_out(out, r, nproc), spare) for r in range(nproc)}
+    kept = {r: p for r, p in found.items() if p is not None}
+    absent = [r for r in found if r not in kept]
+    traces, reason = _load_ranks(kept)
+    errors = rank_errors(traces)
+    if status != 0:
+        _say(failure_line(status, errors, absent))
+    if absent:
+        reason = f"no trace from {', '.join(rank_path(out, r) for r in absent)}"
+    trace, reason = (None, reason) if reason else _merged(traces, kept)
+    if trace is None:
+        _say(not_merged_line(reason, list(kept.values())))
+        return exit_status(status, errors) or 2  # a run that went well but whose --out is missing
     from collector.traceformat.save import save_trace
 
-    trace = merge_files([p for p in paths if p is not None])
-    written = save_trace(trace, out)
-    print(f"streamscope: merged {nproc} ranks into {written} ({merge_summary(trace)})", file=sys.stderr, flush=True)
-    return status
+    written = save_trace(trace.with_meta(error=job_error(errors)) if errors else trace, out)
+    _say(merged_line(nproc, written, merge_summary(trace), failed=status != 0))
+    return exit_status(status, errors)
+
+
+def _load_ranks(paths: Mapping[int, str]) -> tuple[dict[int, Any], str]:
+    """The trace of each rank file, and why one could not be read ('' when all were)."""
+    from collector.load import load_trace
+    from collector.traceformat.spec import TraceFileError
+
+    traces: dict[int, Any] = {}
+    unread: list[str] = []
+    for rank, path in paths.items():
+        try:
+            traces[rank] = load_trace(path)
+        except TraceFileError as exc:
+            unread.append(str(exc))
+    return traces, "; ".join(unread)
+
+
+def _merged(traces: Mapping[int, Any], paths: Mapping[int, str]) -> tuple[Any, str]:
+    """The ranks merged on one clock, or None and why not."""
+    from collector.ranks.merge import merge_traces
+    from collector.traceformat.spec import TraceFileError
+
+    try:
+        return merge_traces(list(traces.values()), [paths[r] for r in traces]), ""
+    except TraceFileError as exc:
+        return None, str(exc)
+
+
+def _say(line: str) -> None:
+    print(f"streamscope: {line}", file=sys.stderr, flush=True)
+
+
+def rank_errors(traces: Mapping[int, Any]) -> dict[int, str]:
+    """rank -> the script's error kept in that rank's trace (``meta.error``), for the ranks that failed."""
+    return {r: str(t.meta.error) for r, t in sorted(traces.items()) if getattr(t.meta, "error", "")}
+
+
+def script_status(error: str) -> int:
+    """The exit status a script left with, from the error its trace keeps (collector.cli.runner)."""
+    kind, _, detail = error.partition(": ")
+    if kind == "SystemExit" and detail.strip().lstrip("-").isdigit():
+        return int(detail)
+    return 130 if kind == "KeyboardInterrupt" else 1
+
+
+def exit_status(status: int, errors: Mapping[int, str]) -> int:
+    """The job's exit status: the script's own on the first rank that failed (torchrun's is always 1)."""
+    if status == 0 or not errors:
+        return status
+    return script_status(errors[min(errors)]) or status
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+
+
+def job_error(errors: Mapping[int, str]) -> str:
+    """``RuntimeError: boom (ranks 0, 1)``; different errors joined by ``; ``."""
+    by_error: dict[str, list[int]] = {}
+    for rank, error in sorted(errors.items()):
+        by_error.setdefault(error, []).append(rank)
+    return "; ".join(f"{error} ({_ranks_text(ranks)})" for error, ranks in by_error.items())
+
+
+def failure_line(status: int, errors: Mapping[int, str], absent: Sequence[int]) -> str:
+    """What failed: the script's exit status, its error and rank(s), and the ranks that left no trace."""
+    lost = [f"{_ranks_text(absent)} left no trace"] if absent else []
+    if errors:
+        return f"the script failed (exit status {exit_status(status, errors)}): {'; '.join([job_error(errors), *lost])}"
+    why = lost or ["no rank's trace holds an error"]
+    return f"the job failed (torchrun's exit status {status}): {why[0]}; see torchrun's report above"
+
+
+def merged_line(nproc: int, written: str, summary: str, *, failed: bool) -> str:
+    """The merge's report; after a failed script it says the trace stops at the error."""
+    tail = "; it holds the run up to the error" if failed else ""
+    return f"merged {nproc} ranks into {written} ({summary}){tail}"
+
+
+def not_merged_line(reason: str, kept: Sequence[str]) -> str:
+    """Why the rank files were not merged, and which were kept."""
+    files = f"kept {', '.join(kept)}" if kept else "no rank file was written"
+    return f"not merged ({reason}); {files}"
 
 
 KINETO_NOISE = b"USDT:"

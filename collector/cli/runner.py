@@ -27,7 +27,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from collector.cli.launch import add_launch_arguments, launch, rank_path, torchrun_flags
+from collector.cli.launch import add_launch_arguments, launch, rank_out, torchrun_flags
 from collector.errors import StreamscopeError
 from collector.recording.api import TIMINGS, record, use_cpu_recorder
 from collector.recording.base import NoCudaError, require_cuda
@@ -173,11 +173,11 @@ def request_from_args(ns: argparse.Namespace) -> RecordRequest:
 
 
 def _rank_out(out: str) -> str:
-    """This rank's file: ``OUT.rankR.json.gz`` inside a job of several ranks, else ``out``."""
+    """This rank's file: ``OUT.rankR.json.gz`` inside a job of several ranks, else ``out`` (as the launcher
+    expects: collector.cli.launch.rank_out)."""
     size = os.environ.get("WORLD_SIZE", "")
-    if size.isdigit() and int(size) > 1:
-        return rank_path(out, int(os.environ.get("RANK", "0") or 0))
-    return out
+    rank = os.environ.get("RANK", "")
+    return rank_out(out, int(rank) if rank.isdigit() else 0, int(size) if size.isdigit() else 1)
 
 
 def _require_device(timing: str, cpu_ok: bool) -> None:

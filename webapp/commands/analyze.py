@@ -2,7 +2,8 @@
 
 RUN is a Streamscope trace or a torch.profiler trace, plain or gzip (recognised by its bytes, whatever its
 name). Prints a readable report, or with --json the whole analysis (metrics, per-rank and per-step tables,
-ops, syncs, findings, what-if).
+ops, syncs, findings, what-if; ``meta.error``: the recorded script's error, '' when it did not fail). A run
+whose script failed says so under its title.
 
 Several RUNs (or a zip of them) are the ranks of one job: each rank is loaded, analysed and indexed in
 a process of its own (--workers N, or Ray tasks with --ray auto|ADDRESS|local), and only per-rank
@@ -108,12 +109,20 @@ def run(args: argparse.Namespace) -> int:
     result = analysed(trace, args.run, progress)
     progress.done(f"{len(trace.intervals):,} intervals, {len(result.findings)} findings")
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, allow_nan=False)
+        json.dump({**result.to_dict(), "meta": {"error": trace.meta.error}}, sys.stdout, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        workload = trace.meta.workload or trace.meta.source
-        print(analysis_text(result, title=f"{args.run} ({workload})" if workload else args.run))
+        print(analysis_text(result, title=heading(args.run, trace.meta)))
     return 0
+
+
+def heading(path: str, meta: Any) -> str:
+    """The report's first lines: the run and what ran, then the recorded script's error, if it failed."""
+    workload = meta.workload or meta.source
+    lines = [f"{path} ({workload})" if workload else path]
+    if meta.error:
+        lines.append(f"The recorded script failed: {meta.error}")
+    return "\n".join(lines)
 
 
 def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
