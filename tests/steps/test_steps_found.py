@@ -172,3 +172,20 @@ def test_a_sequence_recurring_at_random_intervals_is_not_a_loop() -> None:
     assert irregular.meta.step_method == "none"
     paced = find_steps(_kernels_repeating([3, 3.1, 2.9, 3, 40, 3, 3.2, 3]))  # one eval-like outlier
     assert paced.meta.step_method == "repeat:gpu" and len(paced.steps()) == 8
+
+
+def test_a_copy_running_on_into_the_first_step_counts_in_the_set_up_only_up_to_its_end() -> None:
+    from collector.model import Interval, IntervalKind, Lane, LaneKind, RunMeta
+
+    lanes = [Lane(0, LaneKind.CPU_THREAD, 1, "main thread"), Lane(0, LaneKind.COMPUTE_STREAM, 7, "stream 7")]
+    rows = [Interval(1, IntervalKind.MEMCPY_H2D, "Memcpy HtoD", 1 * MS, 11 * MS, bytes=64 << 20)]
+    marks = []
+    for k in range(4):
+        t = (8 + 10 * k) * MS
+        rows.append(Interval(0, IntervalKind.LAUNCH, "cudaLaunchKernel", t, t + MS // 100, step=k, id=100 + k))
+        rows.append(Interval(1, IntervalKind.KERNEL, "k", t + MS // 50, t + 6 * MS, step=k, launch_id=100 + k))
+        marks.append(Marker(0, MarkerKind.STEP, f"step {k}", t, t + 10 * MS, k))
+    result = analyze(Trace.build(RunMeta.new(source="synthetic"), lanes, rows, marks))
+    setup = result.phases[result.phases["phase"] == "setup"].iloc[0]
+    assert setup["copy_count"] == 1
+    assert 0 < setup["copy_ns"] <= setup["dur_ns"] < 10 * MS  # not the copy's whole 10 ms

@@ -22,7 +22,7 @@ PHASE_COLUMNS: dict[str, str] = {
     "gpu_busy_ns": "union of GPU intervals in the phase, ns",
     "copy_count": "host-to-device and device-to-host copies starting in the phase",
     "copy_bytes": "their bytes",
-    "copy_ns": "their summed duration, ns",
+    "copy_ns": "their summed duration within the phase, ns",
     "sync_wait_ns": "host time waiting in syncs in the phase, ns",
     "top_source": "user file:line behind most of the phase's copy and sync time ('' if unknown)",
 }
@@ -63,7 +63,7 @@ def phase_frame(rd: RunData) -> pd.DataFrame:
     which = np.searchsorted(a, rd.s, side="right") - 1
     inside = outside & (which >= 0) & (rd.s < b[np.maximum(which, 0)])
     nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
-    dur = rd.e - rd.s
+    dur = np.minimum(rd.e, b[np.maximum(which, 0)]) - rd.s  # within the phase: a copy may run on into a step
     copies = inside & rd.copy_mask
     n = len(a)
     count = np.bincount(which[copies], minlength=n)
