@@ -45,7 +45,7 @@ def _seq(page) -> int:
 
 
 def _row_colours(page, rank: int) -> dict[str, int]:
-    """Pixels of rank ``rank``'s summary row drawn in the comm and busy colours."""
+    """Pixels of rank ``rank``'s summary row drawn in the comm (the collective boxes') and busy colours."""
     return page.evaluate(
         """(rank) => {
           const tl = ssTimeline, row = tl.lanes.find(r => r.extra === 'ranksum' && r.rank === rank);
@@ -53,7 +53,7 @@ def _row_colours(page, rank: int) -> dict[str, int]:
           const px = tl.ctx.getImageData(x0 * dpr, (row.y + 2) * dpr, w * dpr, (row.h - 4) * dpr).data;
           let comm = 0, busy = 0;
           for (let i = 0; i < px.length; i += 4) {
-            if (px[i] === 0xf5 && px[i + 1] === 0x85 && px[i + 2] === 0x18) comm++;
+            if (px[i] === 0xee && px[i + 1] === 0xca && px[i + 2] === 0x3b) comm++;
             if (px[i] === 0x4c && px[i + 1] === 0x78 && px[i + 2] === 0xa8) busy++;
           }
           return { comm, busy };

@@ -77,11 +77,13 @@ root.addEventListener("tl-drawn", () => {
   svgButton.title = svgButton.disabled ? "SVG needs a view of at most " + SVG_MAX_BOXES + " boxes: zoom in" : "Save the view as SVG";
 });
 
-const steps = (analysis.steps || []).filter((s) => s.rank === 0 || s.rank === undefined);
-const stepBy = {};
-for (const s of steps) stepBy[s.step] = s;
-const goStep = (n) => {
-  const s = stepBy[n];
+// "Go to step" counts the steps of the rank the picker shows, else of the first rank that has steps
+const allSteps = analysis.steps || [];
+const stepRanks = [...new Set(allSteps.map((s) => s.rank))].sort((a, b) => a - b);
+const stepRank = () => (tl.opts.rank !== undefined ? tl.opts.rank : stepRanks[0]);
+const stepsOf = (r) => allSteps.filter((s) => s.rank === r || s.rank === undefined).sort((a, b) => a.step - b.step);
+const goStep = (n, r = stepRank()) => {
+  const s = stepsOf(r).find((x) => x.step === n);
   if (s) {
     const pad = (s.end_ns - s.start_ns) * 0.03;
     tl.clearHighlight(); tl.setView(s.start_ns - run.start_ns - pad, s.end_ns - run.start_ns + pad);
@@ -91,7 +93,16 @@ document.getElementById("tl-reset").onclick = () => { tl.clearHighlight(); tl.re
 document.getElementById("tl-in").onclick = () => tl.zoom(0.5);
 document.getElementById("tl-out").onclick = () => tl.zoom(2);
 const stepInput = document.getElementById("tl-step");
-if (steps.length) { stepInput.min = steps[0].step; stepInput.max = steps[steps.length - 1].step; stepInput.value = steps[0].step; }
+// the step box's bounds and first value: the steps of the rank "Go to step" counts
+const boundStepInput = () => {
+  const steps = stepsOf(stepRank());
+  if (!steps.length) return;
+  stepInput.min = steps[0].step; stepInput.max = steps[steps.length - 1].step;
+  const n = parseInt(stepInput.value, 10);
+  if (!steps.some((s) => s.step === n)) stepInput.value = steps[0].step;
+};
+boundStepInput();
+document.getElementById("tl-rank").addEventListener("change", boundStepInput);
 document.getElementById("tl-go").onclick = () => goStep(parseInt(stepInput.value, 10));
 stepInput.addEventListener("keydown", (e) => { if (e.key === "Enter") goStep(parseInt(stepInput.value, 10)); });
 
@@ -106,7 +117,7 @@ bindFindings(document.getElementById("findings"), analysis.findings || [], tl, r
 
 // tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
 let full = null;
-const buildTab = bindTabs(() => full, (rec) => goStep(rec.step), gpu);
+const buildTab = bindTabs(() => full, (rec) => goStep(rec.step, rec.rank ?? stepRank()), gpu);
 root.addEventListener("tl-firstpaint", async () => {
   try { full = await SS.json(P.analysis_url); } catch (e) { return; }
   buildTab(false);

@@ -7,7 +7,7 @@
 // An ES module: exports Timeline (call destroy() before dropping one), tlLegend and TL_COLORS.
 import { SS } from "./common.js";
 import { Input } from "./tl_input.js";
-import { TL_COLORS, TL_LABELS, TL_ROLE } from "./tl_theme.js";
+import { RANK_COLORS, RANK_LABELS, TL_COLORS, TL_LABELS, TL_ROLE } from "./tl_theme.js";
 
 export { TL_COLORS };
 
@@ -534,8 +534,40 @@ function tlTick(t, step) {
   return (t / scale).toFixed(digits) + " " + unit;
 }
 
-// The legend of what the timelines draw, kept in step with each draw: every kind in their data (single
-// boxes and merged ones), then the exposed-copy shading, merged boxes and queue tracks where drawn.
+// What one timeline draws now: the kinds of the boxes on its shown lanes (single and merged), whether it draws
+// merged boxes, exposed-copy shading and queue tracks, and the parts ("busy", "comm") of its rank summary lanes.
+function drawnBy(tl) {
+  const out = { kinds: new Set(), merged: false, exposed: false, queue: false, summary: new Set() };
+  const d = tl && !tl.destroyed && tl.data;
+  if (!d) return out;
+  for (const lane of d.lanes.filter((l) => tl.rowByLane[l.lane])) {
+    for (const k of lane.k) out.kinds.add(d.kinds[k]);
+    for (const k of lane.bk) out.kinds.add(d.kinds[k]);
+    out.merged = out.merged || lane.bs.length > 0;
+  }
+  const shadedRank = (rank) => Object.values(tl.rowByLane).some((r) => r.rank === rank && r.kind !== "cpu_thread");
+  out.exposed = (d.exposed || []).some((x) => x.s.length > 0 && shadedRank(x.rank));
+  out.queue = tl.lanes.some((r) => r.extra === "queue");
+  for (const part of summaryParts(tl)) out.summary.add(part);
+  return out;
+}
+
+// The parts of the rank summary lanes drawn with some height: "busy" and/or "comm" (tl_ranks.js).
+function summaryParts(tl) {
+  const sum = tl.rankSummary, parts = new Set();
+  if (!sum) return parts;
+  for (const row of tl.lanes.filter((r) => r.extra === "ranksum")) {
+    const r = sum.byRank[row.rank];
+    if (!r) continue;
+    if (r.busy.some((v) => v > 0)) parts.add("busy");
+    if (r.comm.some((v) => v > 0)) parts.add("comm");
+  }
+  return parts;
+}
+
+// The legend of what the timelines draw, kept in step with each draw: every kind on their shown lanes
+// (single boxes and merged ones), the parts of collapsed ranks' summary lanes, then the exposed-copy
+// shading, merged boxes and queue tracks where drawn.
 // `timelines()` gives the page's current timelines (the compare page makes new ones for another step).
 export function tlLegend(el, timelines) {
   const item = (color, text, opacity) => {
@@ -546,28 +578,19 @@ export function tlLegend(el, timelines) {
     return span;
   };
   const update = () => {
-    const kinds = new Set();
-    let merged = false, exposed = false, queue = false;
-    for (const tl of timelines()) {
-      const d = tl && !tl.destroyed && tl.data;
-      if (!d) continue;
-      for (const lane of d.lanes) {
-        for (const k of lane.k) kinds.add(d.kinds[k]);
-        for (const k of lane.bk) kinds.add(d.kinds[k]);
-        merged = merged || lane.bs.length > 0;
-      }
-      exposed = exposed || (d.exposed || []).some((x) => x.s.length > 0);
-      queue = queue || tl.lanes.some((r) => r.extra === "queue");
-    }
+    const all = timelines().map(drawnBy);
+    const kinds = new Set(all.flatMap((x) => [...x.kinds]));
+    const summary = new Set(all.flatMap((x) => [...x.summary]));
     const items = Object.keys(TL_LABELS).filter((k) => kinds.has(k)).map((k) => item(TL_COLORS[k], TL_LABELS[k]));
     for (const k of kinds) if (!(k in TL_LABELS)) items.push(item("#888", k));
-    if (exposed) items.push(item("rgba(228, 87, 86, 0.3)", "copy not overlapped by compute"));
-    if (merged) items.push(item("#4c78a8", "merged (opacity = busy %)", "0.45"));
-    if (queue) items.push(item("#4c78a8", "queued ops (queue track)", "0.7"), item("#e45756", "host lead (queue track)", "0.7"));
+    for (const part of ["busy", "comm"]) if (summary.has(part)) items.push(item(RANK_COLORS[part], RANK_LABELS[part]));
+    if (all.some((x) => x.exposed)) items.push(item("rgba(228, 87, 86, 0.3)", "copy not overlapped by compute"));
+    if (all.some((x) => x.merged)) items.push(item("#4c78a8", "merged (opacity = busy %)", "0.45"));
+    if (all.some((x) => x.queue)) items.push(item("#4c78a8", "queued ops (queue track)", "0.7"), item("#e45756", "host lead (queue track)", "0.7"));
     el.replaceChildren(...items);
   };
   const roots = new Set(timelines().filter(Boolean).map((tl) => tl.root));
-  for (const root of roots) root.addEventListener("tl-drawn", update);
+  for (const root of roots) for (const type of ["tl-drawn", "tl-rank-summary"]) root.addEventListener(type, update);
   update();
 }
 

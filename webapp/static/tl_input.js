@@ -2,7 +2,7 @@
 // (shift: pans; elsewhere the page scrolls), drag pans, click selects an interval, shift+drag or a drag on the
 // time axis selects a range; W/A/S/D as in Perfetto, plus + - arrows 0, f (zoom to the selection), Esc (clear
 // it) and ? (list the keys). With opts.pageKeys the keys work anywhere on the page, as in Perfetto, unless a
-// text field or other form control has the focus; without it, only while the timeline has the focus.
+// text field has the focus (a focused slider keeps its arrow keys); without it, only while the timeline has it.
 import { SS } from "./common.js";
 import { TL_LABELS } from "./tl_theme.js";
 
@@ -14,10 +14,26 @@ export const KEYS = [
 ];
 export const KEYS_NOTE = "The keys work anywhere on the page unless a text field has the focus.";
 
-// Whether a key press belongs to the element it was typed in (a text field, a list, a slider) rather than to
-// the page's timeline.
+// Input types one types text into; every other input (a checkbox, a slider, a button) leaves the keys to the
+// timeline. An input with no type (or an unknown one) is a text field.
+const TEXT_INPUT_TYPES = new Set(["", "text", "search", "number", "email", "url", "password", "tel",
+  "date", "datetime-local", "month", "time", "week"]);
+const TEXT_FIELDS = "textarea, select, [contenteditable=''], [contenteditable='true'], [contenteditable='plaintext-only']";
+
+// Whether a key press belongs to the text field it was typed in rather than to the page's timeline.
 export function typingIn(target) {
-  return !!(target && target.closest && target.closest("input, textarea, select, [contenteditable=''], [contenteditable='true']"));
+  if (!target || !target.closest) return false;
+  if (target.closest(TEXT_FIELDS)) return true;
+  return target.tagName === "INPUT" && TEXT_INPUT_TYPES.has(target.type);
+}
+
+// Keys a focused slider moves itself with; the timeline leaves them to it.
+const SLIDER_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"]);
+
+// Whether a key press belongs to the element that has the focus rather than to the page's timeline.
+function keyBelongsTo(target, key) {
+  if (typingIn(target)) return true;
+  return !!(target && target.tagName === "INPUT" && target.type === "range" && SLIDER_KEYS.has(key));
 }
 
 export const Input = {
@@ -68,7 +84,7 @@ export const Input = {
     c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
     this.onKey = (e) => {
       if (e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
-      if (this.opts.pageKeys ? typingIn(e.target) : e.target !== this.root) return;
+      if (this.opts.pageKeys ? keyBelongsTo(e.target, e.key) : e.target !== this.root) return;
       const k = e.key.length === 1 ? e.key.toLowerCase() : e.key;
       if (k === "+" || k === "=" || k === "w") this.zoom(0.6);
       else if (k === "-" || k === "_" || k === "s") this.zoom(1 / 0.6);

@@ -2,7 +2,7 @@
 // collectives and busy outside them; the rest idle) and expands back on a click on its name. Ranks start
 // collapsed when there are more than `threshold`. Data: GET <api>/ranks (webapp.analysis.rankview).
 // Also `tl.goRankStep(rank, s, e)`: show that rank's lanes (expanding it) and zoom to [s, e] (run-relative ns).
-export const RANK_COLORS = { comm: "#f58518", busy: "#4c78a8", idle: "#eef0f4" };
+import { RANK_COLORS } from "./tl_theme.js";
 
 export function attachRanks(tl, threshold) {
   const ranks = [...new Set(tl.opts.lanes.map((l) => l.rank))].sort((a, b) => a - b);

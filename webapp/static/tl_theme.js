@@ -9,6 +9,9 @@ export const TL_LABELS = {
   cpu_op: "CPU op", launch: "launch", sync_wait: "sync wait", collective: "collective", annotation: "annotation",
   sample: "Python stack",
 };
+// A collapsed rank's summary lane: busy outside collectives, in collectives (as the collective boxes), idle.
+export const RANK_COLORS = { comm: TL_COLORS.collective, busy: "#4c78a8", idle: "#eef0f4" };
+export const RANK_LABELS = { busy: "busy", comm: "in collectives" };
 export const TL_ROLE = {
   cpu_thread: "CPU thread", transfer_stream: "transfer stream", compute_stream: "compute stream",
   comm_stream: "comm stream", other_stream: "other stream",

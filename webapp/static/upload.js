@@ -1,10 +1,21 @@
-// Upload page: files from the picker or dropped on the zone, uploaded one by one with progress.
+// Upload page: files from the picker or dropped on the zone, uploaded one by one with progress. The server
+// tells a file's format by its bytes (and says in one line why it refuses one); a zip of a job's rank files
+// goes to the multi-rank upload, as do several files when "merge" is ticked.
 import { SS } from "./common.js";
 
 const cfg = window.STREAMSCOPE;
 const zone = document.getElementById("drop-zone");
 const input = document.getElementById("file-input");
 const list = document.getElementById("upload-list");
+const TOO_LARGE = "file is larger than the upload limit of " + SS.bytes(cfg.limit);
+const ZIP_MAGIC = [[0x50, 0x4b, 0x03, 0x04], [0x50, 0x4b, 0x05, 0x06]];  // "PK": a zip, or an empty one
+
+// Whether `file` is a zip, by its first bytes.
+async function isZip(file) {
+  const head = new Uint8Array(await file.slice(0, 4).arrayBuffer());
+  return ZIP_MAGIC.some((magic) => magic.every((b, i) => head[i] === b));
+}
+
 function uploadOne(file) {
   const li = SS.el("li", { "class": "upload-item" });
   const name = SS.el("span", { "class": "fname", title: file.name }, file.name);
@@ -12,12 +23,8 @@ function uploadOne(file) {
   const msg = SS.el("span", { "class": "msg" }, "waiting…");
   li.append(name, bar, msg); list.appendChild(li);
   return new Promise((resolve) => {
-    if (!/\.json(\.gz)?$/i.test(file.name)) {
-      msg.textContent = "not a trace file: the name must end in .json or .json.gz";
-      msg.className = "msg error"; bar.replaceWith(SS.el("span")); li.classList.add("failed"); return resolve();
-    }
     if (file.size > cfg.limit) {
-      msg.textContent = "file is larger than the upload limit of " + SS.bytes(cfg.limit);
+      msg.textContent = TOO_LARGE;
       msg.className = "msg error"; bar.replaceWith(SS.el("span")); li.classList.add("failed"); return resolve();
     }
     const xhr = new XMLHttpRequest();
@@ -60,11 +67,16 @@ function uploadOne(file) {
     xhr.send(file);
   });
 }
+// One request, one "file" field per rank (or one zip of the rank files): the server merges them into one run.
 function uploadRanks(files) {
-  // one request, one "file" field per rank: the server merges them into one run
   const li = SS.el("li", { "class": "upload-item" });
-  const msg = SS.el("span", { "class": "msg" }, "uploading and merging " + files.length + " ranks…");
+  const what = files.length > 1 ? files.length + " ranks" : "the rank files in it";
+  const msg = SS.el("span", { "class": "msg" }, "uploading and merging " + what + "…");
   li.append(SS.el("span", { "class": "fname" }, files.map((f) => f.name).join(", ")), msg); list.appendChild(li);
+  if (files.some((f) => f.size > cfg.limit)) {
+    msg.className = "msg error"; msg.textContent = TOO_LARGE; li.classList.add("failed");
+    return Promise.resolve();
+  }
   const form = new FormData();
   files.forEach((f) => form.append("file", f, f.name));
   return fetch(cfg.merge_url, { method: "POST", body: form, headers: { Accept: "application/json" } })
@@ -81,7 +93,7 @@ function uploadRanks(files) {
 }
 async function uploadAll(files) {
   if (document.getElementById("merge-ranks").checked && files.length > 1) return uploadRanks(files);
-  for (const f of files) await uploadOne(f);
+  for (const f of files) await ((await isZip(f)) ? uploadRanks([f]) : uploadOne(f));
 }
 input.addEventListener("change", () => { uploadAll(Array.from(input.files)); input.value = ""; });
 ["dragenter", "dragover"].forEach((t) => zone.addEventListener(t, (e) => { e.preventDefault(); zone.classList.add("over"); }));
