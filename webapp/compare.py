@@ -45,13 +45,15 @@ def _pair() -> tuple[RunInfo, RunInfo]:
 
 @bp.get("/api/compare")
 def api() -> Response:
+    """The comparison of ?a= (the baseline) and ?b=; its "a" and "b" are each run's catalog row (id, name,
+    ...) with the comparison's summary, what-if and findings of that run."""
     info_a, info_b = _pair()
-    store = get_store()
+    result = comparison(get_store(), info_a, info_b)[1]
     return jsonify(
         {
-            "a": info_a.to_dict(),
-            "b": info_b.to_dict(),
-            **comparison(store, info_a, info_b)[1],
+            **result,
+            "a": {**info_a.to_dict(), **result["a"]},
+            "b": {**info_b.to_dict(), **result["b"]},
         }
     )
 
@@ -69,18 +71,27 @@ def _steps(analysis: RunAnalysis) -> list[dict[str, int]]:
     ]
 
 
+def _pick_page(store: Store) -> str:
+    """The form that picks two runs; by default the newest run (B) compared with the one stored before it
+    (A, the baseline)."""
+    runs = [r.to_dict() for r in store.list_runs()]  # newest first
+    default_a = runs[1]["id"] if len(runs) > 1 else None
+    default_b = runs[0]["id"] if runs else None
+    return render_template("compare_pick.html", runs=runs, default_a=default_a, default_b=default_b)
+
+
 @bp.get("/compare")
 def page() -> str:
     store = get_store()
     if not request.args.get("a") or not request.args.get("b"):
-        return render_template("compare_pick.html", runs=[r.to_dict() for r in store.list_runs()])
+        return _pick_page(store)
     info_a, info_b = _pair()
     compared, result = comparison(store, info_a, info_b)
     an_a, an_b = compared.analysis_a, compared.analysis_b
     store.warm(info_a.id)
     store.warm(info_b.id)
     gpu = catalog.gpu_work(an_a.metrics) or catalog.gpu_work(an_b.metrics)
-    headline, others = compare_metric_rows(result["metrics"], gpu)
+    headline, others = compare_metric_rows(result["metrics"], an_a.metrics, an_b.metrics)
     others = total_labels(others, [*an_a.per_step.columns, *an_b.per_step.columns])
     page_data = {
         "a": {

@@ -183,12 +183,14 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def compare_metric_rows(
-    metrics: Sequence[Mapping[str, Any]], gpu: bool = True
+    metrics: Sequence[Mapping[str, Any]], metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The compare pages' metric rows (:func:`compare_rows`) in catalogue order, split into the headline
-    ones and the others; GPU metrics only when a run has GPU work (``gpu``)."""
+    ones (catalog.compared_headline of the two runs' metrics) and the others; GPU metrics only when a run has
+    GPU work."""
+    gpu = catalog.gpu_work(metrics_a) or catalog.gpu_work(metrics_b)
     rows = {r["metric"]: r for r in compare_rows(metrics) if catalog.shown(r["metric"], gpu)}
-    headline = {m.key for m in catalog.headline(gpu)}
+    headline = {m.key for m in catalog.compared_headline(metrics_a, metrics_b)}
     keys = catalog.ordered(rows)
     return [rows[k] for k in keys if k in headline], [rows[k] for k in keys if k not in headline]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from analysis_traces import MS, clean_run, pageable_run
 
@@ -94,3 +95,30 @@ def test_an_ops_status_is_the_sign_of_the_per_step_change_shown_beside_it() -> N
     assert row["status"] == "slower"
     row = ops_table(b, a, a_steps=100, b_steps=100).iloc[0]
     assert row["delta_step_ns"] < 0 and row["status"] == "faster"
+
+
+def _cpu_run():
+    """Four steps of host ops and nothing on a GPU (a CPU rank)."""
+    from collector.model import Interval, IntervalKind, Lane, LaneKind, Marker, MarkerKind, RunMeta, Trace
+
+    rows, marks = [], []
+    for k in range(4):
+        t = (1 + 10 * k) * MS
+        rows.append(Interval(0, IntervalKind.CPU_OP, "aten::mm", t, t + 6 * MS, step=k))
+        marks.append(Marker(0, MarkerKind.STEP, f"step {k}", t, t + 10 * MS, k))
+    return Trace.build(RunMeta.new(source="synthetic"), [Lane(0, LaneKind.CPU_THREAD, 1, "main thread")], rows, marks)
+
+
+def test_a_run_without_gpu_work_has_no_gpu_figures_beside_a_gpu_run() -> None:
+    from webapp.analysis.report import comparison_text
+
+    c = compare(_cpu_run(), clean_run(2))
+    m = c.metrics.set_index("metric")
+    for key in ("gpu_busy_frac", "gpu_idle_step_median_ns", "compute_busy_step_median_ns"):
+        assert np.isnan(m.loc[key, "a"]) and not np.isnan(m.loc[key, "b"]), key
+        assert m.loc[key, "better"] is None, key
+    assert m.loc["host_busy_step_median_ns", "a"] == pytest.approx(6 * MS)
+    rows = {line[:28].strip(): line for line in comparison_text(c).splitlines()}
+    assert "Host busy / step" in rows and "GPU idle / step" in rows
+    idle = rows["GPU idle / step"]
+    assert idle[28:45].strip() == "-" and not idle.endswith(("better", "worse"))  # A has no GPU: no figure

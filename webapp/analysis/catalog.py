@@ -208,6 +208,14 @@ def headline(gpu: bool = True) -> tuple[Metric, ...]:
     return tuple(m for m in for_run(gpu) if m.headline)
 
 
+def compared_headline(metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]) -> tuple[Metric, ...]:
+    """The headline entries of a comparison, in order: a GPU run's, a run without GPU work's, or, when one run
+    has GPU work and the other not, both sets (each run's own figures side by side)."""
+    gpu_a, gpu_b = gpu_work(metrics_a), gpu_work(metrics_b)
+    keys = {m.key for g in {gpu_a, gpu_b} for m in headline(g)}
+    return tuple(m for m in CATALOG if m.key in keys)
+
+
 def cards(gpu: bool = True) -> tuple[Metric, ...]:
     """The entries shown as number cards on the run page, in order."""
     return tuple(m for m in for_run(gpu) if m.card)

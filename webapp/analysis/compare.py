@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from collector.model import Trace
-from webapp.analysis.catalog import direction
+from webapp.analysis.catalog import direction, gpu_work, shown
 from webapp.analysis.records import RunAnalysis, _plain, frame_records
 from webapp.analysis.run import analyze
 
@@ -19,12 +19,12 @@ SAME_TOLERANCE = 0.05
 
 
 def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
-    """Columns: ``metric``, ``a``, ``b``, ``delta`` (b - a, the metric's unit), ``rel_change`` (delta / |a|,
-    NaN where a is 0 or missing), ``better`` (True/False by the catalogue's direction; None where neither
-    direction is better, the key is not catalogued, or nothing changed)."""
+    """Columns: ``metric``, ``a``, ``b`` (NaN for a GPU metric of a run without GPU work: it has none),
+    ``delta`` (b - a, the metric's unit), ``rel_change`` (delta / |a|, NaN where a is 0 or missing),
+    ``better`` (True/False by the catalogue's direction; None where neither direction is better, the key is
+    not catalogued, or nothing changed)."""
     names = list(a) + [k for k in b if k not in a]
-    va = np.array([a.get(k, math.nan) for k in names], dtype=np.float64)
-    vb = np.array([b.get(k, math.nan) for k in names], dtype=np.float64)
+    va, vb = _values(a, names), _values(b, names)
     delta = vb - va
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.where(va != 0, delta / np.abs(va), np.nan)
@@ -42,6 +42,11 @@ def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
             "better": pd.Series(better, dtype=object),
         }
     )
+
+
+def _values(metrics: dict[str, float], names: list[str]) -> np.ndarray:
+    gpu = gpu_work(metrics)
+    return np.array([metrics.get(k, math.nan) if gpu or shown(k, False) else math.nan for k in names], np.float64)
 
 
 def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int = 1) -> pd.DataFrame:

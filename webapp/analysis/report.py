@@ -105,7 +105,7 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
     ma, mb = c.analysis_a.metrics, c.analysis_b.metrics
     table = c.metrics.set_index("metric")
     lines = [f"{'metric':<28} {'A':>16} {'B':>16} {'change':>10}"]
-    for metric in catalog.headline(catalog.gpu_work(ma) or catalog.gpu_work(mb)):
+    for metric in catalog.compared_headline(ma, mb):
         key, unit = metric.key, metric.unit
         rel = table["rel_change"].get(key, math.nan)
         better = table["better"].get(key)
@@ -115,7 +115,8 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
             change = f"{delta * 100:+.1f} pts" if math.isfinite(delta) else "-"
         else:
             change = f"{rel * 100:+.1f}%" if rel == rel and math.isfinite(rel) else "-"
-        lines.append(f"{metric.label:<28} {fmt(ma.get(key), unit):>16} {fmt(mb.get(key), unit):>16} {change:>10}{mark}")
+        a, b = fmt(table["a"].get(key), unit), fmt(table["b"].get(key), unit)  # NaN: the run has no such figure
+        lines.append(f"{metric.label:<28} {a:>16} {b:>16} {change:>10}{mark}")
     lines.append("")
     ops = c.ops[c.ops["status"] != "same"].head(ops_limit)
     if len(ops):

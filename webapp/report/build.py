@@ -221,7 +221,7 @@ def compare_context(
     ta = _embed(a, [], budget_bytes // 2, fa)
     tb = _embed(b, [], budget_bytes // 2, fb)
     gpu = catalog.gpu_work(a.analysis.metrics) or catalog.gpu_work(b.analysis.metrics)
-    headline, others = compare_metric_rows(out["metrics"], gpu)
+    headline, others = compare_metric_rows(out["metrics"], a.analysis.metrics, b.analysis.metrics)
     others = total_labels(others, [*a.analysis.per_step.columns, *b.analysis.per_step.columns])
     cut: list[str] = []
     side_a, side_b = _side(a, ta), _side(b, tb)
