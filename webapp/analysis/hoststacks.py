@@ -54,6 +54,33 @@ def frames_basis(rd: RunData) -> str:
     return "cpu_ops" if profiler and kind_mask(rd.kind, IntervalKind.CPU_OP).any() else ""
 
 
+def missing_text(rd: RunData) -> str:
+    """Why the run has no host time by frame and how to get it (one sentence); '' when it has some."""
+    if frames_basis(rd):
+        return ""
+    meta = rd.trace.meta
+    if meta.source == "torch.profiler":
+        return (
+            "The trace has no Python stacks or CPU ops to say where the host's time went: profile with "
+            "torch.profiler(..., with_stack=True)."
+        )
+    notes = meta.notes or {}
+    timing = str(notes.get("timing") or "")
+    if not meta.streamscope_version:
+        return "The trace has no Python stacks to say where the host's time went."
+    if timing in ("events", "cpu"):
+        return (
+            f"Recorded with --timing {timing}: the recorder samples the host's Python stacks with CUPTI timing "
+            "(the default) only."
+        )
+    if "stack_samples" in notes:
+        return "The recorder sampled no Python stack inside the steps (the steps are shorter than its 5 ms period)."
+    return (
+        "This recording has no Python stacks (it was made before the recorder sampled them): record it again "
+        "to see where the host's time went."
+    )
+
+
 def sample_rows(rd: RunData) -> np.ndarray:
     """Rows of sampled host stacks inside the step windows."""
     return np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0))

@@ -159,6 +159,8 @@ class RunAnalysis:
     """Host time by Python frame over the steps (webapp.analysis.hoststacks.FRAME_COLUMNS)."""
     host_frames_basis: str = ""
     """What ``host_frames`` is read from: webapp.analysis.hoststacks.BASES, '' when empty."""
+    host_frames_missing: str = ""
+    """Why ``host_frames`` is empty and how to fill it (webapp.analysis.hoststacks.missing_text)."""
     critical_path: pd.DataFrame = field(default_factory=pd.DataFrame)
     """The critical path's stretches (webapp.analysis.causal.critical.SEGMENT_COLUMNS), at most
     MAX_PATH_SEGMENTS in time order; ``to_dict`` writes it as columns."""
@@ -191,6 +193,7 @@ class RunAnalysis:
             "ranks": _plain(dict(self.ranks)),
             "host_frames": frame_records(self.host_frames),
             "host_frames_basis": self.host_frames_basis,
+            "host_frames_missing": self.host_frames_missing,
             "critical_path": frame_columns(self.critical_path),
         }
 
@@ -216,5 +219,6 @@ class RunAnalysis:
             ranks=dict(d.get("ranks") or {}),
             host_frames=pd.DataFrame(d.get("host_frames") or []),
             host_frames_basis=str(d.get("host_frames_basis") or ""),
+            host_frames_missing=str(d.get("host_frames_missing") or ""),
             critical_path=pd.DataFrame(d.get("critical_path") or {}),
         )

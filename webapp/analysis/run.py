@@ -13,7 +13,7 @@ from webapp.analysis.causal import causal_model
 from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import find_all, listed, ranked
-from webapp.analysis.hoststacks import frame_table, frames_basis
+from webapp.analysis.hoststacks import frame_table, frames_basis, missing_text
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
@@ -241,5 +241,6 @@ def analyze(trace: Trace) -> RunAnalysis:
         ranks=ranks,
         host_frames=host_frames,
         host_frames_basis=frames_basis(rd) if len(host_frames) else "",
+        host_frames_missing="" if len(host_frames) else missing_text(rd),
         critical_path=causal.path.head(MAX_PATH_SEGMENTS),
     )

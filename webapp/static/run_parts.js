@@ -54,8 +54,7 @@ export function bindTabs(data, onStep, gpu) {
       const basis = HOST_BASES[d.host_frames_basis] || "";
       document.getElementById("host-note").textContent = rows.length
         ? `Host time over the steps by ${basis}: total = with the frame anywhere on the stack, self = innermost.`
-        : "This run has no host stacks (record it with Streamscope, or torch.profiler with with_stack=True, to "
-          + "see where the host's time goes).";
+        : d.host_frames_missing || "This run has no host stacks.";
       table("host-table", rows, HOST_COLUMNS);
     },
     "tab-colls": (d) => table("colls-table", (d.ranks || {}).collectives || [], COLLECTIVE_COLUMNS),

@@ -75,10 +75,7 @@ class HostBound:
         if frames:
             detail += f" Where the host's time went: {frames}."
         else:
-            detail += (
-                " The trace has no Python stacks to say where the host's time went (record with Streamscope, or"
-                " torch.profiler with with_stack=True)."
-            )
+            detail += " " + hoststacks.missing_text(rd)
         replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
