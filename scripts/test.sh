@@ -10,7 +10,10 @@ if [ ! -x /usr/bin/chromium ]; then
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq chromium >/dev/null
 fi
-python3 -c "import torch" 2>/dev/null || python3 -m pip install -q "torch==2.13.0"
+# torch's CPU build (PyPI's Linux torch is the CUDA build, several GB): a local copy of the wheel where pip's
+# find-links has one, else PyTorch's CPU index.
+python3 -c "import torch" 2>/dev/null || python3 -m pip install -q "torch==2.13.0+cpu" 2>/dev/null \
+    || python3 -m pip install -q "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
 python3 -m pip install -q -e ".[test]"
 # Ray (the [ray] extra, ~70 MB from the index) only when asked: STREAMSCOPE_TEST_RAY=1 scripts/test.sh.
 # Without it the local-Ray test is skipped; the process-pool path is always tested.
