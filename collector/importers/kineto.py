@@ -47,7 +47,14 @@ from collector.importers.collectives import mark_host_collectives
 from collector.importers.frames import concat_keeping_codes, renumber_by_start
 from collector.importers.graphs import mark_graph_replays
 from collector.importers.kineto_events import HOST_API_CATS, KinetoEvents, Launches
-from collector.importers.kineto_lanes import BYTES_KIND_CODES, build_lanes, cat_in, per_lane, run_meta
+from collector.importers.kineto_lanes import (
+    BYTES_KIND_CODES,
+    backward_rows,
+    build_lanes,
+    cat_in,
+    per_lane,
+    run_meta,
+)
 from collector.importers.kineto_stacks import stack_rows, stack_stretches
 from collector.importers.kineto_sync import HostWaits, host_waits, py_frames
 from collector.model import (
@@ -265,7 +272,7 @@ def _rows(
         ]
     )
     lane = group_numbers(is_gpu, lane_a, lane_b)
-    lanes = build_lanes(ev, events.rank, lane, is_gpu, lane_a, lane_b, kinds)
+    lanes = build_lanes(ev, events.rank, lane, is_gpu, lane_a, lane_b, kinds, backward_rows(ev, rows))
     devices = sorted(pd.unique(lane_a[is_gpu]).tolist())
     return _Rows(rows, nh, kinds, lane, tuple(lanes), events.cat[unknown], devices)
 

@@ -19,6 +19,9 @@ from collector.model import COPY_KINDS, KIND_CODE, IntervalKind, Lane, LaneKind,
 
 BYTES_KIND_CODES = [KIND_CODE[k.value] for k in (*COPY_KINDS, IntervalKind.MEMSET, IntervalKind.COLLECTIVE)]
 """Codes of the kinds that move bytes on a stream: copies, memsets and collectives."""
+AUTOGRAD_OP = "autograd::engine::evaluate_function"
+"""The op autograd's engine runs each backward function in: a thread that runs it (and is not the main one)
+is the autograd thread, whatever the trace names it."""
 ROLE_WORD = {
     LaneKind.COMPUTE_STREAM: "compute",
     LaneKind.TRANSFER_STREAM: "transfer",
@@ -90,6 +93,11 @@ def per_lane(values: list[str], lane_o: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes[lane_o] if values else lane_o, categories=pd.Index(uniques, dtype=object))
 
 
+def backward_rows(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Mask over ``rows`` (event rows): the event is autograd's AUTOGRAD_OP."""
+    return per_category(ev["name"], lambda c: str(c).startswith(AUTOGRAD_OP), bool, False)[rows]
+
+
 def build_lanes(
     ev: pd.DataFrame,
     rank: int,
@@ -98,8 +106,10 @@ def build_lanes(
     a: np.ndarray,
     b: np.ndarray,
     kinds: np.ndarray,
+    runs_backward: np.ndarray,
 ) -> list[Lane]:
-    """Lane per index, CPU threads first then (device, stream); stream roles inferred from content."""
+    """Lane per index, CPU threads first then (device, stream); stream roles inferred from content, and a
+    thread's from its name, else from ``runs_backward`` (rows of AUTOGRAD_OP: see :func:`backward_rows`)."""
     if len(lane_idx) == 0:
         return []
     n = int(lane_idx.max()) + 1
@@ -111,6 +121,7 @@ def build_lanes(
 
     kernels = count(kinds == KIND_CODE["kernel"])
     collectives = count(kinds == KIND_CODE["collective"])
+    backward = count(runs_backward)
     copies = count(np.isin(kinds, BYTES_KIND_CODES))
     meta = ev.iloc[np.flatnonzero(cat_in(ev["ph"], ("M",)))]  # few rows: no boolean indexing of every column
     meta = meta[meta["name"].astype(str) == "thread_name"]
@@ -124,7 +135,8 @@ def build_lanes(
         row = first[i]
         la, lb = int(a[row]), int(b[row])
         if not is_gpu[row]:  # on Linux the main thread's id is the process id
-            label = thread_label(lb, main=lb == la, names=thread_names.get((la, lb), ()))
+            named = thread_names.get((la, lb), [])
+            label = thread_label(lb, main=lb == la, names=[*named, *(("pt_autograd",) if backward[i] else ())])
             lanes.append(Lane(rank, LaneKind.CPU_THREAD, lb, label))
             continue
         if kernels[i]:

@@ -119,3 +119,19 @@ def test_load_trace_imports_torch_profiler_files(train: Trace) -> None:
 
 def test_load_trace_reads_with_stack_traces(trace: Trace) -> None:
     assert len(load_trace(SAMPLE).intervals) == len(trace.intervals)
+
+
+def test_the_backward_thread_is_named_by_what_it_runs_where_the_trace_names_it_only_python(tmp_path: Path) -> None:
+    """Older torch.profiler traces name every thread after the process ("python3.8"): the thread running
+    autograd's evaluate_function is still the autograd thread."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(TRAIN.read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            e["args"]["name"] = "python3.8"
+    path = tmp_path / "renamed.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    cpu = [ln for ln in load_trace(str(path)).lanes if ln.kind is LaneKind.CPU_THREAD]
+    assert [ln.label for ln in cpu] == ["main thread", f"autograd thread {cpu[1].ident}"]
