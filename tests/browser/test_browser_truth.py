@@ -148,7 +148,7 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     note = page.inner_text("#host-note")
     assert HOST_NOTE[basis] in note if basis else note == analysis["host_frames_missing"]
     if name == "naive":  # recorded by Streamscope before it sampled stacks: says so, not "record with Streamscope"
-        assert "made before the recorder sampled them" in note
+        assert "before the recorder sampled them" in note
     shown = page.eval_on_selector_all("#host-table tbody tr td:first-child", "els => els.map(e => e.textContent)")
     assert shown == ([f["frame"] for f in frames] or ["nothing to show"])
     wide, room = page.evaluate(

@@ -169,7 +169,7 @@ CATALOG: tuple[Metric, ...] = (
     Metric("setup_ns", "Set-up (before the steps)", NS, headline=True),
     Metric("tail_ns", "Tail (after the steps)", NS, headline=True),
     # the replay (webapp.analysis.causal): its self-check and the recorder's own cost taken out
-    Metric("step_time_unrecorded_median_ns", "Unrecorded step (median)", NS, LOWER, headline=True),
+    Metric("step_time_unrecorded_median_ns", "Median step, recorder out", NS, LOWER, headline=True),
     Metric("recorder_call_ns", "Recorder cost per CUDA call", NS, gpu=True),
     Metric("replay_error_max_frac", "Replay error, worst step", FRAC, LOWER),
     # the run's size

@@ -76,8 +76,8 @@ def missing_text(rd: RunData) -> str:
     if "stack_samples" in notes:
         return "The recorder sampled no Python stack inside the steps (the steps are shorter than its 5 ms period)."
     return (
-        "This recording has no Python stacks (it was made before the recorder sampled them): record it again "
-        "to see where the host's time went."
+        "This recording has no Python stacks (recorded with stacks=False, or before the recorder sampled them): "
+        "record it again to see where the host's time went."
     )
 
 
