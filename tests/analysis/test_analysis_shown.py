@@ -7,7 +7,7 @@ from ranks.ranks_traces import job
 
 from collector.ranks.merge import merge_traces
 from webapp.analysis import analyze, catalog
-from webapp.analysis.report import analysis_text, what_if_rows
+from webapp.analysis.report import analysis_text, what_if_rows, what_if_sum_note
 from webapp.figures import all_metric_rows, metric_cards, step_time_figure
 
 MS = 1_000_000
@@ -31,6 +31,16 @@ def test_what_if_rows_are_the_findings_it_applies_in_their_order_by_title() -> N
         {"rule": "straggler", "title": "Rank 1 is the straggler", "saving_ns": 40 * MS},
         {"rule": "sync-in-loop", "title": "Host syncs inside the loop", "saving_ns": 2 * MS},
     ]
+
+
+def test_the_what_if_says_why_its_lines_do_not_add_up_to_its_headline() -> None:
+    rows = [{"saving_ns": 8 * MS}, {"saving_ns": 7 * MS}]
+    assert what_if_sum_note({"saving_applied_ns": 14.5 * MS}, rows) == ""  # within 10%: they add up
+    note = what_if_sum_note({"saving_applied_ns": 9.7 * MS}, rows)
+    assert "drops by 9.700 ms, not 15.000 ms" in note and "fixes interact" in note
+    one = what_if_sum_note({"saving_applied_ns": 0.18 * MS}, rows[:1])
+    assert "drops by 0.180 ms, not 8.000 ms" in one and "some steps" in one
+    assert what_if_sum_note({"saving_applied_ns": 0.0}, []) == ""
 
 
 def test_a_run_on_cpu_ranks_shows_host_and_collective_figures_and_no_gpu_ones() -> None:

@@ -30,6 +30,28 @@ def fmt(value: float | None, unit: Unit) -> str:
     return f"{value:,.0f}"
 
 
+def what_if_sum_note(what_if: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> str:
+    """A sentence when the what-if's lines (:func:`what_if_rows`) do not add up to its headline drop within
+    10%: each line is one fix replayed alone and averaged over the steps, the headline the median step with
+    every fix replayed together. '' when they add up."""
+    drop = what_if.get("saving_applied_ns")
+    savings = [float(r["saving_ns"]) for r in rows]
+    total = sum(savings)
+    if not total or not isinstance(drop, (int, float)) or not math.isfinite(drop):
+        return ""
+    if abs(total - drop) <= max(0.1 * max(total, abs(drop)), 1_000):
+        return ""
+    if len(savings) == 1:
+        return (
+            f"The saving is averaged over the steps; the median step drops by {fmt(drop, Unit.NS)}, not "
+            f"{fmt(total, Unit.NS)}: the fix saves more in some steps than in the typical one."
+        )
+    return (
+        f"Each line is that fix alone, averaged over the steps; replayed together, the median step drops by "
+        f"{fmt(drop, Unit.NS)}, not {fmt(total, Unit.NS)} (fixes interact, and a median is not a mean)."
+    )
+
+
 def _wrap(text: str, indent: str) -> list[str]:
     return textwrap.wrap(text, width=100, initial_indent=indent, subsequent_indent=indent) or [indent]
 
@@ -97,6 +119,8 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     )
     for row in rows:
         lines.extend(_wrap(f"{row['title']}: -{fmt(row['saving_ns'], Unit.NS)} per step", "  "))
+    note = what_if_sum_note(w, rows)
+    lines.extend(_wrap(note, "  ") if note else [])
     return "\n".join(lines)
 
 
