@@ -77,6 +77,8 @@ def test_merge_and_analyze_take_a_zip(rank_files: list[str], serial: dict, tmp_p
     assert merged["ranks"]["straggler"]["rank"] == 3
     assert main(["analyze", str(archive), "--json", "--workers", "1"]) == 0
     assert json.loads(capsys.readouterr().out) == serial
+    assert main(["analyze", str(archive), "--workers", "1"]) == 0  # the summary points to the full analysis
+    assert f"streamscope merge {archive} --out merged.json.gz && streamscope analyze" in capsys.readouterr().out
 
 
 def test_bad_zips_and_options_exit_2(rank_files: list[str], tmp_path: Path, capsys) -> None:

@@ -152,4 +152,9 @@ def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
     top = joined["straggler"]
     if top:
         print(f"rank {top['rank']} arrives last in {top['last_frac']:.0%} of the collectives")
+    print(
+        "This is the per-rank summary, which scales to thousands of ranks. For the findings, their costs and "
+        "the what-if, merge the ranks and analyze the merged run:\n"
+        f"  streamscope merge {' '.join(runs)} --out merged.json.gz && streamscope analyze merged.json.gz"
+    )
     return 0
