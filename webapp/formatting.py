@@ -10,6 +10,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from webapp.analysis import catalog
+from webapp.analysis.units import size_text
+
 if TYPE_CHECKING:
     from flask import Flask
 
@@ -33,8 +36,6 @@ def fmt_bytes(value: Any) -> str:
     (webapp.analysis.units); "—" when missing."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    from webapp.analysis.units import size_text  # here: `import webapp` stays free of the analysis' imports
-
     return size_text(float(value))
 
 
@@ -51,8 +52,6 @@ def fmt_change(row: Mapping[str, Any]) -> str:
     """The change a compare table shows for one row of ``webapp.figures.compare_rows``: a fraction metric's
     in percentage points, B − A ("+11.4 pts"; a relative change of a percentage reads as a different number);
     any other metric's relative to A ("-52.7%"), or B − A where A is zero."""
-    from webapp.analysis import catalog
-
     if catalog.unit_of(str(row.get("metric", ""))) is catalog.Unit.FRAC:
         return str(row["delta"])
     return str(row["change"] if row["change"] != "—" else row["delta"])
@@ -62,8 +61,6 @@ def total_labels(rows: Iterable[Mapping[str, Any]], per_step_columns: Iterable[s
     """Metric rows (each with ``key`` or ``metric``, and ``label``) with the run totals named as such: a run
     metric that is also a per-step column and counts time, events or bytes is that column summed over the
     steps, so "Step time" there reads "Step time, total over the steps" (a per-step table keeps the label)."""
-    from webapp.analysis import catalog
-
     summed = (catalog.Unit.NS, catalog.Unit.COUNT, catalog.Unit.BYTES)
     columns = set(per_step_columns)
     out = []

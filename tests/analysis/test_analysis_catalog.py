@@ -12,9 +12,9 @@ from analysis_traces import clean_run, pageable_run, trace
 
 from collector.model import Trace
 from webapp import PACKAGE_ROOT
-from webapp.analysis import analyze, catalog, compare
+from webapp.analysis import analyze, catalog
 from webapp.analysis.catalog import Better, Metric, Unit
-from webapp.analysis.compare import compare_analyses, metrics_table
+from webapp.analysis.compare import compare, compare_analyses, metrics_table
 from webapp.analysis.report import analysis_text, comparison_text
 
 SAMPLES = PACKAGE_ROOT / "sample_traces"

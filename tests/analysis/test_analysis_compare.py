@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from analysis_traces import MS, clean_run, pageable_run
 
-from webapp.analysis import compare
 from webapp.analysis.catalog import direction
+from webapp.analysis.compare import compare
 
 
 @pytest.fixture(scope="module")
