@@ -52,6 +52,12 @@ def frame_columns(frame: pd.DataFrame) -> dict[str, list[Any]]:
     return out
 
 
+def rule_key(prefix: str, rule: str) -> str:
+    """The key of a rule's figure in ns: ``rule_key("cost", "sync-in-loop")`` -> ``cost_sync_in_loop_ns``
+    (per-step cost columns), ``rule_key("saving", ...)`` (what-if savings)."""
+    return f"{prefix}_{rule.replace('-', '_')}_ns"
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Where a finding shows on the timeline: a time range on one rank and the intervals in it."""

@@ -10,7 +10,7 @@ from typing import Any
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
 from webapp.analysis.compare import Comparison
-from webapp.analysis.records import RunAnalysis
+from webapp.analysis.records import RunAnalysis, rule_key
 from webapp.analysis.units import size_text
 
 
@@ -64,7 +64,7 @@ def what_if_rows(what_if: Mapping[str, Any], findings: Iterable[Any]) -> list[di
     rows = []
     for f in findings:
         rule, title = (f.get("rule"), f.get("title")) if isinstance(f, Mapping) else (f.rule, f.title)
-        value = what_if.get(f"saving_{str(rule).replace('-', '_')}_ns")
+        value = what_if.get(rule_key("saving", str(rule)))
         if isinstance(value, (int, float)) and math.isfinite(value):
             rows.append({"rule": str(rule), "title": str(title), "saving_ns": float(value)})
     return rows

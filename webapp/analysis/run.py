@@ -17,7 +17,7 @@ from webapp.analysis.hoststacks import frame_table, frames_basis, missing_text
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
-from webapp.analysis.records import Finding, RunAnalysis
+from webapp.analysis.records import Finding, RunAnalysis, rule_key
 from webapp.analysis.rules import RULES, RuleContext
 from webapp.analysis.rules.base import Detection, pinned_gbps
 from webapp.analysis.rules.sync_in_loop import dropped, sync_groups
@@ -26,10 +26,7 @@ from webapp.analysis.whatif import fixed_per_step, straggler_fixed, what_if
 EXTRA_STEP_COLUMNS: dict[str, str] = {
     "step_time_unrecorded_ns": "step time without the recorder's own host cost, as replayed, ns",
     "replay_error_frac": "|replayed - measured| / measured step time of the unchanged dependency graph",
-    **{
-        f"cost_{r.name.replace('-', '_')}_ns": f"step time the {r.name} fix saves in this step, replayed, ns"
-        for r in RULES
-    },
+    **{rule_key("cost", r.name): f"step time the {r.name} fix saves in this step, replayed, ns" for r in RULES},
     "step_time_fixed_ns": "step time with every listed finding's fix replayed together (webapp.analysis.whatif), ns",
 }
 """Columns analyze() adds to the per-step table after the findings."""
@@ -196,7 +193,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     per_step["step_time_unrecorded_ns"] = now[order]
     per_step["replay_error_frac"] = np.where(covered, causal.error[order], np.nan)
     for rule in RULES:
-        per_step[f"cost_{rule.name.replace('-', '_')}_ns"] = np.where(covered, costs[rule.name][order], np.nan)
+        per_step[rule_key("cost", rule.name)] = np.where(covered, costs[rule.name][order], np.nan)
     ranks: dict[str, object] = {}
     rank_notes: tuple[str, ...] = ()
     if cpu_only:

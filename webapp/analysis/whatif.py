@@ -18,7 +18,7 @@ import numpy as np
 
 from webapp.analysis.causal.graph import Graph
 from webapp.analysis.ranks import RankAnalysis, lockstep
-from webapp.analysis.records import Finding
+from webapp.analysis.records import Finding, rule_key
 from webapp.analysis.rules.base import Detection, RuleContext
 
 
@@ -72,5 +72,5 @@ def what_if(
     if recorded is not None:
         out["step_time_recorded_ns"] = float(np.median(recorded))
     for f in applied:
-        out[f"saving_{f.rule.replace('-', '_')}_ns"] = float(f.cost_per_step_ns)
+        out[rule_key("saving", f.rule)] = float(f.cost_per_step_ns)
     return out
