@@ -54,6 +54,9 @@ BACKOFF = 64
 BLOCKED_LAUNCH_NS = 50_000
 """A CUDA call that lasts longer than this and returns as a GPU op ends was blocked by a full launch queue
 (the host ran so far ahead that the driver holds it until the GPU frees a slot): a wait for that op."""
+COLLECTIVE_WAKE_NS = 1_000_000
+"""The issuing thread resuming this soon after a collective of a backend's thread ends waited for it (its
+``work.wait()`` returns once the worker has copied the result back and the waiting thread is scheduled)."""
 OVERLAP_FRAC = 0.05
 """A host thread whose CUDA calls overlap the main thread's for more than this share of their time runs
 beside it, not in turn with it."""
@@ -536,8 +539,8 @@ def _collective_holds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Host nodes after which the issuing thread waited for a collective without a CUDA call (gloo's
     ``work.wait()`` on CUDA tensors): a gap of at least BLOCKED_LAUNCH_NS before the next node that ends within
-    WAKE_MAX_NS after a collective of a backend's thread (``by_thread``) ends, the collective in flight when
-    the gap began. Per node: held, and the collective it waited for (-1)."""
+    COLLECTIVE_WAKE_NS after a collective of a backend's thread (``by_thread``) ends, the collective in flight
+    when the gap began. Per node: held, and the collective it waited for (-1)."""
     m = len(h_start)
     held = np.zeros(m, dtype=bool)
     on = np.full(m, -1, dtype=np.int64)
@@ -554,7 +557,7 @@ def _collective_holds(
     def in_flight(q: np.ndarray, cand: np.ndarray) -> np.ndarray:
         return (g_rank[cand] == h_rank[p[q]]) & (g_start[cand] <= gap_start[q]) & (g_end[cand] >= gap_start[q])
 
-    found = _latest_before(g_end[order], order, gap_end, gap_end - WAKE_MAX_NS, in_flight)
+    found = _latest_before(g_end[order], order, gap_end, gap_end - COLLECTIVE_WAKE_NS, in_flight)
     ok = found >= 0
     held[p[ok]] = True
     on[p[ok]] = found[ok]
