@@ -29,8 +29,9 @@ from typing import Any
 
 from collector.cli.launch import add_launch_arguments, launch, rank_out, torchrun_flags
 from collector.errors import StreamscopeError
-from collector.recording.api import TIMINGS, record, use_cpu_recorder
+from collector.recording.api import record
 from collector.recording.base import NoCudaError, require_cuda
+from collector.recording.sources import DEFAULT_TIMING, TIMING_SOURCES, recorder_class
 from collector.traceformat.save import prepare_out
 
 
@@ -97,12 +98,16 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-probe", action="store_true", help="skip the H2D bandwidth probe at start")
     parser.add_argument(
         "--timing",
-        choices=TIMINGS,
-        default="cupti",
-        help="timing source: cupti (exact device times, default; falls back to events when CUPTI is taken), "
-        "events (CUDA events around every op) or cpu (host ops and collectives; picked without CUDA in a "
-        "distributed job)",
+        choices=tuple(TIMING_SOURCES),
+        default=DEFAULT_TIMING,
+        help=_timing_help(),
     )
+
+
+def _timing_help() -> str:
+    """``--timing``'s help, from the registry: each source's name and its ``summary``."""
+    named = [f"{name} ({cls.summary})" if cls.summary else name for name, cls in TIMING_SOURCES.items()]
+    return "timing source: " + (", ".join(named[:-1]) + " or " if len(named) > 1 else "") + named[-1]
 
 
 def _demo_options(ns: argparse.Namespace) -> argparse.Namespace:
@@ -181,8 +186,10 @@ def _rank_out(out: str) -> str:
 
 
 def _require_device(timing: str, cpu_ok: bool) -> None:
-    """CUDA is needed unless this rank records its host only (no CUDA in a distributed job, or --timing cpu)."""
-    if cpu_ok and (timing == "cpu" or use_cpu_recorder()):
+    """CUDA is needed unless the workload runs without it (``cpu_ok``: a script, demo:ddp) and so does the
+    source that records it here (``needs_cuda`` of collector.recording.sources.recorder_class: a source that
+    needs CUDA gives way to the CPU source on a rank without CUDA in a distributed job)."""
+    if cpu_ok and not recorder_class(timing).needs_cuda:
         return
     require_cuda()
 
@@ -212,7 +219,7 @@ def run_record(req: RecordRequest) -> int:
 
         plant = Plant(req.slow_rank, req.delay_ms, req.slow_cause)
         try:
-            plant.check(cuda=req.timing != "cpu" and not use_cpu_recorder())
+            plant.check(cuda=recorder_class(req.timing).needs_cuda)
         except ValueError as exc:
             raise RecordUsageError(str(exc)) from None
         rec = record(

@@ -2,8 +2,12 @@
 
 A timing source is a subclass of :class:`Recorder` that supplies only what differs
 (collector.recording.events_recorder: CUDA events around each op; collector.recording.cupti_recorder: CUPTI's
-activity records; collector.recording.cpu_recorder: torch.profiler's CPU activity, for ranks without CUDA):
+activity records; collector.recording.cpu_recorder: torch.profiler's CPU activity, for ranks without CUDA),
+registered by name in collector.recording.sources.TIMING_SOURCES:
 
+* class attributes: ``timing`` (its name, which ``notes.timing`` carries), ``needs_cuda`` (whether it needs a
+  CUDA device: the runner checks for one before anything starts only then) and ``summary`` (its words in
+  ``--timing``'s help);
 * :meth:`Recorder._begin` starts timing; :meth:`Recorder._end` stops it and builds the Trace;
 * :meth:`Recorder._now` is the clock step boundaries and marks are read on (the one the source's times are on);
 * hooks, which do nothing here: :meth:`Recorder._step_ended` (a recorded step just ended),
@@ -11,11 +15,13 @@ activity records; collector.recording.cpu_recorder: torch.profiler's CPU activit
   (after each boundary, with recording on or off for the step that begins) and :meth:`Recorder._halt` (first
   thing at stop, before the patches in ``_undo`` are taken out).
 
-The rest is here: the options, :meth:`~Recorder.start` (once), :meth:`~Recorder.step` (every Nth step
-recorded; with ``auto_steps``, one after each optimizer step), :meth:`~Recorder.mark`,
-:meth:`~Recorder.name_stream`, :meth:`~Recorder.stop` (once, with the error the workload ended with), the
-write to ``out`` (a printed fallback path when ``out`` cannot be written) and the context manager. Also here:
-:func:`require_cuda`, which the GPU sources and the runner call before anything starts.
+The rest is here: the options (every source takes them all and leaves unused those it has no use for),
+:meth:`~Recorder.start` (once), :meth:`~Recorder.step` (every Nth step recorded; with ``auto_steps``, one after
+each optimizer step), :meth:`~Recorder.mark`, :meth:`~Recorder.name_stream`, :meth:`~Recorder.stop` (once, with
+the error the workload ended with; ``notes.timing``, ``notes.every`` and ``notes.rank`` written where the
+source's Trace does not hold them), the write to ``out`` (a printed fallback path when ``out`` cannot be
+written) and the context manager. Also here: :func:`require_cuda`, which the GPU sources and the runner call
+before anything starts. Make a recorder with :func:`collector.record` (collector.recording.api.record).
 """
 
 from __future__ import annotations
@@ -47,10 +53,16 @@ def require_cuda() -> None:
 
 
 class Recorder:
-    """A recording session; use :func:`collector.recording.record`. After :meth:`stop`, ``trace`` holds the Trace."""
+    """A recording session; use :func:`collector.record`. After :meth:`stop`, ``trace`` holds the Trace."""
 
     timing = ""
-    """The timing source, as the trace's ``notes.timing`` names it (one of collector.recording.api.TIMINGS)."""
+    """The timing source, as the trace's ``notes.timing`` names it (its name in
+    collector.recording.sources.TIMING_SOURCES)."""
+    needs_cuda = True
+    """Whether the source needs a CUDA device: where it does, the runner refuses to record without one
+    (:func:`require_cuda`), and a rank of a distributed job without CUDA records with the CPU source."""
+    summary = ""
+    """What the source times, in a few words (``--timing``'s help)."""
 
     def __init__(
         self,
@@ -62,6 +74,9 @@ class Recorder:
         source: str = "recorded",
         command: str | None = None,
         auto_steps: bool = False,
+        probe: bool = True,
+        calibrate: bool = True,
+        stacks: bool = True,
     ) -> None:
         if int(every) < 1:
             raise ValueError(f"every must be a positive number of steps, got {every!r}")
@@ -72,6 +87,12 @@ class Recorder:
         self.source = source
         self.command = command if command is not None else " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
         self.auto_steps = auto_steps
+        self.probe = probe
+        """Take the H2D bandwidth probe (GPU sources)."""
+        self.calibrate = calibrate
+        """Measure the recorder's own overhead at start and take it out (GPU sources)."""
+        self.stacks = stacks
+        """Sample the main thread's Python stack (collector.recording.stacks) while recording (CUPTI)."""
         self.trace: Trace | None = None
         self.error = ""
         self._started = False
@@ -174,9 +195,17 @@ class Recorder:
         finally:
             while self._undo:
                 self._undo.pop()()
-        self.trace = self._end(step_open, error)
+        self.trace = self._noted(self._end(step_open, error))
         self._write()
         return self.trace
+
+    def _noted(self, trace: Trace) -> Trace:
+        """``trace`` with ``notes.timing``, ``notes.every`` and ``notes.rank`` where the source left them out
+        (added after its own notes; a source's own value, such as a fallback's timing, stays)."""
+        notes = trace.meta.notes or {}
+        ours = {"timing": self.timing, "every": self.every, "rank": self.rank}
+        missing = {k: v for k, v in ours.items() if k not in notes}
+        return trace.with_meta(notes={**notes, **missing}) if missing else trace
 
     def _write(self) -> None:
         if self.out and self.trace is not None:

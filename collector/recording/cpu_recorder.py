@@ -7,8 +7,9 @@ which gloo runs on worker threads (``gloo:all_reduce``; collector.importers.coll
 ``collective`` intervals on comm lanes). Times are Kineto's: integer ns on the host's wall clock
 (``time.time_ns``), the clock step marks are taken on too.
 
-:func:`collector.recording.record` picks :class:`CpuRecorder` when torch sees no CUDA device and a
-distributed job is running (``WORLD_SIZE`` set, or a process group initialised), or on ``timing="cpu"``.
+:func:`collector.record` picks :class:`CpuRecorder` on ``timing="cpu"``, and in place of a source that needs
+CUDA when torch sees no CUDA device and a distributed job is running (``WORLD_SIZE`` set, or a process group
+initialised): collector.recording.sources.recorder_class.
 Each collective carries its bytes (input shapes are recorded) and its process group
 (collector.recording.groups).
 """
@@ -79,16 +80,18 @@ def distributed_info(rank: int, world_size: int) -> dict[str, Any]:
 
 
 class CpuRecorder(Recorder):
-    """A :class:`~collector.recording.base.Recorder` for a CPU rank; use :func:`collector.recording.record`.
-    ``name_stream()`` has no effect; the GPU recorders' options (``probe``, ...) are taken and left unused.
-    Step boundaries and marks are on the host's wall clock (``time.time_ns``), as the profiler's times are."""
+    """A :class:`~collector.recording.base.Recorder` for a CPU rank; use :func:`collector.record`.
+    ``name_stream()`` has no effect; the base's GPU options (``probe``, ``calibrate``, ``stacks``) are left
+    unused. Step boundaries and marks are on the host's wall clock (``time.time_ns``), as the profiler's times
+    are."""
 
     timing = "cpu"
+    needs_cuda = False
+    summary = "host ops and collectives; picked without CUDA in a distributed job"
 
     def __init__(self, workload: str = "", out: str | None = None, *, rank: int | None = None, **options: Any) -> None:
         env_rank, self.world_size = distributed_env()
-        shared = {k: v for k, v in options.items() if k in ("every", "source", "command", "auto_steps")}
-        super().__init__(workload, out, rank=rank if rank is not None else env_rank, **shared)
+        super().__init__(workload, out, rank=rank if rank is not None else env_rank, **options)
         self._prof: Any = None
         self._calls: list[tuple[int, int, str]] = []
 

@@ -66,15 +66,17 @@ CUPTI_NOTE = (
 
 class CuptiRecorder(EventsRecorder):
     """An :class:`EventsRecorder` timed by CUPTI (by CUDA events where CUPTI is taken); use
-    :func:`collector.recording.record` (``timing="cupti"``)."""
+    :func:`collector.record` (``timing="cupti"``). Uses the base's ``probe`` (at stop, where copies need it),
+    ``calibrate`` and ``stacks``."""
+
+    timing = "cupti"
+    summary = "exact device times from CUPTI, the default; falls back to events when CUPTI is taken"
 
     READERS: tuple[str, ...] = ("client", "kineto")
     """Ways to read CUPTI, tried in order (see :data:`READERS`); the first that starts is used."""
 
-    def __init__(self, *args: Any, stacks: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.stacks = stacks
-        """Sample the main thread's Python stack (collector.recording.stacks) while recording."""
         self._sampler: StackSampler | None = None
         self._call_ns = 0.0
         """The recorder's own host cost per CUDA call (ns), measured at start when ``calibrate``."""

@@ -56,17 +56,15 @@ EVENTS_NOTE = (
 
 class EventsRecorder(Recorder):
     """A :class:`~collector.recording.base.Recorder` timed by CUDA events around each op; use
-    :func:`collector.recording.record` (``timing="events"``). ``probe``: the H2D bandwidth probe at start;
-    ``calibrate``: measure the events' own overhead at start and take it off the GPU intervals."""
+    :func:`collector.record` (``timing="events"``). ``probe``: the H2D bandwidth probe at start;
+    ``calibrate``: measure the events' own overhead at start and take it off the GPU intervals (both options
+    of the base; ``stacks`` is left unused)."""
 
     timing = "events"
+    summary = "CUDA events around every op"
 
-    def __init__(
-        self, workload: str = "", out: str | None = None, *, probe: bool = True, calibrate: bool = True, **options: Any
-    ) -> None:
-        super().__init__(workload, out, **options)
-        self.probe = probe
-        self.calibrate = calibrate
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
         self._ids = itertools.count()
         self._host: list[tuple[Any, ...]] = []  # (tid, kind, name, t0, t1, bytes, mem, nb, step, source, cause, id)
         self._open: list[tuple[Any, ...]] = []  # (ev_s, ev_e, stream_id, kind, name, bytes, mem, nb, step, launch, id)

@@ -1,5 +1,6 @@
 """The lifecycle every timing source shares (collector.recording.base.Recorder), driven through a timing source
-that times nothing: what it is asked to do and when, the steps and marks, the error, the write."""
+that times nothing: what it is asked to do and when, the steps and marks, the error, the notes and the write; and
+what every registered source (collector.recording.sources.TIMING_SOURCES) takes from the base."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ import torch
 
 from collector.model import Marker, MarkerKind, RunMeta, Trace
 from collector.recording.base import Recorder
-from collector.recording.cpu_recorder import CpuRecorder
-from collector.recording.cupti_recorder import CuptiRecorder
-from collector.recording.events_recorder import EventsRecorder
+from collector.recording.sources import TIMING_SOURCES
 from collector.traceformat import read_trace
 
 
@@ -49,9 +48,24 @@ class Untimed(Recorder):
         return Trace.build(RunMeta.new(workload=self.workload, error=error), [], [], marks)
 
 
-def test_the_three_timing_sources_share_the_base() -> None:
-    assert all(issubclass(cls, Recorder) for cls in (EventsRecorder, CuptiRecorder, CpuRecorder))
-    assert [cls("w").timing for cls in (EventsRecorder, CuptiRecorder, CpuRecorder)] == ["events", "cupti", "cpu"]
+def test_cupti_events_and_cpu_are_registered_cupti_first() -> None:
+    assert list(TIMING_SOURCES)[:3] == ["cupti", "events", "cpu"]
+    assert [TIMING_SOURCES[name].needs_cuda for name in ("cupti", "events", "cpu")] == [True, True, False]
+
+
+@pytest.mark.parametrize("name", list(TIMING_SOURCES))
+def test_every_timing_source_shares_the_base_and_its_options(name: str) -> None:
+    cls = TIMING_SOURCES[name]
+    assert issubclass(cls, Recorder) and cls.timing == name and cls.summary
+    options: dict[str, Any] = {"every": 3, "rank": 2, "source": "s", "command": "c", "auto_steps": True}
+    rec = cls("w", "o.json", probe=False, calibrate=False, stacks=False, **options)  # no source filters them
+    assert (rec.workload, rec.out, rec.timing) == ("w", "o.json", name)
+    assert (rec.every, rec.rank, rec.source, rec.command, rec.auto_steps) == tuple(options.values())
+    assert (rec.calibrate, rec.stacks) == (False, False)
+    assert cls("w").stacks and cls("w").calibrate
+    misspelt: dict[str, Any] = {"no_such_option": 1}
+    with pytest.raises(TypeError, match="no_such_option"):  # an option no source has is still an error
+        cls("w", **misspelt)
 
 
 def test_every_other_step_is_recorded_and_the_hooks_run_in_order() -> None:
@@ -87,6 +101,32 @@ def test_once_each_and_the_error_the_workload_ended_with() -> None:
     with pytest.raises(SystemExit), clean:
         raise SystemExit(0)
     assert clean.error == "" and clean.trace is not None
+
+
+def test_the_base_writes_timing_every_and_rank_into_the_notes() -> None:
+    rec = Untimed("w", every=2, rank=1)
+    with rec:
+        rec.step()
+    assert rec.trace is not None and dict(rec.trace.meta.notes) == {"timing": "untimed", "every": 2, "rank": 1}
+
+    class Noted(Untimed):
+        def _end(self, step_open: bool, error: str) -> Trace:
+            trace = super()._end(step_open, error)
+            return trace.with_meta(notes={"timing": "fallback", "timing_note": "n", "every": 2, "rank": 0})
+
+    noted = Noted("w", rank=5)
+    with noted:
+        pass
+    assert noted.trace is not None  # a source's own values stay (a fallback's timing, a merged rank)
+    assert list(noted.trace.meta.notes.items()) == [
+        ("timing", "fallback"),
+        ("timing_note", "n"),
+        ("every", 2),
+        ("rank", 0),
+    ]
+    assert noted._noted(noted.trace) is noted.trace  # nothing left out: the source's trace as it is
+    partial = Untimed("w")._noted(noted.trace.with_meta(notes={"timing_note": "n"}))
+    assert list(partial.meta.notes) == ["timing_note", "timing", "every", "rank"]  # what it left out comes last
 
 
 def test_auto_steps_after_each_optimizer_step_and_the_trace_written(tmp_path: Path) -> None:
