@@ -191,6 +191,10 @@ KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(KIND_NAMES)}
 """IntervalKind value -> its code in INTERVAL_KIND_DTYPE."""
 MEMORY_CODE: dict[str, int] = {k: i for i, k in enumerate(MEMORY_KIND_DTYPE.categories)}
 """MemoryKind value -> its code in MEMORY_KIND_DTYPE."""
+COPY_CODES: tuple[int, ...] = tuple(KIND_CODE[k] for k in COPY_KINDS)
+"""Codes of the copy kinds (COPY_KINDS)."""
+GPU_CODES: tuple[int, ...] = tuple(KIND_CODE[k] for k in GPU_KINDS)
+"""Codes of the kinds that run on a GPU stream (GPU_KINDS: copies, kernels, memsets, collectives)."""
 LANE_KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(LANE_KIND_DTYPE.categories)}
 """LaneKind value -> its code in LANE_KIND_DTYPE (also the order lane kinds are declared in)."""
 

@@ -33,7 +33,7 @@ import pandas as pd
 
 from collector.importers.frames import concat_keeping_codes, renumber_by_start
 from collector.importers.kineto_lanes import lookup_first
-from collector.model import KIND_CODE, Lane, LaneKind, Trace, conform_intervals, step_at
+from collector.model import COPY_CODES, KIND_CODE, Lane, LaneKind, Trace, conform_intervals, step_at
 from collector.recording.comm import CollectiveCall
 
 COLLECTIVE_CAUSE = "collective"
@@ -52,7 +52,6 @@ ENQUEUE_NS = 2_000_000
 RECORD_CALLS = ("cudaEventRecord", "cuEventRecord", "hipEventRecord")
 """Host calls that record an event (gloo records one after each copy back)."""
 _SYNC, _COLL = KIND_CODE["sync_wait"], KIND_CODE["collective"]
-_COPY = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
 _KERNELS = [KIND_CODE["kernel"], KIND_CODE["collective"]]
 
 
@@ -147,7 +146,7 @@ class _Edits:
         self.marked: dict[int, str] = {}
         self.groups: dict[int, str] = {}
         self.bytes = iv["bytes"].to_numpy(np.int64).copy()
-        copies = np.flatnonzero(np.isin(kind, _COPY) & (launch >= 0))
+        copies = np.flatnonzero(np.isin(kind, COPY_CODES) & (launch >= 0))
         self.copies_by_launch: dict[int, list[int]] = {}
         for c, at in zip(copies.tolist(), launch[copies].tolist(), strict=True):
             self.copies_by_launch.setdefault(at, []).append(c)
@@ -223,7 +222,7 @@ def _runs(trace: Trace, kind: np.ndarray, launch: np.ndarray, python: frozenset[
     start, end = iv["start_ns"].to_numpy(np.int64), iv["end_ns"].to_numpy(np.int64)
     kernels = np.flatnonzero(np.isin(kind, _KERNELS) & (launch >= 0))
     launching = set(np.unique(lane[launch[kernels]]).tolist())
-    copies = np.flatnonzero(np.isin(kind, _COPY) & (launch >= 0))
+    copies = np.flatnonzero(np.isin(kind, COPY_CODES) & (launch >= 0))
     h2d = copies[kind[copies] == KIND_CODE["memcpy_h2d"]]
     copied = np.bincount(launch[h2d], weights=iv["bytes"].to_numpy(np.float64)[h2d], minlength=len(iv))
     waiting = set(np.unique(lane[kind == _SYNC]).tolist())

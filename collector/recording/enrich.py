@@ -26,9 +26,12 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.frames import concat_keeping_codes, renumber_by_start
-from collector.importers.kineto_lanes import KIND_CODE, lookup_first
+from collector.importers.kineto_lanes import lookup_first
 from collector.importers.kineto_sync import outermost_enclosing
 from collector.model import (
+    COPY_CODES,
+    GPU_CODES,
+    KIND_CODE,
     NO_STEP,
     Lane,
     LaneKind,
@@ -41,14 +44,12 @@ from collector.model import (
     step_at,
 )
 from collector.recording.dropped import first_covered, without_windows
-from collector.recording.gpunames import GPU_WORK, Strings, op_names, region_names
+from collector.recording.gpunames import Strings, op_names, region_names
 
 SPAN_SLACK_NS = 20_000
 """A runtime wait starting this close outside a Python call's span still belongs to it: Kineto's host times
 and the recorder's (monotonic, mapped onto Kineto's clock) were seen a few microseconds apart, as much as a
 short ``synchronize`` lasts."""
-
-_COPIES = [KIND_CODE[k] for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d")]
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     waited_spans = np.unique(hit[found])
 
     # copies: the line of the span their launch sat in, on the launch and on the copy
-    copies = np.flatnonzero(np.isin(kind, _COPIES) & (launch >= 0))
+    copies = np.flatnonzero(np.isin(kind, COPY_CODES) & (launch >= 0))
     lpos = launch[copies]
     hit = outermost_enclosing(sp_key, sp_s, sp_e, key[lpos], start[lpos])
     ok = hit >= 0
@@ -139,7 +140,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     nbytes[copies[fill]] = sp["bytes"].to_numpy(np.int64)[hit[fill]]
 
     names = Strings(iv["name"])
-    work = np.flatnonzero(np.isin(kind, GPU_WORK) & (launch >= 0))
+    work = np.flatnonzero(np.isin(kind, GPU_CODES) & (launch >= 0))
     named_before = names.codes[work].copy()
     how = op_names(names, kind, start, iv["end_ns"].to_numpy(np.int64), key, launch)
     unnamed = work[names.codes[work] == named_before]

@@ -14,9 +14,7 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.kineto_sync import latest_start
-from collector.model import KIND_CODE
-
-GPU_WORK = [KIND_CODE[k] for k in ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")]
+from collector.model import GPU_CODES, KIND_CODE
 
 
 class Strings:
@@ -50,7 +48,7 @@ def op_names(
 ) -> str:
     """GPU work renamed (in place) after the ``aten::`` op that launched it; returns how names were found."""
     ops = np.flatnonzero(kind == KIND_CODE["cpu_op"])
-    work = np.flatnonzero(np.isin(kind, GPU_WORK) & (launch >= 0))
+    work = np.flatnonzero(np.isin(kind, GPU_CODES) & (launch >= 0))
     if len(ops) == 0 or len(work) == 0:
         return "kernel names (no op names were recorded)"
     lpos = launch[work]

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from collector.model import GPU_KINDS
 from collector.recording.clock import ClockLine, clock_pair
 
-GPU_WORK = ("kernel", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset", "collective")
+GPU_WORK = tuple(k.value for k in GPU_KINDS)
 
 
 def mono_to_wall(p0: tuple[int, int], p1: tuple[int, int]) -> Callable[[np.ndarray], np.ndarray]:
