@@ -5,7 +5,8 @@
 * The tree shows the pipeline, record -> traceformat -> importers -> ranks: each sub-package imports only the
   vocabulary, itself and what :data:`LAYERS` lists for it (``recording`` may import ``importers``, as CUPTI
   recording reads its capture with the Kineto importer, never the other way round; ``ranks`` loads rank files
-  through ``collector.load``). ``cli`` is the top: it may import any of them, and only ``collector.__main__``
+  through ``collector.load``; ``synthetic``, the test and benchmark data, is built on the recorder's and the
+  file format's own types). ``cli`` is the top: it may import any of them, and only ``collector.__main__``
   imports it. Beside the sub-packages, only the vocabulary, ``load`` and ``steps`` are loose modules.
 * Nothing in ``collector`` imports ``webapp``, flask or plotly; torch only inside ``recording`` and ``demos``.
 * The subcommands (``webapp.commands``) never import ``webapp.cli``, which loads them: their error type lives in
@@ -31,6 +32,7 @@ LAYERS: dict[str, set[str]] = {
     "recording": {"traceformat", "importers"},
     "ranks": {"traceformat", "importers", "load"},
     "demos": set(),
+    "synthetic": {"traceformat", "recording"},
 }
 """What each sub-package may import besides the vocabulary and itself (``cli``, the top, is not listed: it may
 import any of them)."""
@@ -65,7 +67,8 @@ def _collector_imports(path: Path) -> set[str]:
 
 
 def test_the_layout_is_what_the_rules_are_written_for() -> None:
-    assert {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()} >= set(SUBPACKAGES)
+    found = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert found == set(SUBPACKAGES), "a new sub-package needs its rule in LAYERS"
     assert {p.stem for p in ROOT.glob("*.py")} == LOOSE, "a new module belongs in a sub-package (or in LOOSE)"
 
 
@@ -117,3 +120,15 @@ def test_no_trace_is_told_by_its_name() -> None:
                 if any(isinstance(t, str) and TRACE_SUFFIX.search(t) for t in texts) and where not in OUTPUT_NAMES:
                     found.append(f"{where}:{node.lineno}")
     assert found == [], f"recognise files by their bytes (collector.importers.registry), not their names: {found}"
+
+
+JS_NAME_TEST = re.compile(r"/[^/\n]*\\\.(json|gz|zip)[^/\n]*/[a-z]*\.test\(", re.IGNORECASE)
+
+
+def test_no_page_tells_a_trace_by_its_name() -> None:
+    """The browser sends what the user picked; the server recognises it by its bytes."""
+    static = ROOT.parent / "webapp" / "static"
+    found = [
+        f"{p.name}:{m.group(0)}" for p in sorted(static.glob("*.js")) for m in JS_NAME_TEST.finditer(p.read_text())
+    ]
+    assert found == [], found
