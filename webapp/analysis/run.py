@@ -15,6 +15,7 @@ from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import find_all, listed, ranked
 from webapp.analysis.hoststacks import frame_table, frames_basis, missing_text
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
+from webapp.analysis.pace import pace_note
 from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
 from webapp.analysis.records import Finding, RunAnalysis, rule_key
@@ -167,6 +168,15 @@ def sync_table(rd: RunData, ctx: RuleContext) -> pd.DataFrame:
     return out.reset_index(drop=True)[cols]
 
 
+def _pace_notes(per_step: pd.DataFrame) -> tuple[str, ...]:
+    """The pace note (webapp.analysis.pace) of the first rank's steps, if they run at two paces."""
+    if per_step.empty:
+        return ()
+    first = per_step[per_step["rank"] == per_step["rank"].min()]
+    note = pace_note(first["step_time_ns"].to_numpy(), first["step"].to_numpy())
+    return (note,) if note else ()
+
+
 def analyze(trace: Trace) -> RunAnalysis:
     """Analyze one run. Raises ValueError (one line) for a run that cannot be analysed."""
     rd = prepare(trace)
@@ -228,6 +238,7 @@ def analyze(trace: Trace) -> RunAnalysis:
                 trace.meta.step_method, "collectives" if cpu_only and rd.step_basis == "gpu" else rd.step_basis
             ),
             *phase_notes(phases, gpu=not cpu_only),
+            *_pace_notes(per_step),
             *timing_note(trace),
             *unknown_note(trace),
             *(() if cpu_only else (*causal.notes, *path_note(len(causal.path)))),
