@@ -78,6 +78,13 @@ def test_no_straggler_finding_without_a_plant() -> None:
     assert any("aligned on the ends of their collectives" in n for n in analysis.notes)
 
 
+def test_a_rank_that_is_last_but_costs_little_is_a_note_not_a_finding() -> None:
+    analysis = analyze(merge_traces(job(4, slow_rank=2, delay_ns=1 * MS, cause="compute", seed=2)))
+    assert not [f for f in analysis.findings if f.rule == "straggler"]
+    note = next(n for n in analysis.notes if n.startswith("Rank 2 arrives last"))
+    assert "wait only 1.0" in note and "under the 20%" in note
+
+
 def test_collective_table_has_latency_waits_and_skews() -> None:
     analysis = analyze(merge_traces(job(2, slow_rank=1, delay_ns=5 * MS)))
     rows = analysis.ranks["collectives"][1:]  # after the barrier

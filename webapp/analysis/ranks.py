@@ -215,6 +215,13 @@ def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
     found = found and wait >= STRAGGLER_MIN_FRAC * median_step
     notes = _notes(section["alignment"])
     if not found:
+        if straggler >= 0 and share >= STRAGGLER_LAST_FRAC and wait > 0 and median_step > 0:
+            notes = (
+                *notes,
+                f"Rank {straggler} arrives last in {share:.0%} of the collectives, but the other ranks wait only "
+                f"{wait / 1e6:.2f} ms per step for it ({wait / median_step:.0%} of the median step, under the "
+                f"{STRAGGLER_MIN_FRAC:.0%} a straggler finding needs: ranks differ that much without one).",
+            )
         return RankAnalysis(None, section, notes)
     cause_col, excess = _cause(per_rank, straggler, cols)
     replayed = _replayed(rd, ctx, cf, straggler) if ctx is not None else None
