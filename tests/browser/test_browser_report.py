@@ -19,6 +19,7 @@ pytestmark = pytest.mark.browser
 SAMPLES = sorted((PACKAGE_ROOT / "sample_traces").glob("*.json.gz"))
 FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
 BOTH_DRAWN = "window.ssCompare && ssCompare.a.data && ssCompare.b.data"
+FULL_DETAIL = "drawn from every interval of the run, embedded one by one (full detail)"
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_each_sample_report_opens_offline(name: str, runs, page, offline, tmp_pa
     if len(run.analysis.per_step):
         page.wait_for_selector("#step-chart .main-svg")  # Plotly, unpacked from the file, drew the chart
         assert page.locator("#steps-table tbody tr").count() > 0
-        assert "step" in page.inner_text("#tl-source")  # the first view is a focus step's embedded tile
+        assert page.inner_text("#tl-source") == FULL_DETAIL  # every sample fits the budget whole
     if findings and findings[0].evidence:
         seq = int(page.get_attribute("#timeline", "data-seq") or 0)
         page.click("#findings li >> nth=0")
@@ -158,7 +159,8 @@ def test_the_report_says_what_the_run_page_says_and_draws_every_step_in_detail(
     runs, page, offline, tmp_path: Path
 ) -> None:
     """The offline run report's cards, metrics, what-if and legend are the analysis', as on the web page; a
-    step that is neither the worst nor the typical one is drawn from a view of its own; keys are page-wide."""
+    step that is neither the worst nor the typical one is drawn in full detail (the run fits the budget whole;
+    a larger run's steps: test_browser_report_detail.py); keys are page-wide."""
     from webapp.analysis.report import what_if_rows
     from webapp.figures import all_metric_rows, metric_cards
     from webapp.formatting import fmt_ns
@@ -188,7 +190,7 @@ def test_the_report_says_what_the_run_page_says_and_draws_every_step_in_detail(
     seq = int(page.get_attribute("#timeline", "data-seq") or 0)
     page.click(f"#steps-table tbody tr:nth-child({other + 1})")
     page.wait_for_function(f"Number(document.getElementById('timeline').dataset.seq) > {seq}")
-    assert page.inner_text("#tl-source").startswith(f"drawn from the view of step {other} at ")
+    assert page.inner_text("#tl-source") == FULL_DETAIL
     # keys work page-wide: no click on the timeline first
     span = page.evaluate("ssTimeline.view[1] - ssTimeline.view[0]")
     page.keyboard.press("w")

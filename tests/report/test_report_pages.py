@@ -55,18 +55,19 @@ def test_embedded_views_stay_within_the_budget_and_say_what_was_left_out() -> No
     assert small.size_bytes <= 300_000
     assert small.views[0].focus == -1 and small.views[0].level == 0  # the whole-run overview always
     assert any("over the data budget" in n for n in small.left_out), small.left_out
-    big = embed_timeline(run.index, focus, budget_bytes=20_000_000)
-    assert big.size_bytes <= 20_000_000
+    big = embed_timeline(run.index, focus, budget_bytes=1_500_000)
+    assert big.size_bytes <= 1_500_000
     assert max(v.level for v in big.views) > max(v.level for v in small.views)
     # every view is a timeline payload of its window; level L tiles are 1/2**L of the padded step wide
     for v in big.views[:12]:
         payload = unpack(v.blob)
         assert isinstance(payload, dict)
         assert (payload["start_ns"], payload["end_ns"]) == (v.start_ns, max(v.end_ns, v.start_ns + 1))
-    deepest = max(big.views, key=lambda v: v.level)
+    deepest = max((v for v in big.views if v.focus >= 0), key=lambda v: v.level)
     f = focus[deepest.focus]
     padded = (f.end_ns - f.start_ns) * 1.1
     assert (deepest.end_ns - deepest.start_ns) == pytest.approx(padded / 2**deepest.level, rel=0.01)
+    assert embed_timeline(run.index, focus, budget_bytes=20_000_000).full  # the whole run fits: every interval
 
 
 def test_a_findings_window_is_embedded_as_the_page_will_ask_for_it() -> None:
@@ -80,12 +81,6 @@ def test_a_findings_window_is_embedded_as_the_page_will_ask_for_it() -> None:
     assert (view.start_ns, view.end_ns) == (a - run.index.origin_ns, b - run.index.origin_ns)
     tiny = embed_timeline(run.index, (), budget_bytes=len(emb.views[0].blob) + 200, finding_windows=[(a, b)])
     assert [v.focus for v in tiny.views] == [-1] and any("findings' windows" in n for n in tiny.left_out)
-
-
-def test_a_run_without_steps_embeds_the_overview_and_says_so() -> None:
-    run = prepare_run(synthetic_trace(3000, pattern="overlap", steps=4), "x")
-    emb = embed_timeline(run.index, (), budget_bytes=1_000_000)
-    assert len(emb.views) == 1 and any("no steps" in n for n in emb.left_out)
 
 
 def test_focus_pairs_align_typical_with_typical_and_worst_with_worst() -> None:
@@ -180,7 +175,7 @@ def test_every_step_gets_detail_and_the_budget_goes_to_it() -> None:
     from webapp.report.embed import STEP_VIEW
 
     run = prepare_run(synthetic_trace(200_000, pattern="sync-trap", steps=40), "big")
-    ctx = run_context(run)
+    ctx = run_context(run, 1_000_000)  # the whole run does not fit: 2.4 MB
     views = ctx["page"]["timeline"]["views"]
     overview_px = (views[0]["end_ns"] - views[0]["start_ns"]) / views[0]["width_px"]
     o = run.index.origin_ns
@@ -188,7 +183,7 @@ def test_every_step_gets_detail_and_the_budget_goes_to_it() -> None:
         mine = [
             v
             for v in views
-            if v["focus"] == STEP_VIEW and v["start_ns"] <= r.start_ns - o and v["end_ns"] >= r.end_ns - o
+            if v["focus"] in (STEP_VIEW, 0, 1) and v["start_ns"] <= r.start_ns - o and v["end_ns"] >= r.end_ns - o
         ]
         assert mine and mine[0]["label"] == f"step {r.step}"
         assert (mine[0]["end_ns"] - mine[0]["start_ns"]) / mine[0]["width_px"] < overview_px / 10
@@ -205,5 +200,30 @@ def test_many_steps_share_views_at_the_finest_grouping_that_fits() -> None:
     emb = embed_timeline(run.index, focus_steps(per_step), budget_bytes=300_000, steps=steps)
     grouped = [v for v in emb.views if v.focus == STEP_VIEW]
     assert grouped and all(v.label.startswith("steps ") for v in grouped)
-    size = int(next(n for n in emb.left_out if n.startswith("the steps, ")).split()[2])
+    size = int(next(n for n in emb.left_out if n.startswith("the steps, ")).split()[2])  # "the steps, 4 a view,"
     assert size > 1 and len(grouped) * size >= len(steps) and emb.size_bytes <= 300_000
+
+
+def test_the_report_has_every_tab_of_the_run_page(prepared_samples: dict[str, PreparedRun]) -> None:
+    """One macro (_parts.html run_tabs) makes the tabs of both pages; the report fills Host time (or says why
+    it is empty) and, on a multi-rank run, Collectives from its own data."""
+    from ranks.ranks_traces import job
+
+    from collector.ranks.merge import merge_traces
+    from webapp.report.render import TEMPLATES
+
+    for page in ("run.html", "report/run.html"):
+        text = (TEMPLATES / page).read_text()
+        assert "run_tabs(" in text and "data-tab=" not in text, page
+    tabs = re.compile(r'<button[^>]* data-tab="([\w-]+)"[^>]*>')
+    naive = prepared_samples["naive"]
+    html = run_report(naive)
+    assert tabs.findall(html) == ["tab-steps", "tab-kernels", "tab-syncs", "tab-host", "tab-colls"]
+    assert re.search(r'id="tab-colls-button" hidden>', html)  # one rank: no collectives
+    tables = page_data(html)["tables"]
+    assert tables["host_frames"] == [] and tables["host_frames_missing"] == naive.analysis.host_frames_missing
+    assert tables["host_frames_missing"].startswith("This recording has no Python stacks")
+    two = prepare_run(merge_traces(job(2)), "two-ranks")
+    html = run_report(two)
+    assert re.search(r'id="tab-colls-button">Collectives<', html)
+    assert page_data(html)["tables"]["ranks"]["collectives"] == two.analysis_dict["ranks"]["collectives"]

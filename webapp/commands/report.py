@@ -2,9 +2,9 @@
 
 RUN (and B) are Streamscope or torch.profiler traces. The report holds the run page: metrics, findings
 with their fixes and source lines, the what-if estimate, the step chart and tables, and an interactive
-timeline of the worst and a typical step (plus the whole run, coarser) within a size budget; it lists what
-it left out. With B it is the comparison page. --mlflow / --wandb also log the headline metrics and the
-report to those trackers (optional extras).
+timeline within a size budget: the whole run at full detail when it fits, else every step as fine as the
+budget allows; it lists what is coarse. With B it is the comparison page. --mlflow / --wandb also log the
+headline metrics and the report to those trackers (optional extras).
 """
 
 from __future__ import annotations

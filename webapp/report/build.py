@@ -124,6 +124,22 @@ def _step_columns(rows: list[dict[str, Any]], gpu: bool) -> list[dict[str, Any]]
     return [{k: r[k] for k in keep if k in r} for r in rows]
 
 
+def _tables(d: dict[str, Any], gpu: bool, cut: list[str]) -> dict[str, Any]:
+    """The tables under the run's timeline, as the run page's tabs read them (webapp/static/run_parts.js
+    bindTabs): per step, kernels, sync sources, host time (with what it is read from, or why it is empty) and
+    the collectives of a multi-rank run; what is cut is added to ``cut``."""
+    collectives = (d.get("ranks") or {}).get("collectives") or []
+    return {
+        "per_step": _cut("per-step table", _step_columns(d["per_step"], gpu), MAX_STEP_ROWS, cut),
+        "kernels": _cut("kernels table", d["kernels"], MAX_TABLE_ROWS, cut),
+        "sync_sources": _cut("sync sources table", d["sync_sources"], MAX_TABLE_ROWS, cut),
+        "host_frames": _cut("host time table", d["host_frames"], MAX_TABLE_ROWS, cut),
+        "host_frames_basis": d["host_frames_basis"],
+        "host_frames_missing": d["host_frames_missing"],
+        "ranks": {"collectives": _cut("collectives table", collectives, MAX_TABLE_ROWS, cut)},
+    }
+
+
 def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> dict[str, Any]:
     """The run report's template context (``page`` is what its script reads as window.STREAMSCOPE)."""
     d = run.analysis_dict
@@ -145,11 +161,7 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
             "steps": _cut("step windows", _windows(per_step, "step"), MAX_STEP_ROWS, []),
             "phases": _windows(d["phases"], "phase"),
         },
-        "tables": {
-            "per_step": _cut("per-step table", _step_columns(per_step, gpu), MAX_STEP_ROWS, cut),
-            "kernels": _cut("kernels table", d["kernels"], MAX_TABLE_ROWS, cut),
-            "sync_sources": _cut("sync sources table", d["sync_sources"], MAX_TABLE_ROWS, cut),
-        },
+        "tables": _tables(d, gpu, cut),
         "metrics_catalog": catalog.to_json(gpu),
         "step_figure": step_time_figure(chart_rows, gpu=gpu),
         "timeline": timeline.to_dict(),
@@ -166,6 +178,8 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
         "what_if": d["what_if"],
         "what_if_rows": what_if_rows(d["what_if"], findings),
         "focus": timeline.focus,
+        "collectives": bool(page["tables"]["ranks"]["collectives"]),
+        "detail": [timeline.detail],
         "left_out": [*timeline.left_out, *cut],
         "data_size": timeline.size_bytes,
         "data_budget": timeline.budget_bytes,
@@ -249,6 +263,7 @@ def compare_context(
         "all_rows": others,
         "fdiff": out["findings"],
         "findings_b": b.analysis_dict["findings"],
+        "detail": [f"A: {ta.detail}", f"B: {tb.detail}"],
         "left_out": left,
         "data_size": ta.size_bytes + tb.size_bytes,
         "data_budget": budget_bytes,

@@ -16,16 +16,23 @@ function stepChart(fig) {
     .catch((e) => { document.getElementById("step-chart").textContent = "step chart unavailable: " + e.message; });
 }
 
-// "where this view comes from" under a timeline: the embedded view it draws, coarse or fine
+// "where this view comes from" under a timeline: the embedded view it draws, how fine, or that it holds every
+// interval (the view of the whole run, or a tile that merges nothing)
 function showSource(tl, embedded, el, focus) {
   tl.root.addEventListener("tl-drawn", () => {
     const v = embedded.lastPicked || embedded.views[0];
-    const px = (v.end_ns - v.start_ns) / v.width_px;
-    const where = v.focus === -1 ? "whole-run overview" : v.focus === -2 ? "finding's window"
-      : v.focus === -3 ? "view of " + v.label : focus[v.focus].label + " (step " + focus[v.focus].step + ")";
-    el.textContent = "drawn from the " + where + " at " + SS.ns(px) + " per pixel" +
-      (v.focus === -1 && tl.view[1] - tl.view[0] < (v.end_ns - v.start_ns) / 20 ? ": this part of the run is embedded coarse only" : "");
+    el.textContent = v.focus === -4 ? "drawn from every interval of the run, embedded one by one (full detail)"
+      : "drawn from the " + viewName(v, focus) + " at " + SS.ns((v.end_ns - v.start_ns) / v.width_px) + " per pixel" +
+        (v.merged === false ? ": every interval in it, one by one"
+          : v.focus === -1 && tl.view[1] - tl.view[0] < (v.end_ns - v.start_ns) / 20 ? ": this part of the run is embedded coarse only" : "");
   });
+}
+
+function viewName(v, focus) {
+  if (v.focus === -1) return "whole-run overview";
+  if (v.focus === -2) return "finding's window";
+  if (v.focus === -3) return "view of " + v.label;
+  return focus[v.focus].label + " (step " + focus[v.focus].step + ")";
 }
 
 function bindZoom(tl) {

@@ -29,7 +29,7 @@ export function loadPlotly(b64) {
 }
 
 export class EmbeddedRun {
-  // data: {views: [{start_ns, end_ns, width_px, level, focus, blob}], evidence: blob}
+  // data: {views: [{start_ns, end_ns, width_px, level, focus, label, merged, blob}], evidence: blob}
   constructor(data) {
     this.views = data.views || [];
     this.evidenceBlob = data.evidence;
@@ -42,9 +42,11 @@ export class EmbeddedRun {
     return this.cache.get(v);
   }
 
-  // the finest view that covers [a, b) (ns from the run's start); the overview when none does
+  // the finest view that covers [a, b) (ns from the run's start) within the run (nothing lies outside the
+  // overview's window); the overview when none does
   pick(a, b) {
     let best = this.views[0];
+    a = Math.max(a, best.start_ns); b = Math.min(b, best.end_ns);
     for (const v of this.views) {
       if (v.start_ns <= a && v.end_ns >= b && (v.end_ns - v.start_ns) / v.width_px < (best.end_ns - best.start_ns) / best.width_px) best = v;
     }
@@ -55,7 +57,7 @@ export class EmbeddedRun {
   // other endpoints (search, links, queue, range) are not in the file: their promise rejects
   async answer(url) {
     const u = new URL(url, "http://report.invalid/");
-    if (u.pathname.endsWith("/overview")) return this.view(this.views[0]);
+    if (u.pathname.endsWith("/overview")) { this.lastPicked = this.views[0]; return this.view(this.views[0]); }
     if (u.pathname.endsWith("/intervals")) {
       if (!this.evidence) this.evidence = this.evidenceBlob ? inflate(this.evidenceBlob).then((t) => JSON.parse(t)) : Promise.resolve([]);
       const ids = new Set((u.searchParams.get("ids") || "").split(",").map(Number));
