@@ -7,7 +7,7 @@ the pages' scripts (common.js ``SS.bytes``); numbers have 3 significant digits, 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from webapp.analysis import catalog
@@ -79,9 +79,25 @@ def fmt_num(value: Any) -> str:
     return f"{int(value):,}"
 
 
+def what_if_note(what_if: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> str:
+    """Why the what-if's lines do not add up to its headline, '' when they do
+    (webapp.analysis.report.what_if_sum_note; loaded here on first use: it needs the analysis)."""
+    from webapp.analysis.report import what_if_sum_note
+
+    return what_if_sum_note(what_if, list(rows))
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "ns": fmt_ns,
+    "pct": fmt_pct,
+    "bytes": fmt_bytes,
+    "num": fmt_num,
+    "change": fmt_change,
+    "what_if_note": what_if_note,
+}
+"""The template filters of every page and report, by name."""
+
+
 def register(app: Flask) -> None:
-    app.add_template_filter(fmt_ns, "ns")
-    app.add_template_filter(fmt_pct, "pct")
-    app.add_template_filter(fmt_bytes, "bytes")
-    app.add_template_filter(fmt_num, "num")
-    app.add_template_filter(fmt_change, "change")
+    for name, fn in FILTERS.items():
+        app.add_template_filter(fn, name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from webapp.analysis.pace import pace_note
@@ -9,7 +11,7 @@ from webapp.analysis.pace import pace_note
 MS = 1_000_000
 
 
-def _steps(times_ms: list[float]) -> tuple[np.ndarray, np.ndarray]:
+def _steps(times_ms: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(times_ms) * MS, np.arange(len(times_ms))
 
 

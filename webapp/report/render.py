@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from webapp.formatting import fmt_bytes, fmt_change, fmt_ns, fmt_num, fmt_pct
+from webapp.formatting import FILTERS
 from webapp.report.assets import bundle, plotly_packed, stylesheet
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -26,7 +26,7 @@ def _env() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters.update(ns=fmt_ns, pct=fmt_pct, bytes=fmt_bytes, num=fmt_num, change=fmt_change)
+    env.filters.update(FILTERS)
     env.policies["json.dumps_kwargs"] = {"sort_keys": False}
     return env
 
