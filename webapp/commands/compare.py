@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from webapp.analysis.compare import compare_analyses
     from webapp.analysis.report import comparison_text
     from webapp.commands.analyze import analysed, load
-    from webapp.commands.report import budget_default, check_folder, write_html
+    from webapp.commands.report import check_folder, write_html
     from webapp.progress import Progress
     from webapp.report import compare_report, markdown_summary, prepare_run, verdict_of
     from webapp.report.export import export, headline_metrics
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if report is not None:
         with progress.stage("writing the comparison report"):
             pa, pb = prepare_run(a, stem(args.a), ra), prepare_run(b, stem(args.b), rb)
-            write_html(report, compare_report(pa, pb, bound, budget_default())[2])
+            write_html(report, compare_report(pa, pb, bound)[2])
     if args.mlflow or args.wandb:
         with progress.stage("exporting"):
             metrics = headline_metrics(rb.metrics, {"step_time_change_frac": result.step_time_change})

@@ -29,13 +29,14 @@ __all__ = [
 ]
 
 
-def run_report(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> str:
-    """The run report of a prepared run (:func:`prepare_run`)."""
+def run_report(run: PreparedRun, budget_bytes: int | None = None) -> str:
+    """The run report of a prepared run (:func:`prepare_run`); ``budget_bytes`` for its timeline data (None:
+    the default, fitted so that the file stays within webapp.report.build.FILE_BOUND_BYTES)."""
     return render("run.html", run_context(run, budget_bytes))
 
 
 def compare_report(
-    a: PreparedRun, b: PreparedRun, bound: float | None = None, budget_bytes: int = DEFAULT_BUDGET_BYTES
+    a: PreparedRun, b: PreparedRun, bound: float | None = None, budget_bytes: int | None = None
 ) -> tuple[Comparison, Verdict, str]:
     """The comparison of A (baseline) and B, its verdict against ``bound`` (allowed slow-down, 0.05 = 5%;
     None: no gate) and the comparison report."""

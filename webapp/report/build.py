@@ -7,7 +7,9 @@ table and list cut to a bounded size (what was cut is listed with the timeline's
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,7 @@ from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.analysis.report import what_if_rows
 from webapp.figures import all_metric_rows, compare_metric_rows, compare_steps_figure, metric_cards, step_time_figure
 from webapp.formatting import total_labels
+from webapp.report.assets import bundle, plotly_packed, stylesheet
 from webapp.report.embed import (
     DEFAULT_BUDGET_BYTES,
     EmbeddedTimeline,
@@ -140,12 +143,13 @@ def _tables(d: dict[str, Any], gpu: bool, cut: list[str]) -> dict[str, Any]:
     }
 
 
-def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> dict[str, Any]:
-    """The run report's template context (``page`` is what its script reads as window.STREAMSCOPE)."""
+def run_context(run: PreparedRun, budget_bytes: int | None = None) -> dict[str, Any]:
+    """The run report's template context (``page`` is what its script reads as window.STREAMSCOPE).
+    ``budget_bytes``: the timeline data's budget; None: the default, less what the file would pass
+    FILE_BOUND_BYTES by (:func:`fitted_budget`)."""
     d = run.analysis_dict
     gpu = catalog.gpu_work(d["metrics"])
     findings = _trim_findings(d["findings"])
-    timeline = _embed(run, findings, budget_bytes, focus_steps(run.analysis.per_step))
     cut: list[str] = []
     per_step = d["per_step"]
     chart_rows = per_step[:: max(1, math.ceil(len(per_step) / MAX_CHART_STEPS))]
@@ -164,8 +168,10 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
         "tables": _tables(d, gpu, cut),
         "metrics_catalog": catalog.to_json(gpu),
         "step_figure": step_time_figure(chart_rows, gpu=gpu),
-        "timeline": timeline.to_dict(),
     }
+    budget = budget_bytes if budget_bytes is not None else fitted_budget(page)
+    timeline = _embed(run, findings, budget, focus_steps(run.analysis.per_step))
+    page["timeline"] = timeline.to_dict()
     metrics = d["metrics"]
     return {
         "run": page["run"],
@@ -184,6 +190,22 @@ def run_context(run: PreparedRun, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> d
         "data_size": timeline.size_bytes,
         "data_budget": timeline.budget_bytes,
     }
+
+
+FILE_BOUND_BYTES = 5 * 2**20
+"""A report file stays within 5 MiB with the default budget: Plotly (~1.9 MiB packed), the scripts, the
+page's tables and the timeline data."""
+PAGE_HTML_BYTES = 150_000
+"""What the report's HTML adds around its page data (cards, metric tables, findings, notes): at most this."""
+
+
+def fitted_budget(*pages: Mapping[str, Any]) -> int:
+    """The default timeline budget (DEFAULT_BUDGET_BYTES, shared by the ``pages``' runs) less what the file
+    would pass FILE_BOUND_BYTES by: the assets, the page data (``pages``, without their timelines) and
+    PAGE_HTML_BYTES come first. Never below a tenth of the default (the overview and the steps, coarse)."""
+    rest = len(plotly_packed()) + len(bundle("report.js")) + len(stylesheet()) + PAGE_HTML_BYTES
+    rest += sum(len(json.dumps(p, default=str, separators=(",", ":"))) for p in pages)
+    return max(DEFAULT_BUDGET_BYTES // 10, min(DEFAULT_BUDGET_BYTES, FILE_BOUND_BYTES - rest))
 
 
 def _rank0_steps(per_step: pd.DataFrame) -> list[dict[str, int]]:
@@ -223,17 +245,18 @@ def compare_context(
     a: PreparedRun,
     b: PreparedRun,
     verdict: dict[str, str],
-    budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    budget_bytes: int | None = None,
     result: Comparison | None = None,
 ) -> tuple[Comparison, dict[str, Any]]:
     """The comparison (``result`` when already computed) and the compare report's template context; each
-    run gets half the data budget."""
+    run gets half the data budget (None: the default, fitted as in :func:`fitted_budget`)."""
     if result is None:
         result = compare_analyses(a.analysis, b.analysis, a.trace, b.trace)
     out = result.to_dict()
     fa, fb = focus_steps(a.analysis.per_step), focus_steps(b.analysis.per_step)
-    ta = _embed(a, [], budget_bytes // 2, fa)
-    tb = _embed(b, [], budget_bytes // 2, fb)
+    budget = budget_bytes if budget_bytes is not None else fitted_budget(out)
+    ta = _embed(a, [], budget // 2, fa)
+    tb = _embed(b, [], budget // 2, fb)
     gpu = catalog.gpu_work(a.analysis.metrics) or catalog.gpu_work(b.analysis.metrics)
     headline, others = compare_metric_rows(out["metrics"], a.analysis.metrics, b.analysis.metrics)
     others = total_labels(others, [*a.analysis.per_step.columns, *b.analysis.per_step.columns])
