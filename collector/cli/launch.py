@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
 from collector.traceformat.save import FALLBACK_DIR_ENV
@@ -39,6 +41,9 @@ TORCHRUN_OPTIONS: tuple[tuple[str, type, str], ...] = (
 )
 """torchrun flags ``streamscope record`` passes through unchanged."""
 
+MTIME_SLACK_S = 2.0
+"""File systems keep modification times coarse (whole seconds on some): a file this much older than the launch
+still counts as written by it."""
 _RANK_FILE = re.compile(r"^(?P<stem>.*)\.rank(?P<rank>\d+)(?P<suffix>\.json(?:\.gz)?)$")
 
 
@@ -109,23 +114,25 @@ def launch(nproc: int, flags: Sequence[str], rank_argv: Sequence[str], out: str)
     beside ``out`` saves it there, and the merge finds it there."""
     spare = tempfile.mkdtemp(prefix="streamscope-ranks-")
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "STREAMSCOPE_RANK_CHILD": "1", FALLBACK_DIR_ENV: spare}
+    started = time.time()
     try:
         status = run_quiet(launcher_argv(nproc, flags, rank_argv), env)
         if not single_node(flags):
             return status
+        written = _Written(spare, started)
         if nproc == 1:
-            return _report_one(out, spare, status)
-        return _merge_ranks(nproc, out, spare, status)
+            return _report_one(out, written, status)
+        return _merge_ranks(nproc, out, written, status)
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(spare)  # only when no rank had to save its file there
 
 
-def _report_one(out: str, spare: str, status: int) -> int:
+def _report_one(out: str, written: _Written, status: int) -> int:
     """One rank wrote ``out`` itself: nothing to merge; say so when the script failed."""
     if status == 0:
         return 0
-    path = _found(rank_out(out, 0, 1), spare)
+    path = written.find(rank_out(out, 0, 1))
     traces, _ = _load_ranks({0: path} if path else {})
     errors = rank_errors(traces)
     _say(failure_line(status, errors, [] if path else [0]))
@@ -134,9 +141,9 @@ def _report_one(out: str, spare: str, status: int) -> int:
     return exit_status(status, errors)
 
 
-def _merge_ranks(nproc: int, out: str, spare: str, status: int) -> int:
+def _merge_ranks(nproc: int, out: str, written: _Written, status: int) -> int:
     """Merge the rank files into ``out``, also after a failed script (they hold the run up to the error)."""
-    found = {r: _found(rank_out(out, r, nproc), spare) for r in range(nproc)}
+    found = {r: written.find(rank_out(out, r, nproc)) for r in range(nproc)}
     kept = {r: p for r, p in found.items() if p is not None}
     absent = [r for r in found if r not in kept]
     traces, reason = _load_ranks(kept)
@@ -151,8 +158,8 @@ def _merge_ranks(nproc: int, out: str, spare: str, status: int) -> int:
         return exit_status(status, errors) or 2  # a run that went well but whose --out is missing
     from collector.traceformat.save import save_trace
 
-    written = save_trace(trace.with_meta(error=job_error(errors)) if errors else trace, out)
-    _say(merged_line(nproc, written, merge_summary(trace), failed=status != 0))
+    saved = save_trace(trace.with_meta(error=job_error(errors)) if errors else trace, out)
+    _say(merged_line(nproc, saved, merge_summary(trace), failed=status != 0))
     return exit_status(status, errors)
 
 
@@ -290,12 +297,21 @@ def _pass_through(pipe: Any, out: IO[str]) -> None:
         out.flush()
 
 
-def _found(path: str, spare: str) -> str | None:
-    """``path``, or the file of that name in the ranks' fallback folder, or None."""
-    for candidate in (path, os.path.join(spare, os.path.basename(path))):
-        if os.path.exists(candidate):
-            return candidate
-    return None
+@dataclass(frozen=True)
+class _Written:
+    """Where the ranks' files are looked for: beside ``out``, else in the fallback folder ``spare``; only files
+    written since ``since`` (epoch seconds, the launch) count: a file left by an earlier run is not this one's."""
+
+    spare: str
+    since: float
+
+    def find(self, path: str) -> str | None:
+        """``path``, or the file of that name in the fallback folder, written by this launch; else None."""
+        for candidate in (path, os.path.join(self.spare, os.path.basename(path))):
+            with contextlib.suppress(OSError):
+                if os.path.getmtime(candidate) >= self.since - MTIME_SLACK_S:
+                    return candidate
+        return None
 
 
 def merge_summary(trace: object) -> str:

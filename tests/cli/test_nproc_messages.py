@@ -80,6 +80,24 @@ def test_a_rank_without_a_file_keeps_the_others_and_says_why(
     assert not out.exists()
 
 
+def test_a_rank_file_left_by_an_earlier_run_is_not_taken_for_this_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "again.json.gz"
+    old = launch.rank_out(str(out), 1, 2)
+    save_trace(job(2, steps=2)[1], old)
+    os.utime(old, (1_000_000_000, 1_000_000_000))  # written long before this launch
+
+    def rank_0_only(argv: Any, env: Any) -> int:  # rank 1 died before writing this time
+        save_trace(job(2, steps=2)[0].with_meta(error=BOOM), launch.rank_out(str(out), 0, 2))
+        return 1
+
+    monkeypatch.setattr(launch, "run_quiet", rank_0_only)
+    assert _launch(out, 2) == 1
+    err = capsys.readouterr().err
+    assert "rank 1 left no trace" in err and "not merged" in err and not out.exists()
+
+
 def test_a_job_that_went_well_but_cannot_be_merged_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

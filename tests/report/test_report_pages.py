@@ -164,6 +164,7 @@ def test_compare_report_holds_the_compare_page(prepared_samples: dict[str, Prepa
     assert not verdict.failed and verdict.text.startswith("OK: B's median step takes ") and "x faster)" in verdict.text
     assert html.count(verdict.text.replace("'", "&#39;")) == 1
     assert "Fixed in B" in html and all(r in html for r in result.findings["fixed"])
+    assert re.search(r"Timeline data: [\d.]+ [KM]iB of a [\d.]+ MiB budget", html)  # the fitted default's size
     _, slower, _ = compare_report(b, a, 0.05)
     assert slower.failed and slower.text.startswith("FAIL")
 

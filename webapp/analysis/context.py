@@ -13,7 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from collector.model import INTERVAL_KIND_DTYPE, KIND_CODE, MEMORY_CODE, MEMORY_KIND_DTYPE, IntervalKind, Trace
+from collector.model import (
+    COPY_CODES,
+    GPU_CODES,
+    INTERVAL_KIND_DTYPE,
+    KIND_CODE,
+    MEMORY_CODE,
+    MEMORY_KIND_DTYPE,
+    IntervalKind,
+    Trace,
+)
 from webapp.analysis import intervals as iv
 from webapp.analysis.steps import step_windows
 
@@ -134,15 +143,7 @@ def prepare(trace: Trace) -> RunData:
     rank = np.asarray(df["rank"], dtype=np.int64)
     start = np.asarray(df["start_ns"], dtype=np.int64)
     end = np.maximum(np.asarray(df["end_ns"], dtype=np.int64), start)
-    gpu_mask = kind_mask(
-        kind,
-        IntervalKind.KERNEL,
-        IntervalKind.MEMSET,
-        IntervalKind.COLLECTIVE,
-        IntervalKind.MEMCPY_H2D,
-        IntervalKind.MEMCPY_D2H,
-        IntervalKind.MEMCPY_D2D,
-    )
+    gpu_mask = np.isin(kind, GPU_CODES)
     compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
     lane = np.asarray(df["lane"], dtype=np.int64)
     lanes_with_kernels = np.flatnonzero(np.bincount(lane[compute_mask], minlength=len(trace.lanes)))
@@ -165,7 +166,7 @@ def prepare(trace: Trace) -> RunData:
         we = np.minimum(we, np.concatenate((ws[1:], [we[-1]])))
     win = iv.Segments.from_sorted(ws, np.maximum(we, ws))
 
-    copy_mask = kind_mask(kind, IntervalKind.MEMCPY_H2D, IntervalKind.MEMCPY_D2H, IntervalKind.MEMCPY_D2D)
+    copy_mask = np.isin(kind, COPY_CODES)
     host_mask = kind_mask(kind, IntervalKind.CPU_OP, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT)
     sync_mask = kind == KIND_CODE[IntervalKind.SYNC_WAIT]
     compute = iv.union(s[compute_mask], e[compute_mask])

@@ -44,6 +44,12 @@ def severity(frac: float) -> str:
     return "info"
 
 
+def share_of_steps(ctx: RuleContext, total_ns: float) -> float:
+    """A saving's share of the time in the steps the graph covers (never above 1 for a saving that is)."""
+    in_steps = float(ctx.base_steps[ctx.covered].sum())
+    return total_ns / in_steps if in_steps > 0 else 0.0
+
+
 def listed(per_step_ns: float, frac: float) -> bool:
     """Whether a finding saving ``per_step_ns`` per step, ``frac`` of the time in steps, is listed (else minor)."""
     return frac >= LIST_FRAC and per_step_ns >= MIN_LISTED_NS
@@ -57,7 +63,6 @@ def find_all(
     n = len(ctx.rd.win)
     n_win = ctx.n_win
     step_ref = ctx.step_ref
-    in_steps = float(ctx.base_steps[ctx.covered].sum())  # a saving's share is of this: never above 100%
     costs = {rule.name: np.zeros(n, dtype=np.int64) for rule in rules}
     changes: dict[str, Detection] = {}
     found: list[Finding] = []
@@ -72,7 +77,7 @@ def find_all(
         changes[rule.name] = det
         total = float(saving.sum())
         per_step = total / n_win
-        frac = total / in_steps if in_steps > 0 else 0.0
+        frac = share_of_steps(ctx, total)
         sev = severity(frac)
         detail = det.detail + f" Replayed with the fix, a step takes {ms(per_step)} less on average ({frac:.1%})."
         hit = int((saving >= INFO_FRAC * step_ref).sum()) if step_ref > 0 else 0

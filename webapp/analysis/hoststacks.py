@@ -68,6 +68,8 @@ def missing_text(rd: RunData) -> str:
     timing = str(notes.get("timing") or "")
     if not meta.streamscope_version:
         return "The trace has no Python stacks to say where the host's time went."
+    if "fell back" in str(notes.get("timing_note") or ""):
+        return "CUPTI was taken by another tool, so the recorder fell back to CUDA events, which sample no stacks."
     if timing in ("events", "cpu"):
         return (
             f"Recorded with --timing {timing}: the recorder samples the host's Python stacks with CUPTI timing "

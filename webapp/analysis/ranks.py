@@ -229,7 +229,7 @@ def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
         cost, total = wait, float(others["wait_for_straggler_ns"].sum())
         fixed = float((others["step_time_ns"] - others["wait_for_straggler_ns"]).median())
     else:
-        covered = ctx.covered if ctx is not None else np.ones(len(rd.win), dtype=bool)
+        covered = ctx.covered if ctx is not None else np.ones(len(rd.win), dtype=bool)  # ctx is set: typing
         saving = replayed[1]
         total = float(saving[covered].sum())
         cost = total / max(int(covered.sum()), 1)
@@ -284,13 +284,14 @@ def _replayed(rd: RunData, ctx: RuleContext, cf: pd.DataFrame, straggler: int) -
 
 def lockstep(rd: RunData, per_win: np.ndarray, rank: int) -> np.ndarray:
     """``per_win`` (aligned with rd.win) with rank ``rank``'s windows replaced by the median over the other
-    ranks' windows of the same step (0 where no other rank has that step)."""
+    ranks' windows of the same step (kept where no other rank has that step)."""
     mine = rd.win_rank == rank
     if not mine.any() or mine.all():
         return per_win
     others = pd.Series(per_win[~mine]).groupby(rd.win_step[~mine]).median()
     out = np.asarray(per_win, dtype=np.float64).copy()
-    out[mine] = others.reindex(rd.win_step[mine]).fillna(0).to_numpy()
+    theirs = others.reindex(rd.win_step[mine]).to_numpy(np.float64)
+    out[mine] = np.where(np.isnan(theirs), out[mine], theirs)
     return out
 
 

@@ -12,7 +12,7 @@ from collector.model import IntervalKind, Trace
 from webapp.analysis.causal import causal_model
 from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
-from webapp.analysis.findings import find_all, listed, ranked
+from webapp.analysis.findings import find_all, listed, ranked, share_of_steps
 from webapp.analysis.hoststacks import frame_table, frames_basis, missing_text
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.pace import pace_note
@@ -212,8 +212,7 @@ def analyze(trace: Trace) -> RunAnalysis:
         rk = analyze_ranks(rd, None if cpu_only else ctx)
         ranks, rank_notes = rk.section, (*rank_notes, *rk.notes)
         if rk.finding is not None:
-            cost = rk.finding.cost_per_step_ns
-            if listed(cost, cost / ctx.step_ref if ctx.step_ref > 0 else 0.0):
+            if listed(rk.finding.cost_per_step_ns, share_of_steps(ctx, rk.finding.cost_total_ns)):
                 fixed = straggler_fixed(ctx, rk, now, fixed, [changes[f.rule] for f in applied])
                 findings, applied = ranked([*findings, rk.finding]), [*applied, rk.finding]
             else:

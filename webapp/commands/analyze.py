@@ -126,6 +126,7 @@ def heading(path: str, meta: Any) -> str:
 
 
 def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
+    import shlex
     import tempfile
 
     from webapp.commands.rankfiles import rank_paths
@@ -155,6 +156,6 @@ def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
     print(
         "This is the per-rank summary, which scales to thousands of ranks. For the findings, their costs and "
         "the what-if, merge the ranks and analyze the merged run:\n"
-        f"  streamscope merge {' '.join(runs)} --out merged.json.gz && streamscope analyze merged.json.gz"
+        f"  streamscope merge {shlex.join(runs)} --out merged.json.gz && streamscope analyze merged.json.gz"
     )
     return 0

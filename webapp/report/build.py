@@ -289,5 +289,5 @@ def compare_context(
         "detail": [f"A: {ta.detail}", f"B: {tb.detail}"],
         "left_out": left,
         "data_size": ta.size_bytes + tb.size_bytes,
-        "data_budget": budget_bytes,
+        "data_budget": budget,
     }

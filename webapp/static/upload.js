@@ -8,6 +8,7 @@ const zone = document.getElementById("drop-zone");
 const input = document.getElementById("file-input");
 const list = document.getElementById("upload-list");
 const TOO_LARGE = "file is larger than the upload limit of " + SS.bytes(cfg.limit);
+const TOO_LARGE_TOGETHER = "the files together are larger than the upload limit of " + SS.bytes(cfg.limit) + " (merged ranks go in one request)";
 const ZIP_MAGIC = [[0x50, 0x4b, 0x03, 0x04], [0x50, 0x4b, 0x05, 0x06]];  // "PK": a zip, or an empty one
 
 // Whether `file` is a zip, by its first bytes.
@@ -73,8 +74,9 @@ function uploadRanks(files) {
   const what = files.length > 1 ? files.length + " ranks" : "the rank files in it";
   const msg = SS.el("span", { "class": "msg" }, "uploading and merging " + what + "…");
   li.append(SS.el("span", { "class": "fname" }, files.map((f) => f.name).join(", ")), msg); list.appendChild(li);
-  if (files.some((f) => f.size > cfg.limit)) {
-    msg.className = "msg error"; msg.textContent = TOO_LARGE; li.classList.add("failed");
+  // the server's limit is on the request: all the files together
+  if (files.reduce((sum, f) => sum + f.size, 0) > cfg.limit) {
+    msg.className = "msg error"; msg.textContent = TOO_LARGE_TOGETHER; li.classList.add("failed");
     return Promise.resolve();
   }
   const form = new FormData();

@@ -207,8 +207,9 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
     call_row = launch_row[gpu_rows]
     on_worker = (call_row >= 0) & (g_launch < 0) & _on_worker_lanes(rd, take(lane, call_row, -1))
     served = _collective_of(g_rank, g_start, g_end, by_thread, g_rank[on_worker], take(rd.s, call_row[on_worker], 0))
-    worker_ops = np.flatnonzero(on_worker)[served >= 0]
-    served = served[served >= 0]
+    keep = (served >= 0) & (take(g_launch, served, -1) >= 0)  # a collective the issuing thread enqueued
+    worker_ops = np.flatnonzero(on_worker)[keep]
+    served = served[keep]
     g_launch[worker_ops] = g_launch[served]  # moves with the collective it serves (below)
 
     h_wait = h_sync | _blocked_calls(h_rank, h_start, h_end, h_sync, g_rank, g_end, g_launch, g_start)
@@ -295,11 +296,8 @@ def _link_enqueued(
 
 def _search_sorted_by_rank(rank: np.ndarray, start: np.ndarray, q_rank: np.ndarray, q_start: np.ndarray) -> np.ndarray:
     """For each query, the last index with the query's rank and a start at or before the query's (-1: none);
-    ``rank``/``start`` sorted by rank, then start."""
-    span = int(max(start.max(), q_start.max()) - min(start.min(), q_start.min())) + 1
-    lo = int(min(start.min(), q_start.min()))
-    flat = rank * span + (start - lo)
-    i = np.searchsorted(flat, q_rank * span + (q_start - lo), side="right") - 1
+    ``rank``/``start`` sorted by rank, then start, which the analysis axis (ranks apart) also sorts by start."""
+    i = np.searchsorted(start, q_start, side="right") - 1
     ok = (i >= 0) & (rank[np.maximum(i, 0)] == q_rank)
     return np.where(ok, i, -1)
 
