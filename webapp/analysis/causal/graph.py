@@ -204,13 +204,7 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
     g_class[kind_mask(rd.kind[gpu_rows], IntervalKind.COLLECTIVE)] = COMM
     by_thread = (g_class == COMM) & (g_launch < 0)  # collectives a backend's thread ran (gloo)
     _link_enqueued(h_rank, h_start, g_rank, g_start, by_thread, g_launch)
-    call_row = launch_row[gpu_rows]
-    on_worker = (call_row >= 0) & (g_launch < 0) & _on_worker_lanes(rd, take(lane, call_row, -1))
-    served = _collective_of(g_rank, g_start, g_end, by_thread, g_rank[on_worker], take(rd.s, call_row[on_worker], 0))
-    keep = (served >= 0) & (take(g_launch, served, -1) >= 0)  # a collective the issuing thread enqueued
-    worker_ops = np.flatnonzero(on_worker)[keep]
-    served = served[keep]
-    g_launch[worker_ops] = g_launch[served]  # moves with the collective it serves (below)
+    worker_ops, served = _worker_ops(rd, lane, launch_row[gpu_rows], g_rank, g_start, g_end, by_thread, g_launch)
 
     h_wait = h_sync | _blocked_calls(h_rank, h_start, h_end, h_sync, g_rank, g_end, g_launch, g_start)
     held, held_on = _collective_holds(h_rank, h_start, h_end, h_wait, g_rank, g_start, g_end, by_thread)
@@ -225,10 +219,11 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
 
     ops = _gpu_params(g_rank, g_stream, g_start, g_end, g_launch, h_start)
     g_bubble, g_latency, g_fixed_ready, g_cross, g_cross_lat, latency_ns = ops
+    # a worker's op follows the collective it serves: an edge from it, and no measured wait of its own
     g_cross[worker_ops] = served
     g_cross_lat[worker_ops] = g_start[worker_ops] - g_end[served]
     g_latency[worker_ops] = np.minimum(g_start[worker_ops] - h_start[g_launch[worker_ops]], int(latency_ns))
-    g_bubble[worker_ops] = np.minimum(g_bubble[worker_ops], QUEUE_SLACK_NS)  # its wait is the edge above
+    g_bubble[worker_ops] = np.minimum(g_bubble[worker_ops], QUEUE_SLACK_NS)
     is_wait_event = rd.matches("name", host_rows, lambda n: n == "cudaStreamWaitEvent")
     is_record = rd.matches("name", host_rows, lambda n: n.startswith("cudaEventRecord"))
     _event_edges(is_wait_event, is_record, h_rank, g_rank, g_stream, g_start, g_end, g_launch, g_cross, g_cross_lat)
@@ -300,6 +295,27 @@ def _search_sorted_by_rank(rank: np.ndarray, start: np.ndarray, q_rank: np.ndarr
     i = np.searchsorted(start, q_start, side="right") - 1
     ok = (i >= 0) & (rank[np.maximum(i, 0)] == q_rank)
     return np.where(ok, i, -1)
+
+
+def _worker_ops(
+    rd: RunData,
+    lane: np.ndarray,
+    call_row: np.ndarray,
+    g_rank: np.ndarray,
+    g_start: np.ndarray,
+    g_end: np.ndarray,
+    by_thread: np.ndarray,
+    g_launch: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """GPU ops a communication backend's worker thread launched (``call_row``: each op's launching row) for a
+    collective in flight that the issuing thread enqueued: those ops, and the collective each serves. Each
+    is linked (in ``g_launch``) to that collective's launching node, so it moves with the collective."""
+    on_worker = (call_row >= 0) & (g_launch < 0) & _on_worker_lanes(rd, take(lane, call_row, -1))
+    served = _collective_of(g_rank, g_start, g_end, by_thread, g_rank[on_worker], take(rd.s, call_row[on_worker], 0))
+    keep = (served >= 0) & (take(g_launch, served, -1) >= 0)
+    ops, served = np.flatnonzero(on_worker)[keep], served[keep]
+    g_launch[ops] = g_launch[served]
+    return ops, served
 
 
 def _on_worker_lanes(rd: RunData, lane: np.ndarray) -> np.ndarray:
