@@ -90,8 +90,9 @@ def test_sync_trap_waits_point_at_the_lines() -> None:
     from collector.demos import loops
 
     lines, first = inspect.getsourcelines(loops.sync_trap)
-    print_line = first + next(i for i, s in enumerate(lines) if 'print(f"step' in s)
-    item_line = first + next(i for i, s in enumerate(lines) if "if loss.item() < best" in s)
+    code = [s.strip() for s in lines]  # the code's lines, not the docstring that names them
+    print_line = first + next(i for i, s in enumerate(code) if s.startswith('print(f"step'))
+    item_line = first + next(i for i, s in enumerate(code) if s.startswith("if loss.item() < best"))
     iv = _demo_trace("sync-trap", 12).intervals
     waits = iv[iv["kind"] == "sync_wait"]
     by_cause = {c: set(waits.loc[waits["cause"].astype(str) == c, "source"].astype(str)) for c in ("print", "item")}
