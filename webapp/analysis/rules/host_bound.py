@@ -74,7 +74,7 @@ class HostBound:
         frames = hoststacks.top_frames(rd)
         if frames:
             detail += f" Where the host's time went: {frames}."
-        else:
+        elif hoststacks.missing_text(rd):
             detail += " " + hoststacks.missing_text(rd)
         replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _, _ in savings)
         detail += (
