@@ -74,8 +74,9 @@ class HostBound:
         frames = hoststacks.top_frames(rd)
         if frames:
             detail += f" Where the host's time went: {frames}."
-        elif hoststacks.missing_text(rd):
-            detail += " " + hoststacks.missing_text(rd)
+        else:
+            missing = hoststacks.missing_text(rd)
+            detail += f" {missing}" if missing else ""
         replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
