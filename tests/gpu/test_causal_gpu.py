@@ -3,24 +3,17 @@ GPU (skipped elsewhere by tests/conftest.py)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
+from host_work import spin
 
 from collector.model import Trace
 
 pytestmark = pytest.mark.gpu
 
 
-def _busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        sum(range(100))
-
-
 def prepare_batch() -> None:
-    _busy(0.004)
+    spin(0.004)
 
 
 def _host_bound_trace() -> Trace:

@@ -3,23 +3,17 @@ launches held by a full launch queue as waits for the GPU (skipped without CUDA 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from host_work import spin
 
 pytestmark = pytest.mark.gpu
 
 
-def _busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        sum(range(100))
-
-
 def load_batch() -> None:
-    _busy(0.004)
+    spin(0.004)
 
 
 def test_a_profiled_host_bound_loop_names_its_python_frames(tmp_path: Path) -> None:

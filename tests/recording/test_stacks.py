@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
+
+from host_work import spin
 
 from collector.recording.stacks import SEP, StackSampler, folded, short_path, stack_key
 
 
-def _spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        sum(range(50))
-
-
 def hot_loader() -> None:
-    _spin(0.03)
+    spin(0.03)
 
 
 def hot_model() -> None:
-    _spin(0.01)
+    spin(0.01)
 
 
 def test_a_loop_is_sampled_where_its_time_goes() -> None:
