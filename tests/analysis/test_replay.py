@@ -168,6 +168,28 @@ def test_ops_that_overlap_on_one_stream_are_not_counted_twice() -> None:
     _drawn_as_counted(cm)
 
 
+@pytest.mark.parametrize(("gap_us", "other_us"), [(20, 0), (3_000, 3_000)])
+def test_a_gap_between_queued_kernels_is_the_gpu_s_only_while_short(gap_us: int, other_us: int) -> None:
+    """Each 10 ms step: kernels a and b, all launched up front, b starting ``gap_us`` after a ends with nothing
+    in the trace to say why. A short gap is the GPU's own scheduling (held by the kernel before it), a long one
+    is other, and the path drawn on the stream leaves it out."""
+    rows = []
+    for k in range(3):
+        t = k * 10 * MS + 10 * US
+        rows += [
+            iv(CPU, "launch", 8 * k * US, 8 * k * US + 4 * US, id=4 * k, step=k),
+            iv(CPU, "launch", 8 * k * US + 4 * US, 8 * k * US + 8 * US, id=4 * k + 1, step=k),
+            iv(COMPUTE, "kernel", t + 1 * US, t + 5 * MS, "a", launch_id=4 * k, id=4 * k + 2, step=k),
+            iv(COMPUTE, "kernel", t + 5 * MS + gap_us * US, t + 10 * MS, "b", launch_id=4 * k + 1, id=4 * k + 3, step=k),
+        ]
+    rd, cm = _model(trace(rows, steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(3)])))
+    parts = _parts(cm, 1)
+    assert parts["other"] == other_us * US
+    assert parts["compute"] == 10 * MS - other_us * US
+    assert (cm.critical.sum(axis=1) == rd.win.ends - rd.win.starts).all()
+    _drawn_as_counted(cm)
+
+
 def test_gpu_bound_steps_are_gpu_on_the_critical_path_and_a_faster_host_saves_nothing() -> None:
     rd, cm = _model(gpu_bound())
     assert _parts(cm, 1)["compute"] == 10 * MS

@@ -121,7 +121,8 @@ CATALOG: tuple[Metric, ...] = (
     Metric("gpu_idle_step_median_ns", "GPU idle / step", NS, LOWER, headline=True, card=True, gpu=True),
     Metric("gpu_idle_step_p90_ns", "GPU idle / step, p90", NS, LOWER, gpu=True),
     # the critical path of each step (webapp.analysis.causal.critical): what the step waited on ("Path: ...");
-    # walked through the GPU work, so its host and GPU parts are GPU figures
+    # walked through the GPU work, so its host and GPU parts are GPU figures. "/ step": the median step split
+    # by each part's share of the path, so the parts add up to the median step
     Metric("cp_host_ns", "Path: host work", NS, LOWER, step_column=True, gpu=True),
     Metric("cp_host_step_median_ns", "Path: host work / step", NS, LOWER, headline=True, card=True, gpu=True),
     Metric("cp_host_step_p90_ns", "Path: host work / step, p90", NS, LOWER, gpu=True),
@@ -134,11 +135,15 @@ CATALOG: tuple[Metric, ...] = (
     Metric("cp_copy_ns", "Path: copies", NS, LOWER, step_column=True, gpu=True),
     Metric("cp_copy_step_median_ns", "Path: copies / step", NS, LOWER, headline=True, gpu=True),
     Metric("cp_copy_step_p90_ns", "Path: copies / step, p90", NS, LOWER, gpu=True),
-    Metric("cp_comm_ns", "Path: communication", NS, LOWER),
+    Metric("cp_comm_ns", "Path: communication", NS, LOWER, gpu=True),
+    Metric("cp_comm_step_median_ns", "Path: communication / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_comm_step_p90_ns", "Path: communication / step, p90", NS, LOWER, gpu=True),
     Metric("cp_sync_ns", "Path: sync waits", NS, LOWER, step_column=True, gpu=True),
     Metric("cp_sync_step_median_ns", "Path: sync waits / step", NS, LOWER, headline=True, gpu=True),
     Metric("cp_sync_step_p90_ns", "Path: sync waits / step, p90", NS, LOWER, gpu=True),
-    Metric("cp_other_ns", "Path: not attributed", NS, LOWER),
+    Metric("cp_other_ns", "Path: not attributed", NS, LOWER, gpu=True),
+    Metric("cp_other_step_median_ns", "Path: not attributed / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_other_step_p90_ns", "Path: not attributed / step, p90", NS, LOWER, gpu=True),
     Metric("sync_wait_count", "Sync waits", COUNT, LOWER, headline=True, step_column=True, gpu=True),
     Metric("sync_wait_ns", "Sync wait", NS, LOWER, step_column=True, gpu=True),
     Metric("sync_wait_step_median_ns", "Sync wait / step", NS, LOWER, headline=True, card=True, gpu=True),

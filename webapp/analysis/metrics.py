@@ -10,7 +10,8 @@ Definitions (all over the step windows; a rank without ``step`` markers is one s
 - Critical path: each step's time split by what it waited on, walked back through the replayed dependency
   graph (webapp.analysis.causal.critical): ``cp_host`` the host's own work, ``cp_launch`` launch latency,
   ``cp_compute``/``cp_copy``/``cp_comm`` GPU work, ``cp_sync`` waits' own time and wake-ups, ``cp_other``
-  what the graph does not know. The parts add up to the step time.
+  what the graph does not know. The parts add up to the step time. Run-level ``cp_<part>_step_median_ns``
+  split the median step by each part's share of the path over all replayed steps, so they add up to it.
 - Queue depth: GPU ops of the rank launched and not yet finished (webapp.analysis.queue); per step its
   time-weighted median over the window.
 - Interval counts and sums (sync waits, copy bytes) go to the step whose window holds their start.
@@ -78,7 +79,9 @@ STAT_COLUMNS = (
     "cp_launch",
     "cp_compute",
     "cp_copy",
+    "cp_comm",
     "cp_sync",
+    "cp_other",
     "sync_wait",
     "host_busy",
     "collective",
@@ -206,6 +209,7 @@ def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
         prefix = name if name == "step_time" else f"{name}_step"
         m[f"{prefix}_median_ns"] = float(values.median()) if len(values) else math.nan
         m[f"{prefix}_p90_ns"] = float(values.quantile(0.9)) if len(values) else math.nan
+    m.update(_path_of_median_step(per_step, m["step_time_median_ns"]))
     depth = per_step["queue_depth_median"].dropna()
     m["queue_depth_step_median"] = float(depth.median()) if len(depth) else math.nan
     span = m["step_time_ns"]
@@ -221,6 +225,17 @@ def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
         m[f"h2d_{memory}_probe_gbps"] = float(value) if isinstance(value, (int, float)) and value > 0 else math.nan
     m["h2d_pinned_vs_probe_frac"] = m["h2d_pinned_achieved_gbps"] / m["h2d_pinned_probe_gbps"]
     return m
+
+
+def _path_of_median_step(per_step: pd.DataFrame, median_ns: float) -> dict[str, float]:
+    """``cp_<part>_step_median_ns``: the median step split by each part's share of the critical path over the
+    steps that have one (a run replayed in blocks leaves the others at 0), so the parts add up to it."""
+    cols = [f"cp_{part}_ns" for part in PARTS]
+    path = per_step[cols].to_numpy(dtype=np.float64) if len(per_step) else np.zeros((0, len(cols)))
+    covered = path[path.sum(axis=1) > 0]
+    total = float(covered.sum())
+    shares = covered.sum(axis=0) / total if total > 0 else np.full(len(cols), math.nan)
+    return {f"cp_{part}_step_median_ns": float(share * median_ns) for part, share in zip(PARTS, shares, strict=True)}
 
 
 def kernel_table(rd: RunData) -> pd.DataFrame:

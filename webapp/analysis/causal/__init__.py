@@ -74,7 +74,7 @@ def causal_model(rd: RunData) -> CausalModel:
     critical = np.where(replayed[:, None], parts, 0)
     raw_steps = np.where(replayed, raw_steps, measured)
     base_steps = np.where(replayed, base_steps, measured)
-    notes = _notes(raw, error[replayed], call_ns)
+    notes = (*_notes(raw, error[replayed], call_ns), *_unattributed_note(critical[replayed]))
     if not replayed.all():
         notes = (
             f"The run holds {len(rd.trace.intervals):,} intervals: its dependency graph is replayed over "
@@ -114,6 +114,22 @@ def _sample(rd: RunData) -> tuple[np.ndarray | None, np.ndarray]:
 def _recorder_call_ns(rd: RunData) -> float:
     value = (rd.trace.meta.notes or {}).get("recorder_call_ns")
     return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+
+
+UNATTRIBUTED_NOTE_FRAC = 0.2
+"""Above this share of the steps' critical path with no cause in the trace, the analysis says so."""
+
+
+def _unattributed_note(critical: np.ndarray) -> tuple[str, ...]:
+    total = int(critical.sum())
+    other = int(critical[:, PARTS.index("other")].sum())
+    if total <= 0 or other <= UNATTRIBUTED_NOTE_FRAC * total:
+        return ()
+    return (
+        f"{other / total:.0%} of the steps' critical path has no cause in the trace: the GPU sat idle with work "
+        "queued, or the step began before anything recorded. What it waited for is not in the trace (another "
+        "process or rank, a stream wait or host work the trace lacks), so no fix here can claim that time.",
+    )
 
 
 def _notes(g: Graph, error: np.ndarray, call_ns: float) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ ops it holds.
 
 The parts of each step add up to its window: host work, launch latency, GPU compute, copies,
 communication, sync (waits' own time and wake-ups) and other (what the graph has no cause for: before its
-first node where the host recorded nothing, or a gap before a GPU op that nothing it knows started).
+first node where the host recorded nothing, a gap before a GPU op that nothing it knows started, or a gap
+longer than GAP_HELD_NS between two queued ops of a stream).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webapp.analysis.causal.graph import COMM, COMPUTE, COPY, Graph
+from webapp.analysis.causal.graph import COMM, COMPUTE, COPY, LAUNCH_MAX_NS, Graph
 from webapp.analysis.causal.replay import Replayed
 from webapp.analysis.causal.segs import NEG, starts_of, take
 from webapp.analysis.causal.stepmap import StepMap
@@ -30,7 +31,12 @@ PARTS = ("host", "launch", "compute", "copy", "comm", "sync", "other")
 """Critical-path parts, in the column order of :func:`critical_path`'s first result."""
 HOST, LAUNCH, COMPUTE_P, COPY_P, COMM_P, SYNC, OTHER = range(7)
 _CLASS_PART = {COMPUTE: COMPUTE_P, COPY: COPY_P, COMM: COMM_P}
+_RUN_PARTS = (COMPUTE_P, COPY_P, COMM_P, OTHER)
+"""What a run of GPU ops holds: its ops' classes, and other (the unexplained part of the gaps between them)."""
 MAX_ROUNDS = 100_000
+GAP_HELD_NS = LAUNCH_MAX_NS
+"""A gap between two ops of a run up to this long is held by the op before it (the GPU's own scheduling); a
+longer one, which nothing in the trace explains (work outside the trace), is other."""
 
 
 class _Acc:
@@ -63,14 +69,23 @@ class _Chains:
         part = np.array([_CLASS_PART[int(c)] for c in range(3)])[g.g_class[order]] if len(order) else np.zeros(0, int)
         self.part = part
         # each op holds the path until the next op of its run starts (its bubble included; an overlap with the
-        # next op, where a trace has one, not counted twice), so a run's ops add up to its span
-        step = np.where(np.roll(by_stream, -1), np.roll(rs, -1) - rs, re - rs)
-        self.cum = np.zeros((3, len(order) + 1), dtype=np.int64)
-        for p_i, p in enumerate((COMPUTE_P, COPY_P, COMM_P)):
-            np.cumsum(np.where(part == p, step, 0), out=self.cum[p_i, 1:])
+        # next op, where a trace has one, not counted twice), so a run's ops add up to its span; a gap longer than
+        # GAP_HELD_NS is other
+        cont = np.roll(by_stream, -1) if len(order) else by_stream
+        own_end = np.maximum(re, rs)
+        gap = np.where(cont, np.roll(rs, -1) - own_end, 0)
+        excess = np.where(gap > GAP_HELD_NS, gap, 0)
+        self.held_end = own_end + np.where(excess > 0, 0, GAP_HELD_NS)  # the op holds the path up to here at most
+        step = np.where(cont, np.roll(rs, -1) - rs, re - rs)
+        self.cum = np.zeros((len(_RUN_PARTS), len(order) + 1), dtype=np.int64)
+        for p_i, p in enumerate(_RUN_PARTS[:-1]):
+            np.cumsum(np.where(part == p, step - excess, 0), out=self.cum[p_i, 1:])
+        np.cumsum(excess, out=self.cum[-1, 1:])
         self.rs, self.re = rs, re
-        # runs of ops of one part on one stream (a stream's ops in FIFO order), for drawing the path
-        self.crun = np.cumsum(first | np.append(True, part[1:] != part[:-1])) - 1 if len(order) else first
+        # runs of ops of one part on one stream (a stream's ops in FIFO order) with no unexplained gap between
+        # them, for drawing the path
+        brk = first | np.append(True, (part[1:] != part[:-1]) | (excess[:-1] > 0)) if len(order) else first
+        self.crun = np.cumsum(brk) - 1 if len(order) else first
         self.crun_first = np.flatnonzero(np.diff(self.crun, prepend=-1)) if len(order) else first
         launch = g.g_launch[order]
         linked = launch >= 0
@@ -227,17 +242,16 @@ class _Walker:
         # the run's op under the time reached: the op itself, or an earlier one where the walk came from a wait
         # that ended before its op started
         p = np.maximum(_last_at_or_before(ch.rs, head, self.idx[w], at), head)
-        tail = np.maximum(at - np.maximum(ch.rs[p], lo[w]), 0)  # of op p, from its start to the time reached
-        np.add.at(acc.parts, (w, ch.part[p]), tail)
+        self._held(w, p, np.maximum(ch.rs[p], lo[w]), at)  # of op p, from its start to the time reached
         u = _last_at_or_before(ch.rs, head, p, lo[w])  # the run's op under the window's start (head - 1: none)
         inside = u < head
         full_from = np.where(inside, head, u + 1)
-        for p_i, part in enumerate((COMPUTE_P, COPY_P, COMM_P)):
+        for p_i, part in enumerate(_RUN_PARTS):
             np.add.at(acc.parts, (w, np.full(len(w), part)), np.maximum(ch.cum[p_i, p] - ch.cum[p_i, full_from], 0))
         self._draw_run(w, np.where(inside, head, u), p, at)
         sw, su = w[~inside], u[~inside]  # the window starts inside the run: the op under its start, in part
         nxt_start = np.where(su < p[~inside], ch.rs[np.minimum(su + 1, len(ch.rs) - 1)], lo[sw])  # p: in tail
-        np.add.at(acc.parts, (sw, ch.part[su]), np.maximum(nxt_start - lo[sw], 0))
+        self._held(sw, su, lo[sw], np.maximum(nxt_start, lo[sw]))
         self.at[sw] = lo[sw]
         self.kind[sw] = -1
         w, h = w[inside], head[inside]
@@ -266,6 +280,13 @@ class _Walker:
         self.back(w[alone], lo[w[alone]], OTHER, ch.lane[h[alone]])
         self.kind[w[alone]] = -1
 
+    def _held(self, w: np.ndarray, op: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """Walks ``w`` cross ``start..end`` (end >= start) of the stretch op ``op`` holds in its run: the op's part
+        up to its held end, other beyond (a gap that nothing in the trace explains)."""
+        over = np.maximum(end - np.maximum(self.ch.held_end[op], start), 0)
+        np.add.at(self.acc.parts, (w, self.ch.part[op]), np.maximum(end - start, 0) - over)
+        np.add.at(self.acc.parts, (w, np.full(len(w), OTHER)), over)
+
     def _draw_run(self, w: np.ndarray, first: np.ndarray, last: np.ndarray, at: np.ndarray) -> None:
         """The path's stretches over stream positions ``first..last`` of each walk (up to ``at``), one per run of
         ops of one part, so copies and compute in one run are drawn as what they are."""
@@ -276,8 +297,11 @@ class _Walker:
         r = np.repeat(r0, n) + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
         op = np.maximum(ch.crun_first[r], np.repeat(first, n))
         nxt = ch.crun_first[np.minimum(r + 1, len(ch.crun_first) - 1)]
-        end = np.where(r == np.repeat(r1, n), np.repeat(at, n), ch.rs[nxt])
-        self.acc.segments.append((rw, ch.lane[op], ch.part[op], np.maximum(ch.rs[op], lo[rw]), end))
+        final = r == np.repeat(r1, n)
+        end = np.where(final, np.repeat(at, n), ch.rs[nxt])
+        end = np.minimum(end, ch.held_end[np.where(final, np.repeat(last, n), np.maximum(nxt - 1, 0))])
+        start = np.maximum(ch.rs[op], lo[rw])
+        self.acc.segments.append((rw, ch.lane[op], ch.part[op], start, np.maximum(end, start)))
 
     def host(self, w: np.ndarray) -> None:
         """Walks at a host node's start: back through its epoch (host work), then to the wait that opened it,
