@@ -47,7 +47,9 @@ def test_a_profiled_host_bound_loop_names_its_python_frames(tmp_path: Path) -> N
 
 def test_launches_held_by_a_full_queue_are_waits_for_the_gpu() -> None:
     """A long kernel, then thousands of tiny ones: the host fills the launch queue and its launches block
-    until the GPU frees a slot. The graph reads those launches as waits; the steps stay GPU-bound."""
+    until the GPU frees a slot. The launch that finds the queue full behind the long kernel waits for it (the
+    graph reads it as a wait, one per step); the later ones wait a few microseconds each for a tiny kernel to
+    end, which the replay keeps as their call time. The steps replay exactly and stay GPU-bound."""
     import torch
 
     from collector.recording.api import record
@@ -70,7 +72,7 @@ def test_launches_held_by_a_full_queue_are_waits_for_the_gpu() -> None:
     rd = prepare(find_steps(rec.trace))
     cm = causal_model(rd)
     blocked = cm.graph.h_wait & ~cm.graph.h_sync
-    assert blocked.sum() > 100
+    assert blocked.sum() >= 4
     assert float(cm.error.max()) <= 0.02
     host = cm.critical[:, 0]  # PARTS[0] is host
     steps = rd.win.ends - rd.win.starts
