@@ -1,4 +1,5 @@
-// Shared helpers (an ES module): JSON fetch with clear errors, formatting, sortable tables.
+// Shared helpers (an ES module): JSON fetch with clear errors, formatting, sortable tables, the window a step is
+// shown in.
 export const SS = {
   async json(url, opts) {
     const r = await fetch(url, Object.assign({ headers: { "Accept": "application/json" } }, opts || {}));
@@ -57,3 +58,11 @@ export const SS = {
     });
   },
 };
+
+// The window "go to a step" shows for a step [start, end] (ns, any one clock): 3% of its length either side, at
+// least 1 µs (the timeline's shortest view). The run page (its step box, per-step table and rank heatmap) and the
+// offline report all zoom to a step through this, so one step looks the same on both.
+export function stepWindow(start, end) {
+  const pad = Math.max((end - start) * 0.03, 1000);
+  return [start - pad, end + pad];
+}

@@ -1,6 +1,6 @@
 // An offline report (`streamscope report`): the run page or the compare page drawn from data embedded in
 // the file. window.STREAMSCOPE.mode is "run" or "compare"; Plotly is unpacked from #ss-plotly.
-import { SS } from "./common.js";
+import { SS, stepWindow } from "./common.js";
 import { EmbeddedRun, EmbeddedTimeline, loadPlotly } from "./report_data.js";
 import { bindFindings, bindTabs } from "./run_parts.js";
 import { fillTable } from "./tables.js";
@@ -54,7 +54,7 @@ function runPage() {
   tlLegend(document.getElementById("tl-legend"), () => [tl]);
   const focus = P.timeline.focus || [];
   showSource(tl, embedded, document.getElementById("tl-source"), focus);
-  const goWindow = (a, b) => { const pad = (b - a) * 0.03; tl.clearHighlight(); tl.setView(a - run.start_ns - pad, b - run.start_ns + pad); };
+  const goWindow = (a, b) => { tl.clearHighlight(); tl.setView(...stepWindow(a - run.start_ns, b - run.start_ns)); };
   document.querySelectorAll("[data-focus]").forEach((btn) => btn.addEventListener("click", () => {
     const i = Number(btn.dataset.focus);
     if (i < 0) { tl.clearHighlight(); tl.reset(); } else goWindow(focus[i].start_ns, focus[i].end_ns);
@@ -64,11 +64,13 @@ function runPage() {
   else tl.load().catch((e) => tl.showError(e.message));
 
   bindFindings(document.getElementById("findings"), analysis.findings || [], tl, run.start_ns);
-  const stepBy = {};
-  for (const s of (analysis.steps || [])) if (!(s.step in stepBy)) stepBy[s.step] = s;
+  // a step's row in the per-step table: that rank's step (a row without a rank: the step of the first listed)
+  const goRowStep = (rec) => {
+    const s = (analysis.steps || []).find((x) => x.step === rec.step && x.rank === (rec.rank ?? x.rank));
+    if (s) goWindow(s.start_ns, s.end_ns);
+  };
   const tables = P.tables || {};
-  const buildTab = bindTabs(() => tables, (rec) => { const s = stepBy[rec.step]; if (s) goWindow(s.start_ns, s.end_ns); },
-    P.gpu_work !== false);
+  const buildTab = bindTabs(() => tables, goRowStep, P.gpu_work !== false);
   buildTab(true);
   stepChart(P.step_figure);
 }

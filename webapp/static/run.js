@@ -1,6 +1,6 @@
 // Run page: the timeline, findings that zoom it (findings and the what-if box come rendered by the server),
 // and the tables fetched after first paint.
-import { SS } from "./common.js";
+import { SS, stepWindow } from "./common.js";
 import { loadPlotly, rankGrid } from "./rank_grid.js";
 import { bindFindings, bindTabs } from "./run_parts.js";
 import { Timeline, tlLegend } from "./timeline.js";
@@ -82,12 +82,9 @@ const allSteps = analysis.steps || [];
 const stepRanks = [...new Set(allSteps.map((s) => s.rank))].sort((a, b) => a - b);
 const stepRank = () => (tl.opts.rank !== undefined ? tl.opts.rank : stepRanks[0]);
 const stepsOf = (r) => allSteps.filter((s) => s.rank === r || s.rank === undefined).sort((a, b) => a.step - b.step);
-const goStep = (n, r = stepRank()) => {
-  const s = stepsOf(r).find((x) => x.step === n);
-  if (s) {
-    const pad = (s.end_ns - s.start_ns) * 0.03;
-    tl.clearHighlight(); tl.setView(s.start_ns - run.start_ns - pad, s.end_ns - run.start_ns + pad);
-  }
+const goStep = (n) => {
+  const s = stepsOf(stepRank()).find((x) => x.step === n);
+  if (s) { tl.clearHighlight(); tl.setView(...stepWindow(s.start_ns - run.start_ns, s.end_ns - run.start_ns)); }
 };
 document.getElementById("tl-reset").onclick = () => { tl.clearHighlight(); tl.reset(); };
 document.getElementById("tl-in").onclick = () => tl.zoom(0.5);
@@ -112,12 +109,17 @@ const showRankStep = (r, s, e) => {
   if (tl.opts.rank !== undefined && tl.opts.rank !== r) { pick.value = ""; pick.dispatchEvent(new Event("change")); }
   tl.goRankStep(r, s, e);
 };
+// a step's row in the per-step table: that rank's step, shown as a click on its heatmap cell shows it
+const goRowStep = (rec) => {
+  const r = rec.rank ?? stepRank(), s = stepsOf(r).find((x) => x.step === rec.step);
+  if (s) showRankStep(r, s.start_ns - run.start_ns, s.end_ns - run.start_ns);
+};
 
 bindFindings(document.getElementById("findings"), analysis.findings || [], tl, run.start_ns);
 
 // tables and the step chart: fetched after the timeline's first paint; tables built when their tab opens
 let full = null;
-const buildTab = bindTabs(() => full, (rec) => goStep(rec.step, rec.rank ?? stepRank()), gpu);
+const buildTab = bindTabs(() => full, goRowStep, gpu);
 root.addEventListener("tl-firstpaint", async () => {
   try { full = await SS.json(P.analysis_url); } catch (e) { return; }
   buildTab(false);

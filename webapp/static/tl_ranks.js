@@ -2,6 +2,7 @@
 // collectives and busy outside them; the rest idle) and expands back on a click on its name. Ranks start
 // collapsed when there are more than `threshold`. Data: GET <api>/ranks (webapp.analysis.rankview).
 // Also `tl.goRankStep(rank, s, e)`: show that rank's lanes (expanding it) and zoom to [s, e] (run-relative ns).
+import { stepWindow } from "./common.js";
 import { RANK_COLORS } from "./tl_theme.js";
 
 export function attachRanks(tl, threshold) {
@@ -28,9 +29,9 @@ export function attachRanks(tl, threshold) {
   tl.goRankStep = (r, s, e) => {
     if (tl.opts.rank !== undefined && tl.opts.rank !== r) return false;  // the picker shows another rank
     tl.toggleRank(r, true);
-    const pad = Math.max((e - s) * 0.03, 1000);
+    const [lo, hi] = stepWindow(s - tl.offset, e - tl.offset);
     tl.highlight = { s: s - tl.offset, e: e - tl.offset, ids: [], rows: [], label: "rank " + r };
-    tl.setView(s - tl.offset - pad, e - tl.offset + pad);
+    tl.setView(lo, hi);
     const row = tl.lanes.find((x) => x.header && x.rank === r);
     if (row) window.scrollTo({ top: Math.max(0, tl.canvas.getBoundingClientRect().top + window.scrollY + row.y - 120) });
     return true;
