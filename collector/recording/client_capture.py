@@ -24,6 +24,7 @@ import pandas as pd
 from collector.recording import cupti_client as cc
 from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.commjoin import Threads
+from collector.recording.glooguard import watch_gloo_on_cuda
 from collector.recording.kineto_capture import LAZY_LOADING, CaptureUnavailable, columns_table, refuse_if_profiling
 from collector.recording.opnames import OpNamer, warm_up
 from collector.traceformat.events import EventTable
@@ -39,6 +40,7 @@ class ClientCapture:
     def __init__(self) -> None:
         self._client: cc.CuptiClient | None = None
         self._namer = OpNamer()
+        self._unwatch: Callable[[], None] | None = None
         self.threads: dict[int, int] = {}
         """Thread ident (low 32 bits, CUPTI's thread id) -> native id, for the threads seen in Python."""
         self._pairs: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -62,6 +64,7 @@ class ClientCapture:
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         if naming:
             self._namer.start()
+            self._unwatch = watch_gloo_on_cuda(lambda: self._namer.stop("gloo"))
 
     @property
     def naming(self) -> bool:
@@ -104,6 +107,9 @@ class ClientCapture:
             raise RuntimeError("capture was not started")
         client, self._client = self._client, None
         self._namer.stop("stop")
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         t0 = time.perf_counter()
         records = client.stop()

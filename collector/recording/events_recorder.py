@@ -30,11 +30,13 @@ from collections import deque
 from typing import Any
 
 from collector import syncrules
+from collector.errors import StreamscopeError
 from collector.model import IntervalKind, MemoryKind, RunMeta, Trace
 from collector.recording import graphs, hostwaits, ranges, sourceline
 from collector.recording.base import Recorder, require_cuda
 from collector.recording.build import build_trace
 from collector.recording.clock import ClockMap, take_anchor
+from collector.recording.glooguard import watch_gloo_on_cuda
 from collector.recording.ops import OpClass, classify_op, copy_facts, has_bool_index
 
 RESOLVE_BACKLOG_OPS = 16384
@@ -129,6 +131,7 @@ class EventsRecorder(Recorder):
         gc.freeze()  # a full collection would otherwise walk torch's million objects: 100+ ms host stalls
         self._mode.__enter__()
         self._mode_in = True
+        self._undo.append(watch_gloo_on_cuda(_refuse_gloo_on_cuda))
 
     def _step_ended(self) -> None:
         self._seal()
@@ -401,3 +404,10 @@ def _pick_device(torch: Any) -> int:
     if local.isdigit() and int(local) < torch.cuda.device_count():
         return int(local)
     return int(torch.cuda.current_device())
+
+
+def _refuse_gloo_on_cuda() -> None:
+    raise StreamscopeError(
+        "--timing events cannot record a job that sends CUDA tensors through gloo (its dispatch mode would break "
+        "gloo's worker threads); record it with --timing cupti, the default"
+    )

@@ -36,6 +36,7 @@ STOPPED_BY = {
     "ops": "the op bound",
     "repeat": "the loop's repeat",
     "stop": "the end of the recording",
+    "gloo": "a gloo process group for CUDA tensors was made (naming would break its worker threads)",
 }
 """What ended the naming (``OpNamer.stopped_by``), in words."""
 
