@@ -85,6 +85,10 @@ def test_merged_ranks_find_the_planted_straggler() -> None:
     assert 20 * MS < result.ranks["straggler"]["wait_per_step_ns"] < 23 * MS
     align = merged.meta.notes["clock_alignment"]["ranks"]
     assert [a["anchors"] for a in align] == [20, 20]
+    # GPU busy is the GPU's: kernels and copies, never the collectives gloo runs on a host thread
+    per = result.per_step
+    assert (per["gpu_busy_ns"] <= per["compute_busy_ns"] + per["transfer_busy_ns"]).all()
+    assert float(result.metrics["gpu_busy_frac"]) < 0.2
 
 
 def test_without_the_flight_recorder_each_run_is_a_collective_of_the_default_backend() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from collector.importers.collectives import is_host_collective
 from collector.model import (
     COPY_CODES,
     GPU_CODES,
@@ -135,6 +136,14 @@ class RunData:
         return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]
 
 
+def _host_run(names: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """Row mask (within ``rows``): a collective that a CPU backend runs on a host thread, by its name."""
+    out = np.zeros(len(names), dtype=bool)
+    if rows.any():
+        out[rows] = [is_host_collective(str(n)) for n in names[rows]]
+    return out
+
+
 def prepare(trace: Trace) -> RunData:
     """Build RunData. Raises ValueError for a run that cannot be placed on one axis."""
     df = trace.intervals
@@ -171,9 +180,12 @@ def prepare(trace: Trace) -> RunData:
     sync_mask = kind == KIND_CODE[IntervalKind.SYNC_WAIT]
     compute = iv.union(s[compute_mask], e[compute_mask])
     copy = iv.union(s[copy_mask], e[copy_mask])
-    # GPU busy: none in a run whose only stream work is collectives (gloo on CPU ranks runs them on host threads)
-    stream_work = (gpu_mask & ~(kind == KIND_CODE[IntervalKind.COLLECTIVE])).any()
-    gpu_rows = np.flatnonzero(gpu_mask if stream_work else np.zeros(len(kind), dtype=bool))
+    # GPU busy: never a collective that a host thread runs (gloo, MPI, UCC); none at all in a run whose only
+    # stream work is collectives (CPU ranks)
+    collective = kind == KIND_CODE[IntervalKind.COLLECTIVE]
+    stream_work = (gpu_mask & ~collective).any()
+    on_gpu = gpu_mask & ~(collective & _host_run(df["name"], collective))
+    gpu_rows = np.flatnonzero(on_gpu if stream_work else np.zeros(len(kind), dtype=bool))
     gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
     return RunData(
         trace=trace,
