@@ -180,7 +180,9 @@ def test_a_gap_between_queued_kernels_is_the_gpu_s_only_while_short(gap_us: int,
             iv(CPU, "launch", 8 * k * US, 8 * k * US + 4 * US, id=4 * k, step=k),
             iv(CPU, "launch", 8 * k * US + 4 * US, 8 * k * US + 8 * US, id=4 * k + 1, step=k),
             iv(COMPUTE, "kernel", t + 1 * US, t + 5 * MS, "a", launch_id=4 * k, id=4 * k + 2, step=k),
-            iv(COMPUTE, "kernel", t + 5 * MS + gap_us * US, t + 10 * MS, "b", launch_id=4 * k + 1, id=4 * k + 3, step=k),
+            iv(
+                COMPUTE, "kernel", t + 5 * MS + gap_us * US, t + 10 * MS, "b", launch_id=4 * k + 1, id=4 * k + 3, step=k
+            ),
         ]
     rd, cm = _model(trace(rows, steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(3)])))
     parts = _parts(cm, 1)
