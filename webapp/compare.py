@@ -1,7 +1,8 @@
 """Page and API: two runs compared, one above the other on one step-aligned time scale.
 
 The comparison is built from the two runs' stored analyses (webapp.analysis.compare's metrics_table and
-ops_table), so it needs neither trace in memory; the timelines load their slices like the run page.
+ops_table), so it needs neither trace in memory; the timelines load their slices like the run page. The page
+opens with the comparison's verdict, the sentence `streamscope compare` and the offline report say.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from typing import Any
 from flask import Blueprint, Response, abort, jsonify, render_template, request, url_for
 
 from webapp.analysis import catalog
-from webapp.analysis.compare import Comparison, compare_analyses
+from webapp.analysis.compare import Comparison, compare_analyses, verdict_of
 from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.figures import compare_metric_rows, compare_steps_figure
-from webapp.formatting import total_labels
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, Store, get_store
 
@@ -92,7 +92,6 @@ def page() -> str:
     store.warm(info_b.id)
     gpu = catalog.gpu_work(an_a.metrics) or catalog.gpu_work(an_b.metrics)
     headline, others = compare_metric_rows(result["metrics"], an_a.metrics, an_b.metrics)
-    others = total_labels(others, [*an_a.per_step.columns, *an_b.per_step.columns])
     page_data = {
         "a": {
             "run": info_a.to_dict(),
@@ -121,8 +120,10 @@ def page() -> str:
         a=info_a.to_dict(),
         b=info_b.to_dict(),
         page=page_data,
+        verdict=verdict_of(compared).to_dict(),
         headline=headline,
         findings=result["findings"],
+        finding_costs=result["finding_costs"],
         notes=result["notes"],
         all_rows=others,
     )

@@ -12,7 +12,8 @@ from typing import Any
 
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
-from webapp.formatting import fmt_bytes, fmt_ns, fmt_num, fmt_pct
+from webapp.analysis.compare import compared_label, shown_change
+from webapp.formatting import fmt_bytes, fmt_ns, fmt_num, fmt_pct, total_labels
 
 RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
 
@@ -158,25 +159,32 @@ def compare_steps_figure(
 
 
 def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Comparison.metrics records as table rows: formatted a, b, delta, change and a better/worse class."""
+    """Comparison.metrics records as table rows: label (a run total compared per step says so), formatted a,
+    b, delta, change (the metrics table's ``change`` as shown) and a better/worse/same class from the
+    table's ``status`` (so the label and the number shown come from one figure), and the ``basis``."""
     rows = []
     for m in metrics:
         key = str(m.get("metric", ""))
-        better = m.get("better")
-        rel = m.get("rel_change")
+        frac = catalog.unit_of(key) is Unit.FRAC
+        shown = m.get("change")
+        if shown is None and "change" not in m:  # a table without it: the change from its source figure
+            source = m.get("delta") if frac else m.get("rel_change")
+            shown = None if source is None else shown_change(float(source))
+        change = "—" if shown is None or not math.isfinite(shown) else f"{shown:+.1f}{' pts' if frac else '%'}"
+        status = m.get("status")
+        if status is None:  # a table without it: from ``better``
+            status = "better" if m.get("better") is True else "worse" if m.get("better") is False else ""
+        basis = str(m.get("basis") or "")
         rows.append(
             {
                 "metric": key,
-                "label": catalog.label(key),
+                "label": compared_label(key, basis),
                 "a": format_value(key, m.get("a")),
                 "b": format_value(key, m.get("b")),
-                "delta": format_value(key, m.get("delta"))
-                if catalog.unit_of(key) is not Unit.FRAC
-                else (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
-                "change": (f"{100 * float(rel):+.1f}%" if rel is not None else "—")
-                if catalog.unit_of(key) is not Unit.FRAC
-                else (f"{100 * float(m['delta']):+.1f} pts" if m.get("delta") is not None else "—"),
-                "cls": "better" if better is True else "worse" if better is False else "",
+                "delta": change if frac else format_value(key, m.get("delta")),
+                "change": change,
+                "cls": status if status in ("better", "worse", "same") else "",
+                "basis": basis,
             }
         )
     return rows
@@ -186,13 +194,15 @@ def compare_metric_rows(
     metrics: Sequence[Mapping[str, Any]], metrics_a: Mapping[str, Any], metrics_b: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The compare pages' metric rows (:func:`compare_rows`) in catalogue order, split into the headline
-    ones (catalog.compared_headline of the two runs' metrics) and the others; GPU metrics only when a run has
-    GPU work."""
+    ones (catalog.compared_headline of the two runs' metrics) and the others, where a run total (``basis``
+    "total") is named as one (webapp.formatting.total_labels); GPU metrics only when a run has GPU work."""
     gpu = catalog.gpu_work(metrics_a) or catalog.gpu_work(metrics_b)
     rows = {r["metric"]: r for r in compare_rows(metrics) if catalog.shown(r["metric"], gpu)}
     headline = {m.key for m in catalog.compared_headline(metrics_a, metrics_b)}
     keys = catalog.ordered(rows)
-    return [rows[k] for k in keys if k in headline], [rows[k] for k in keys if k not in headline]
+    others = [rows[k] for k in keys if k not in headline]
+    totals = [r["metric"] for r in others if r["basis"] == "total"]
+    return [rows[k] for k in keys if k in headline], total_labels(others, totals)
 
 
 def _layout(title: str, xlabel: str, ylabel: str, legend: bool) -> dict[str, Any]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
 from analysis_traces import MS, clean_run, pageable_run
+from compare_traces import LISTED_COPY_NS, MINOR_COPY_NS, copy_run
 
 from webapp.analysis.catalog import direction
-from webapp.analysis.compare import compare
+from webapp.analysis.compare import compare, compare_analyses
 
 
 @pytest.fixture(scope="module")
@@ -121,4 +124,124 @@ def test_a_run_without_gpu_work_has_no_gpu_figures_beside_a_gpu_run() -> None:
     rows = {line[:28].strip(): line for line in comparison_text(c).splitlines()}
     assert "Host busy / step" in rows and "GPU idle / step" in rows
     idle = rows["GPU idle / step"]
-    assert idle[28:45].strip() == "-" and not idle.endswith(("better", "worse"))  # A has no GPU: no figure
+    a_column = idle[len("GPU idle / step") :].split()[0]
+    assert a_column == "-" and not idle.endswith(("better", "worse"))  # A has no GPU: no figure
+
+
+# ---- findings below the listing threshold, changes within noise, runs of different step counts, the verdict ----
+
+
+def test_a_finding_that_drops_below_the_threshold_is_still_there_not_fixed() -> None:
+    from webapp.analysis.report import comparison_text
+    from webapp.analysis.run import analyze
+
+    ra, rb = analyze(copy_run(LISTED_COPY_NS)), analyze(copy_run(MINOR_COPY_NS))
+    assert "pageable-copy" in {f.rule for f in ra.findings}
+    minor = {f.rule: f for f in rb.minor_findings}
+    assert "pageable-copy" in minor and "pageable-copy" not in {f.rule for f in rb.findings}
+    c = compare_analyses(ra, rb)
+    assert "pageable-copy" not in c.findings["fixed"]
+    assert set(c.findings["minor"]) == {"pageable-copy", "no-copy-overlap"} and c.findings["fixed"] == []
+    assert c.finding_costs["pageable-copy"] == minor["pageable-copy"].cost_per_step_ns > 0
+    text = comparison_text(c)
+    assert "findings fixed: -" in text
+    cost = minor["pageable-copy"].cost_per_step_ns / 1e6
+    assert "findings below the threshold now (minor in B): no-copy-overlap" in text
+    assert f"pageable-copy ({cost:.3f} ms/step)" in text
+    # the other way round the finding grows above the threshold: it was there in A, so it is not "new"
+    back = compare_analyses(rb, ra)
+    assert back.findings["new"] == [] and set(back.findings["grown"]) == {"pageable-copy", "no-copy-overlap"}
+    assert json.loads(json.dumps(c.to_dict()))["findings"]["minor"] == c.findings["minor"]
+
+
+def test_a_finding_gone_from_both_lists_of_b_is_fixed(cmp) -> None:
+    assert set(cmp.findings["fixed"]) >= {"pageable-copy", "no-copy-overlap"}
+    assert cmp.findings["minor"] == cmp.findings["grown"] == []
+
+
+def test_a_change_that_shows_as_zero_or_within_noise_reads_same() -> None:
+    from webapp.analysis.compare import metrics_table
+    from webapp.figures import compare_rows
+
+    a = {"gpu_busy_frac": 0.5, "step_time_median_ns": 10 * MS, "step_time_p90_ns": 10 * MS, "exposed_copy_ns": 0}
+    b = {
+        "gpu_busy_frac": 0.5004,  # +0.04 pts: shows as +0.0 pts
+        "step_time_median_ns": 10 * MS + 40_000,  # +0.4%: under 0.5%, run-to-run noise
+        "step_time_p90_ns": 10 * MS + 60_000,  # +0.6%: a real change
+        "exposed_copy_ns": 3,  # A is 0: B - A is shown, and it is not 0
+    }
+    t = metrics_table(a, b).set_index("metric")
+    assert t.loc["gpu_busy_frac", "better"] is None and t.loc["step_time_median_ns", "better"] is None
+    assert t.loc["gpu_busy_frac", "change"] == 0.0 and t.loc["gpu_busy_frac", "status"] == "same"
+    assert t.loc["step_time_median_ns", "change"] == 0.4 and t.loc["step_time_median_ns", "status"] == "same"
+    assert t.loc["step_time_p90_ns", "change"] == 0.6 and t.loc["step_time_p90_ns", "status"] == "worse"
+    assert t.loc["exposed_copy_ns", "status"] == "worse" and np.isnan(t.loc["exposed_copy_ns", "change"])
+    rows = {r["metric"]: r for r in compare_rows(json.loads(json.dumps(metrics_table(a, b).to_dict("records"))))}
+    assert (rows["gpu_busy_frac"]["change"], rows["gpu_busy_frac"]["cls"]) == ("+0.0 pts", "same")
+    assert (rows["step_time_median_ns"]["change"], rows["step_time_median_ns"]["cls"]) == ("+0.4%", "same")
+    assert (rows["step_time_p90_ns"]["change"], rows["step_time_p90_ns"]["cls"]) == ("+0.6%", "worse")
+    # the label follows the number shown: two changes that both show as +0.5% read alike
+    a = {"step_time_median_ns": 1e9, "step_time_p90_ns": 1e9, "exposed_copy_ns": 0}
+    b = {"step_time_median_ns": 1.00496e9, "step_time_p90_ns": 1.00504e9, "exposed_copy_ns": 0.3}  # 0.3: "0 ns"
+    t = metrics_table(a, b)
+    assert t["change"].tolist()[:2] == [0.5, 0.5] and t["status"].tolist() == ["worse", "worse", "same"]
+    # a tiny drop shows as +0.0, not -0.0, and reads the same
+    t = metrics_table({"gpu_busy_frac": 0.5}, {"gpu_busy_frac": 0.4999}).iloc[0]
+    assert t["change"] == 0.0 and str(t["change"]) == "0.0" and t["status"] == "same"
+
+
+def test_the_text_comparison_marks_a_change_by_the_number_it_shows() -> None:
+    from webapp.analysis.report import comparison_text
+    from webapp.analysis.run import analyze
+
+    ra = analyze(clean_run(2))
+    metrics = {**ra.metrics, "gpu_busy_frac": ra.metrics["gpu_busy_frac"] + 0.0003}
+    metrics["step_time_median_ns"] = ra.metrics["step_time_median_ns"] * 1.0004
+    rb = dataclasses.replace(ra, metrics=metrics)
+    rows = {line[:28].strip(): line for line in comparison_text(compare_analyses(ra, rb)).splitlines()}
+    assert rows["GPU busy"].endswith("+0.0 pts same"), rows["GPU busy"]
+    assert rows["Median step"].endswith("+0.0% same"), rows["Median step"]
+
+
+@pytest.mark.parametrize(
+    "change, text",
+    [
+        (0.0004, "B's median step takes as long as A's"),
+        (-0.0004, "B's median step takes as long as A's"),
+        (0.004, "B's median step takes about as long as A's (0.4% more: within run-to-run noise)"),
+        (-0.003, "B's median step takes about as long as A's (0.3% less: within run-to-run noise)"),
+        (0.006, "B's median step takes 0.6% more time than A's (1.01x slower)"),
+    ],
+)
+def test_the_verdict_says_the_same_time_for_a_change_that_shows_as_none(change: float, text: str) -> None:
+    from webapp.report import Verdict
+
+    assert Verdict(change, None).text == text
+
+
+def test_run_totals_are_compared_per_step_when_the_step_counts_differ() -> None:
+    from webapp.analysis.report import comparison_text
+    from webapp.figures import compare_metric_rows
+
+    c = compare(pageable_run(4), pageable_run(2))  # the same steps, twice as many in A
+    m = c.metrics.set_index("metric")
+    for key in ("sync_wait_ns", "sync_wait_count", "step_time_ns", "pageable_copy_bytes", "exposed_copy_ns"):
+        assert m.loc[key, "a"] == pytest.approx(m.loc[key, "b"]), key  # A's total / 4 == B's total / 2
+        assert m.loc[key, "basis"] == "per_step", key
+        assert m.loc[key, "status"] == "same" and m.loc[key, "better"] is None, key
+    assert m.loc["sync_wait_count", "a"] == 1.0 and m.loc["step_time_ns", "a"] == 28 * MS
+    assert m.loc["step_time_median_ns", "basis"] == "" and m.loc["steps", "a"] == 4  # not a total: as it is
+    assert any("A has 4 steps and B 2" in n for n in c.notes)
+    headline, others = compare_metric_rows(c.to_dict()["metrics"], c.analysis_a.metrics, c.analysis_b.metrics)
+    labels = {r["metric"]: r["label"] for r in headline + others}
+    assert labels["sync_wait_count"] == "Sync waits, mean per step"
+    assert labels["sync_wait_ns"] == "Sync wait, mean per step" and labels["step_time_median_ns"] == "Median step"
+    text = comparison_text(c)
+    assert re.search(r"^Sync waits, mean per step +1 +1 +\+0\.0% same$", text, re.MULTILINE), text
+    # the same step counts: the totals as they are, named as totals
+    same = compare(pageable_run(2), clean_run(2))
+    m = same.metrics.set_index("metric")
+    assert m.loc["sync_wait_ns", "basis"] == "total" and m.loc["sync_wait_ns", "a"] == 2 * (12 * MS + 10_000)
+    assert not any("steps and B" in n for n in same.notes)
+    _, others = compare_metric_rows(same.to_dict()["metrics"], same.analysis_a.metrics, same.analysis_b.metrics)
+    assert {r["metric"]: r["label"] for r in others}["sync_wait_ns"] == "Sync wait, total over the steps"

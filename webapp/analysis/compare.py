@@ -1,8 +1,10 @@
-"""compare(a, b) -> Comparison: metrics side by side, per-op changes, findings fixed/new, step alignment."""
+"""compare(a, b) -> Comparison: metrics side by side, per-op changes, findings fixed/new, step alignment, and
+the verdict on the median step."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,28 +12,78 @@ import numpy as np
 import pandas as pd
 
 from collector.model import Trace
-from webapp.analysis.catalog import direction, gpu_work, shown
-from webapp.analysis.records import RunAnalysis, _plain, frame_records
+from webapp.analysis.catalog import Unit, direction, gpu_work, label, shown, unit_of
+from webapp.analysis.records import Finding, RunAnalysis, _plain, frame_records
 from webapp.analysis.run import analyze
 
 SAME_TOLERANCE = 0.05
 """Per-op times per step within 5% count as "same": run-to-run noise of kernel times is a few %."""
 
 
-def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
+NOISE_REL = 0.005
+"""A change shown as under 0.5% of A's value (or 0.5 points, for a fraction) reads "same": run-to-run noise
+(below the same share of the step a finding is minor, webapp.analysis.findings.LIST_FRAC)."""
+
+CHANGE_DECIMALS = 1
+"""Changes are shown with one decimal: percent of A, or percentage points (B - A) for a fraction."""
+
+PER_STEP_LABEL = ", mean per step"
+"""Added to the label of a run total compared per step (each run's total over its steps)."""
+
+
+def shown_change(change: float) -> float:
+    """``change`` (relative to A, or a fraction's B - A) in percent or points, rounded as the tables show it
+    (-0.0 reads +0.0); NaN when there is none."""
+    value = 100 * float(change)
+    if not math.isfinite(value):
+        return math.nan
+    return float(f"{value:.{CHANGE_DECIMALS}f}") + 0.0
+
+
+def within_noise(shown_value: float) -> bool:
+    """Whether a change as shown (:func:`shown_change`) reads "same": under NOISE_REL, so 0.0 to 0.4 either
+    way. The label comes from the number shown, nothing else."""
+    return math.isfinite(shown_value) and abs(shown_value) < NOISE_REL * 100
+
+
+def compared_label(key: str, basis: str = "") -> str:
+    """The label of a compared metric: the catalogue's, and "mean per step" for a run total compared per
+    step (``basis`` "per_step", see :func:`metrics_table`)."""
+    return label(key) + (PER_STEP_LABEL if basis == "per_step" else "")
+
+
+def run_totals(keys: Iterable[str], per_step_columns: Iterable[str]) -> frozenset[str]:
+    """The metrics among ``keys`` that are run totals: a per-step column of time, events or bytes summed over
+    the steps (webapp.analysis.metrics.run_metrics; named so by webapp.formatting.total_labels)."""
+    columns = set(per_step_columns)
+    return frozenset(k for k in keys if k in columns and unit_of(k) in (Unit.NS, Unit.COUNT, Unit.BYTES))
+
+
+def metrics_table(
+    a: dict[str, float], b: dict[str, float], a_steps: int = 1, b_steps: int = 1, totals: Collection[str] = ()
+) -> pd.DataFrame:
     """Columns: ``metric``, ``a``, ``b`` (NaN for a GPU metric of a run without GPU work: it has none),
     ``delta`` (b - a, the metric's unit), ``rel_change`` (delta / |a|, NaN where a is 0 or missing),
-    ``better`` (True/False by the catalogue's direction; None where neither direction is better, the key is
-    not catalogued, or nothing changed)."""
+    ``change`` (the change as shown, :func:`shown_change`: percentage points for a fraction, else percent of
+    A; NaN where A is 0 or missing, B - A is shown then), ``status`` (``same`` where the change shown is
+    within NOISE_REL (:func:`within_noise`), or where A is 0 and B - A shows as 0; else ``better``/``worse``
+    by the catalogue's direction, or ``changed`` where neither direction is better or the key is not
+    catalogued; '' where a run lacks the figure), ``better`` (True / False for ``better`` / ``worse``, else
+    None) and ``basis``: ``total`` for the ``totals`` (run totals over the steps), ``per_step`` for those
+    when the runs have different step counts (``a_steps`` and ``b_steps``): then ``a`` and ``b`` are each
+    run's total divided by its steps, so a run twice as long does not read as twice as slow; '' for the
+    others (medians, fractions, rates, ...)."""
     names = list(a) + [k for k in b if k not in a]
     va, vb = _values(a, names), _values(b, names)
+    total = np.array([k in totals for k in names], dtype=bool)
+    per_step = total if a_steps != b_steps and min(a_steps, b_steps) > 0 else np.zeros(len(names), dtype=bool)
+    va = np.where(per_step, va / max(a_steps, 1), va)
+    vb = np.where(per_step, vb / max(b_steps, 1), vb)
     delta = vb - va
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.where(va != 0, delta / np.abs(va), np.nan)
-    better: list[bool | None] = []
-    for name, d in zip(names, delta, strict=True):
-        sign = direction(name)
-        better.append(None if sign == 0 or not np.isfinite(d) or d == 0 else bool(d * sign > 0))
+    changes = [shown_change(d if unit_of(k) is Unit.FRAC else r) for k, d, r in zip(names, delta, rel, strict=True)]
+    status = [_status(*row) for row in zip(names, va, vb, delta, changes, strict=True)]
     return pd.DataFrame(
         {
             "metric": names,
@@ -39,9 +91,25 @@ def metrics_table(a: dict[str, float], b: dict[str, float]) -> pd.DataFrame:
             "b": vb,
             "delta": delta,
             "rel_change": rel,
-            "better": pd.Series(better, dtype=object),
+            "change": np.array(changes, dtype=np.float64),
+            "status": status,
+            "better": pd.Series([{"better": True, "worse": False}.get(s) for s in status], dtype=object),
+            "basis": np.where(per_step, "per_step", np.where(total, "total", "")),
         }
     )
+
+
+def _status(key: str, a: float, b: float, delta: float, change: float) -> str:
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return ""
+    if math.isfinite(change):
+        same = within_noise(change)
+    else:  # A is 0: B - A is shown, in whole ns or bytes for those units
+        same = abs(delta) < 0.5 if unit_of(key) in (Unit.NS, Unit.BYTES) else delta == 0
+    if same:
+        return "same"
+    sign = direction(key)
+    return "changed" if sign == 0 else "better" if delta * sign > 0 else "worse"
 
 
 def _values(metrics: dict[str, float], names: list[str]) -> np.ndarray:
@@ -88,14 +156,25 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int =
 
 
 def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
-    """Rule ids: ``fixed`` (in A, gone in B), ``new`` (only in B), ``unchanged`` (in both)."""
-    ra = [f.rule for f in a.findings]
-    rb = [f.rule for f in b.findings]
+    """Rule ids, by what became of each run's findings: listed ones (``findings``) and minor ones
+    (``minor_findings``: below the listing threshold, webapp.analysis.findings.LIST_FRAC). ``fixed``: listed
+    in A, gone from B; ``minor``: listed in A, minor in B (still there, below the threshold now); ``new``:
+    listed in B, not in A at all; ``grown``: minor in A, listed in B (above the threshold now);
+    ``unchanged``: listed in both."""
+    la, lb = _rules(a.findings), _rules(b.findings)
+    ma, mb = _rules(a.minor_findings).keys() - la.keys(), _rules(b.minor_findings).keys() - lb.keys()
     return {
-        "fixed": [r for r in ra if r not in rb],
-        "new": [r for r in rb if r not in ra],
-        "unchanged": [r for r in ra if r in rb],
+        "fixed": [r for r in la if r not in lb and r not in mb],
+        "minor": [r for r in la if r in mb],
+        "new": [r for r in lb if r not in la and r not in ma],
+        "grown": [r for r in lb if r in ma],
+        "unchanged": [r for r in la if r in lb],
     }
+
+
+def _rules(findings: Iterable[Finding]) -> dict[str, None]:
+    """The findings' rule ids in order, each once (as the keys of a dict)."""
+    return dict.fromkeys(f.rule for f in findings)
 
 
 RANK_COLUMNS = ("step_time_ns", "wait_ns", "comm_ns", "compute_ns", "data_ns")
@@ -165,9 +244,9 @@ def _step_intervals(trace: Trace, per_step: pd.DataFrame, step: int, rank: int) 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Run A against run B. ``metrics``, ``ops``, ``findings``, ``ranks`` and ``notes`` as documented in their
-    builders (:func:`metrics_table`, :func:`ops_table`, :func:`findings_diff`, :func:`ranks_table`,
-    :func:`rank_notes`)."""
+    """Run A against run B. ``metrics``, ``ops``, ``findings`` and ``ranks`` as documented in their builders
+    (:func:`metrics_table`, :func:`ops_table`, :func:`findings_diff`, :func:`ranks_table`); ``notes``: what a
+    reader should know (:func:`step_notes`, :func:`rank_notes`)."""
 
     a: Trace | None  # None when built from stored analyses only (no step_aligned then)
     b: Trace | None
@@ -177,7 +256,7 @@ class Comparison:
     ops: pd.DataFrame
     findings: dict[str, list[str]]
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranks_table(); empty for one-rank runs
-    notes: tuple[str, ...] = ()  # rank_notes()
+    notes: tuple[str, ...] = ()  # step_notes() and rank_notes()
 
     @property
     def step_time_change(self) -> float:
@@ -185,6 +264,12 @@ class Comparison:
         ta = self.analysis_a.metrics.get("step_time_median_ns", math.nan)
         tb = self.analysis_b.metrics.get("step_time_median_ns", math.nan)
         return (tb - ta) / ta if ta and ta == ta and tb == tb else math.nan
+
+    @property
+    def finding_costs(self) -> dict[str, int]:
+        """B's cost per step (ns) of each of its findings, listed or minor, by rule id."""
+        found = (*self.analysis_b.minor_findings, *self.analysis_b.findings)  # a listed one wins
+        return {f.rule: int(f.cost_per_step_ns) for f in found}
 
     def step_aligned(self, a_step: int, b_step: int, rank: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Intervals of step ``a_step`` of A and ``b_step`` of B on ``rank`` (those overlapping the step
@@ -203,6 +288,7 @@ class Comparison:
             "metrics": frame_records(self.metrics),
             "ops": frame_records(self.ops),
             "findings": {k: list(v) for k, v in self.findings.items()},
+            "finding_costs": self.finding_costs,
             "step_time_change": _plain(self.step_time_change),
             "ranks": frame_records(self.ranks),
             "notes": list(self.notes),
@@ -219,6 +305,16 @@ class Comparison:
         }
 
 
+def step_notes(a_steps: int, b_steps: int) -> tuple[str, ...]:
+    """Runs of different step counts: their run totals are compared per step (:func:`metrics_table`)."""
+    if a_steps == b_steps or min(a_steps, b_steps) <= 0:
+        return ()
+    return (
+        f"A has {a_steps} steps and B {b_steps}: run totals are compared per step (each run's total divided "
+        f'by its steps, labelled "{PER_STEP_LABEL.lstrip(", ")}"), so that the longer run does not read as slower.',
+    )
+
+
 def compare(a: Trace, b: Trace) -> Comparison:
     """Compare run A (baseline) with run B."""
     return compare_analyses(analyze(a), analyze(b), a, b)
@@ -230,14 +326,62 @@ def compare_analyses(ra: RunAnalysis, rb: RunAnalysis, a: Trace | None = None, b
     has_ops = cols <= set(ra.kernels.columns) and cols <= set(rb.kernels.columns)
     steps_a, steps_b = ra.summary()["steps"], rb.summary()["steps"]
     ops = ops_table(ra.kernels, rb.kernels, steps_a, steps_b) if has_ops else pd.DataFrame()
+    totals = run_totals([*ra.metrics, *rb.metrics], [*ra.per_step.columns, *rb.per_step.columns])
     return Comparison(
         a,
         b,
         ra,
         rb,
-        metrics_table(ra.metrics, rb.metrics),
+        metrics_table(ra.metrics, rb.metrics, steps_a, steps_b, totals),
         ops,
         findings_diff(ra, rb),
         ranks_table(ra, rb),
-        rank_notes(ra, rb),
+        (*step_notes(steps_a, steps_b), *rank_notes(ra, rb)),
     )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """B against A on the median step time: ``change`` (B - A) / A (NaN when unknown), ``bound`` the
+    allowed slow-down (None: no gate), ``failed`` when change > bound. The text says how much more or less
+    time B's median step takes, and the ratio of the two ("52.7% less time than A's (2.11x faster)"); a
+    change that shows as 0.0% reads as the same time, one within NOISE_REL as about the same."""
+
+    change: float
+    bound: float | None
+
+    @property
+    def failed(self) -> bool:
+        return self.bound is not None and self.change == self.change and self.change > self.bound
+
+    @property
+    def text(self) -> str:
+        shown_pct = shown_change(self.change)
+        if self.change != self.change:
+            head = "no median step time to compare"
+        elif shown_pct == 0:
+            head = "B's median step takes as long as A's"
+        elif within_noise(shown_pct):
+            which = "more" if self.change > 0 else "less"
+            head = (
+                f"B's median step takes about as long as A's ({abs(shown_pct):.1f}% {which}: within run-to-run noise)"
+            )
+        else:
+            more = self.change > 0
+            ratio = 1 + self.change if more else 1 / (1 + self.change) if self.change > -1 else math.inf
+            times = f" ({ratio:.2f}x {'slower' if more else 'faster'})" if math.isfinite(ratio) else ""
+            amount = f"{abs(shown_pct):.1f}% {'more' if more else 'less'}"
+            head = f"B's median step takes {amount} time than A's{times}"
+        if self.bound is None:
+            return head
+        return f"{'FAIL' if self.failed else 'OK'}: {head}; the bound is {self.bound * 100:.1f}% more"
+
+    def to_dict(self) -> dict[str, Any]:
+        """For templates: text and a CSS class (``fail``, ``ok`` or empty without a gate)."""
+        cls = "" if self.bound is None else ("fail" if self.failed else "ok")
+        return {"text": self.text, "cls": cls}
+
+
+def verdict_of(result: Comparison, bound: float | None = None) -> Verdict:
+    """The verdict on ``result``'s median step time against ``bound`` (None: no gate)."""
+    return Verdict(result.step_time_change, bound)

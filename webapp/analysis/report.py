@@ -9,7 +9,7 @@ from typing import Any
 
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
-from webapp.analysis.compare import Comparison
+from webapp.analysis.compare import Comparison, compared_label
 from webapp.analysis.records import RunAnalysis, rule_key
 from webapp.analysis.units import size_text
 
@@ -125,22 +125,25 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
 
 
 def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
-    """Key metrics side by side, the biggest per-op changes and the findings fixed/new/unchanged."""
+    """Key metrics side by side (each change as shown, marked better, worse or same: the metrics table's
+    ``change`` and ``status``), the biggest per-op changes, what became of the findings, and the notes."""
     ma, mb = c.analysis_a.metrics, c.analysis_b.metrics
     table = c.metrics.set_index("metric")
-    lines = [f"{'metric':<28} {'A':>16} {'B':>16} {'change':>10}"]
-    for metric in catalog.compared_headline(ma, mb):
+    basis = table["basis"].to_dict()
+    headline = [(m, compared_label(m.key, basis.get(m.key, ""))) for m in catalog.compared_headline(ma, mb)]
+    width = max([28, *(len(label) for _, label in headline)])
+    lines = [f"{'metric':<{width}} {'A':>16} {'B':>16} {'change':>10}"]
+    for metric, label in headline:
         key, unit = metric.key, metric.unit
-        rel = table["rel_change"].get(key, math.nan)
-        better = table["better"].get(key)
-        mark = "" if better is None else (" better" if better else " worse")
-        if unit is Unit.FRAC:  # a fraction changes by points, not by a share of itself
-            delta = table["delta"].get(key, math.nan)
-            change = f"{delta * 100:+.1f} pts" if math.isfinite(delta) else "-"
-        else:
-            change = f"{rel * 100:+.1f}%" if rel == rel and math.isfinite(rel) else "-"
-        a, b = fmt(table["a"].get(key), unit), fmt(table["b"].get(key), unit)  # NaN: the run has no such figure
-        lines.append(f"{metric.label:<28} {a:>16} {b:>16} {change:>10}{mark}")
+        shown = table["change"].get(key, math.nan)
+        status = table["status"].get(key, "")
+        mark = f" {status}" if status in ("better", "worse", "same") else ""
+        # a fraction changes by points, not by a share of itself
+        change = f"{shown:+.1f}{' pts' if unit is Unit.FRAC else '%'}" if math.isfinite(shown) else "-"
+        a, b = (table[side].get(key) for side in ("a", "b"))  # NaN: the run has no such figure
+        per_step_count = basis.get(key) == "per_step" and unit is Unit.COUNT
+        a, b = (f"{v:.3g}" if per_step_count and v == v else fmt(v, unit) for v in (a, b))
+        lines.append(f"{label:<{width}} {a:>16} {b:>16} {change:>10}{mark}")
     lines.append("")
     ops = c.ops[c.ops["status"] != "same"].head(ops_limit)
     if len(ops):
@@ -151,4 +154,11 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
         lines.append("")
     for key in ("fixed", "new", "unchanged"):
         lines.append(f"findings {key}: {', '.join(c.findings[key]) or '-'}")
+    costs = c.finding_costs
+    for key, say in (("minor", "below the threshold now (minor in B)"), ("grown", "above the threshold now")):
+        if c.findings.get(key):
+            rules = (f"{r} ({fmt(costs.get(r), Unit.NS)}/step)" for r in c.findings[key])
+            lines.append(f"findings {say}: {', '.join(rules)}")
+    for note in c.notes:
+        lines.extend(_wrap(note, ""))
     return "\n".join(lines)

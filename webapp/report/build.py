@@ -259,7 +259,6 @@ def compare_context(
     tb = _embed(b, [], budget // 2, fb)
     gpu = catalog.gpu_work(a.analysis.metrics) or catalog.gpu_work(b.analysis.metrics)
     headline, others = compare_metric_rows(out["metrics"], a.analysis.metrics, b.analysis.metrics)
-    others = total_labels(others, [*a.analysis.per_step.columns, *b.analysis.per_step.columns])
     cut: list[str] = []
     side_a, side_b = _side(a, ta), _side(b, tb)
     page: dict[str, Any] = {
@@ -285,6 +284,8 @@ def compare_context(
         "headline": headline,
         "all_rows": others,
         "fdiff": out["findings"],
+        "fcosts": out["finding_costs"],
+        "notes": out["notes"],
         "findings_b": b.analysis_dict["findings"],
         "detail": [f"A: {ta.detail}", f"B: {tb.detail}"],
         "left_out": left,
