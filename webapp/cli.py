@@ -3,7 +3,8 @@
 Each subcommand module in ``webapp.commands`` has a docstring (its help), ``add_arguments(parser)`` and
 ``run(args) -> int``; it imports heavy dependencies inside ``run``. Errors a user can fix raise
 :class:`~webapp.commands.errors.CliError` (a leaf module, imported by the subcommands at module level); every
-:class:`~collector.errors.StreamscopeError` leaves as one line on stderr and its exit code.
+:class:`~collector.errors.StreamscopeError` leaves as one line on stderr and its exit code. A command line
+argparse cannot parse is one line too (collector.cli.usage), exit code 2; ``--help`` prints the full help.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from collector import __version__
+from collector.cli.usage import Parser, UsageError, parse
 from collector.errors import StreamscopeError
 
 SUBCOMMANDS = ("demos", "record", "convert", "merge", "analyze", "compare", "report", "serve")
@@ -26,9 +28,10 @@ def _modules() -> dict[str, ModuleType]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="streamscope",
         description="See where GPU time goes in a PyTorch job: record, analyze, compare and browse traces.",
+        epilog="Run `streamscope COMMAND --help` for a command's arguments and options.",
     )
     parser.add_argument("--version", action="version", version=f"streamscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -42,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parse(parser, argv)
+    except UsageError as exc:
+        print(exc.line(), file=sys.stderr)
+        return exc.exit_code
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -31,8 +31,9 @@ from collector.model import IntervalKind, Trace
 
 T = TypeVar("T")
 
-COLLECTIVE_COLUMNS = ("rank", "kind", "name", "group", "start_ns", "end_ns")
-"""Columns of RankSummary.collectives: the rank's collective intervals on its own clock (ns)."""
+COLLECTIVE_COLUMNS = ("rank", "kind", "name", "group", "start_ns", "end_ns", "step")
+"""Columns of RankSummary.collectives: the rank's collective intervals on its own clock (ns), with the step
+each is in (-1: none)."""
 
 
 class RankWorkError(StreamscopeError):
@@ -41,15 +42,16 @@ class RankWorkError(StreamscopeError):
 
 @dataclass(frozen=True)
 class RankSummary:
-    """What one rank's work sends back: ``collectives`` (COLLECTIVE_COLUMNS), ``intervals`` (count),
-    ``step_time_median_ns``, the rules of its single-rank ``findings``, ``index_bytes`` (its level-of-detail
-    index in memory) and ``seconds`` spent per stage (load, analyse, index; wall seconds)."""
+    """What one rank's work sends back: ``collectives`` (COLLECTIVE_COLUMNS), ``intervals`` and ``steps``
+    (counts), ``step_time_median_ns``, the rules of its single-rank ``findings``, ``index_bytes`` (its
+    level-of-detail index in memory) and ``seconds`` spent per stage (load, analyse, index; wall seconds)."""
 
     name: str
     rank: int
     host: str
     device: str
     intervals: int
+    steps: int
     step_time_median_ns: int
     findings: tuple[str, ...]
     index_bytes: int
@@ -83,7 +85,7 @@ def summarize_rank(path: str) -> RankSummary:
     t2 = time.perf_counter()
     kind = trace.intervals["kind"].astype(str).to_numpy()
     coll = trace.intervals.loc[kind == IntervalKind.COLLECTIVE.value, list(COLLECTIVE_COLUMNS)]
-    coll = coll.astype({"kind": str, "name": str, "group": str}).reset_index(drop=True)
+    coll = coll.astype({"kind": str, "name": str, "group": str, "step": np.int64}).reset_index(drop=True)
     metrics = run.analysis.get("metrics") or {}
     index_bytes = sum(int(getattr(v, "nbytes", 0)) for v in vars(run.index).values())
     return RankSummary(
@@ -92,6 +94,7 @@ def summarize_rank(path: str) -> RankSummary:
         host=trace.meta.host,
         device=trace.meta.device_name,
         intervals=len(trace.intervals),
+        steps=int(metrics.get("steps") or 0),
         step_time_median_ns=int(metrics.get("step_time_median_ns") or 0),
         findings=tuple(str(f.get("rule")) for f in run.analysis.get("findings") or []),
         index_bytes=index_bytes,
@@ -172,7 +175,10 @@ def join_summaries(summaries: Sequence[RankSummary]) -> dict[str, Any]:
     """The cross-rank analysis from per-rank summaries: ``collective_count``, ``straggler`` (the rank last in
     most collectives, or None) with ``last_frac``, and ``ranks``: one record per rank with ``rank``, ``host``,
     ``intervals``, ``step_time_median_ns``, ``offset_ns``/``residual_ns`` (clock alignment), ``last_count``
-    (collectives it arrived last in) and ``wait_ns`` (its total wait inside collectives, ns)."""
+    (collectives it arrived last in), ``wait_ns`` (its total wait inside collectives, ns) and
+    ``wait_per_step_ns`` (its wait inside the collectives of its steps over its step count, overlapping waits
+    counted once, as the merged run's per-rank breakdown has it: webapp.analysis.ranks; None for a rank
+    without steps)."""
     from collector.ranks.align import clock_offsets, matched_collectives
 
     if len(summaries) < 2:
@@ -189,6 +195,8 @@ def join_summaries(summaries: Sequence[RankSummary]) -> dict[str, Any]:
     last = m.loc[m.groupby("seq")["start_ns"].idxmax().to_numpy(), "rank"].value_counts() if len(m) else None
     n = int(m["seq"].nunique()) if len(m) else 0
     wait = m.groupby("rank")["wait_ns"].sum()
+    m["step"] = whole["step"].to_numpy(np.int64)[m["row"].to_numpy(np.int64)]
+    per_step = _step_waits(m)
     rows = [
         {
             "rank": s.rank,
@@ -199,6 +207,7 @@ def join_summaries(summaries: Sequence[RankSummary]) -> dict[str, Any]:
             "residual_ns": int(offsets.at[s.rank, "residual_ns"]),
             "last_count": int(last.get(s.rank, 0)) if last is not None else 0,
             "wait_ns": int(wait.get(s.rank, 0)),
+            "wait_per_step_ns": _per_step(per_step.get(s.rank), s.steps),
         }
         for s in sorted(summaries, key=lambda s: s.rank)
     ]
@@ -207,3 +216,26 @@ def join_summaries(summaries: Sequence[RankSummary]) -> dict[str, Any]:
         top = int(last.idxmax())
         straggler = {"rank": top, "last_frac": float(last.max() / n)}
     return {"collective_count": n, "straggler": straggler, "ranks": rows}
+
+
+def _step_waits(m: pd.DataFrame) -> dict[int, np.ndarray]:
+    """Per rank, its wait inside the collectives of each step it waited in (ns): the union of the intervals
+    [start, start + wait] of the matched collectives ``m`` with that step, so waits that overlap count once."""
+    w = m.loc[m["step"].to_numpy() >= 0, ["rank", "step", "start_ns", "wait_ns"]]
+    if w.empty:
+        return {}
+    w = w.sort_values(["rank", "step", "start_ns"], kind="stable")
+    start = w["start_ns"].to_numpy(np.int64)
+    end = start + np.maximum(w["wait_ns"].to_numpy(np.int64), 0)
+    keys = [w["rank"].to_numpy(), w["step"].to_numpy()]
+    reach = pd.Series(end).groupby(keys).cummax().groupby(keys).shift(1).to_numpy(np.float64)  # NaN: first
+    covered = end - np.fmax(start, reach)
+    steps = pd.Series(np.maximum(covered, 0)).groupby(keys).sum()
+    return {int(r): g.to_numpy(np.float64) for r, g in steps.groupby(level=0)}
+
+
+def _per_step(waits: np.ndarray | None, steps: int) -> int | None:
+    """The mean over ``steps`` steps of ``waits`` (one per step that waited; the other steps wait 0), ns."""
+    found = np.zeros(0) if waits is None else waits
+    n = max(steps, len(found))
+    return round(float(found.sum()) / n) if n else None

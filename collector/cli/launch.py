@@ -48,17 +48,19 @@ _RANK_FILE = re.compile(r"^(?P<stem>.*)\.rank(?P<rank>\d+)(?P<suffix>\.json(?:\.
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    group = parser.add_argument_group("several ranks (the torchrun flags apply with --nproc only)")
+    group.add_argument(
         "--nproc",
         "--nproc-per-node",
         dest="nproc",
         type=int,
         default=0,
         metavar="N",
-        help="launch N ranks on this node with torch.distributed.run (torchrun); each writes OUT.rankR.json.gz",
+        help="launch N ranks on this node with torch.distributed.run (torchrun); each writes OUT.rankR.json.gz, "
+        "merged into OUT when every rank ran on this node",
     )
     for flag, kind, text in TORCHRUN_OPTIONS:
-        parser.add_argument(flag, type=kind, default=None, help=text)
+        group.add_argument(flag, type=kind, default=None, help=text)
 
 
 def torchrun_flags(ns: argparse.Namespace) -> tuple[str, ...]:

@@ -20,16 +20,30 @@ def print_demos(verbose: bool = False) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from collector.cli.runner import add_record_arguments, request_from_args, run_record
+    from collector.cli.runner import add_record_arguments, record_description, request_from_args, run_record
+    from collector.cli.usage import Parser, UsageError, parse
     from collector.errors import StreamscopeError
 
-    parser = argparse.ArgumentParser(prog="python3 -m collector", description="Record PyTorch GPU traces.")
+    parser = Parser(
+        prog="python3 -m collector",
+        description="Record PyTorch GPU traces.",
+        epilog="Run `python3 -m collector COMMAND --help` for a command's arguments and options.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    rec = sub.add_parser("record", help="record a demo (demo:NAME) or a script")
+    rec = sub.add_parser(
+        "record",
+        help="record a demo (demo:NAME) or a script",
+        description=record_description("python3 -m collector record"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_record_arguments(rec)
-    dem = sub.add_parser("demos", help="list the built-in demos")
-    dem.add_argument("--verbose", "-v", action="store_true")
-    args = parser.parse_args(argv)
+    dem = sub.add_parser("demos", help="list the built-in demos", description="List the built-in demos.")
+    dem.add_argument("--verbose", "-v", action="store_true", help="also say what each demo teaches")
+    try:
+        args = parse(parser, argv)
+    except UsageError as exc:
+        print(exc.line(), file=sys.stderr)
+        return exc.exit_code
     if args.command == "demos":
         print_demos(args.verbose)
         return 0

@@ -65,20 +65,41 @@ class RecordRequest:
         return [*argv, self.target, *self.args]
 
 
+def record_description(prog: str) -> str:
+    """The record command's help text (the argument rule above), its examples run as ``prog``."""
+    return (
+        "Record a PyTorch job on the GPU: a built-in demo (demo:NAME) or your script, run unchanged as python "
+        f"would.\n\n  {prog} demo:naive --out naive.json.gz\n  {prog} train.py --lr 3e-4 --out run.json.gz\n\n"
+        "The record options go before TARGET (or after demo:NAME); everything after a script is passed to it\n"
+        "unchanged, except a final `--out FILE` when --out was not given before TARGET. Exits with the script's\n"
+        "status."
+    )
+
+
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
     _add_options(parser)
     parser.add_argument("target", metavar="TARGET", help="demo:NAME or a Python script")
-    parser.add_argument(
+    rest = parser.add_argument(
         "args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments, passed unchanged"
     )
+    rest.required = False  # argparse counts a REMAINDER positional as required and names it when TARGET is missing
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     add_launch_arguments(parser)
     parser.add_argument("--slow-rank", type=int, default=-1, metavar="R", help="demo:ddp: plant a straggler on rank R")
-    parser.add_argument("--delay-ms", type=float, default=20.0, metavar="D", help="demo:ddp: its extra ms per step")
     parser.add_argument(
-        "--slow-cause", default="data", help="demo:ddp: what the straggler spends it on: data, compute or sync"
+        "--delay-ms",
+        type=float,
+        default=20.0,
+        metavar="D",
+        help="demo:ddp: the straggler's extra ms per step (default 20)",
+    )
+    parser.add_argument(
+        "--slow-cause",
+        default="data",
+        metavar="CAUSE",
+        help="demo:ddp: what the straggler spends its extra time on: data (the default), compute or sync",
     )
     parser.add_argument(
         "--out",
@@ -94,7 +115,13 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="keep every Nth step only (smaller traces; with events timing also lower overhead)",
     )
-    parser.add_argument("--steps", type=int, default=None, metavar="N", help="demos only: steps to record")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="demos only: steps to record (default: the demo's own); a script is recorded until it ends",
+    )
     parser.add_argument("--no-probe", action="store_true", help="skip the H2D bandwidth probe at start")
     parser.add_argument(
         "--timing",

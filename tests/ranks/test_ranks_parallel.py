@@ -4,6 +4,7 @@ per-rank summaries find the planted straggler and clock offsets; rank files in a
 from __future__ import annotations
 
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -38,6 +39,57 @@ def test_joined_summaries_name_the_late_rank_and_undo_the_host_clocks(serial: di
     assert rows[3]["wait_ns"] < rows[0]["wait_ns"]
     assert rows[0]["wait_ns"] >= 8 * 3_500_000  # waited about the planted 4 ms in every step
     assert all(r["intervals"] > 1_000 for r in rows.values())
+
+
+def _number(pattern: str, line: str) -> str:
+    found = re.search(pattern, line)
+    assert found, f"{pattern!r} not in {line!r}"
+    return found[1]
+
+
+def test_the_per_rank_lines_print_each_wait_per_step_as_the_merged_run_has_it(
+    rank_files: list[str], tmp_path: Path, capsys
+) -> None:
+    """Every rank waits about the planted 4 ms in each of its 8 steps: the summary line labelled per step says
+    so (not the 30 ms or so the rank waited over the whole run), and the merged run's per-rank breakdown
+    agrees; the median step is the one ``analyze`` of that rank alone prints."""
+    assert main(["merge", *rank_files, "--out", str(tmp_path / "m.json.gz")]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(tmp_path / "m.json.gz"), "--json"]) == 0
+    merged = {r["rank"]: r for r in json.loads(capsys.readouterr().out)["ranks"]["per_rank"]}
+    assert main(["analyze", rank_files[0], "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)["metrics"]
+    assert main(["analyze", *rank_files, "--workers", "1"]) == 0
+    lines = {int(x.split()[1]): x for x in capsys.readouterr().out.splitlines() if x.startswith("  rank ")}
+    assert sorted(lines) == list(range(WORLD))
+    waited = {rank: float(_number(r"waited +([0-9.]+) ms per step", line)) for rank, line in lines.items()}
+    for rank in lines:
+        assert waited[rank] == pytest.approx(merged[rank]["wait_ns"] / 1e6, abs=0.006)
+    last = {rank: int(_number(r"last in +(\d+) of 9 ", line)) for rank, line in lines.items()}
+    assert last[3] == 8 and sum(last.values()) == 9  # each of the 9 collectives has one rank last
+    assert all(3.0 < waited[r] < 5.0 for r in (0, 1, 2)) and waited[3] < 0.1
+    assert f"median step {alone['step_time_median_ns'] / 1e6:8.2f} ms" in lines[0]
+
+
+def test_overlapping_waits_in_a_step_count_once() -> None:
+    """Two buckets' all_reduces waiting at the same time (DDP) wait once; the barrier before the steps is no
+    step's, and a step without a wait counts 0 in the mean."""
+    import pandas as pd
+
+    from webapp.rankwork import _per_step, _step_waits
+
+    m = pd.DataFrame(
+        {
+            "rank": [0, 0, 0, 0],
+            "step": [-1, 0, 0, 1],
+            "start_ns": [0, 100, 150, 500],
+            "wait_ns": [1_000, 200, 200, 60],  # step 0: [100, 300] and [150, 350] -> 250 ns
+        }
+    )
+    waits = _step_waits(m)
+    assert waits[0].tolist() == [250, 60]
+    assert _per_step(waits[0], steps=3) == round(310 / 3)
+    assert _per_step(None, steps=0) is None
 
 
 def test_process_pool_gives_the_serial_answer(rank_files: list[str], serial: dict) -> None:

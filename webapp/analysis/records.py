@@ -172,14 +172,16 @@ class RunAnalysis:
     MAX_PATH_SEGMENTS in time order; ``to_dict`` writes it as columns."""
 
     def summary(self) -> dict[str, Any]:
-        """Small dict for the run catalog."""
+        """Small dict for the run catalog. ``findings`` counts the listed findings, whatever their severity (the
+        run page's list), ``minor_findings`` those below the listing threshold (folded on the run page)."""
         m = self.metrics
         return {
             "steps": int(m.get("steps", 0)),
             "step_time_median_ns": _plain(m.get("step_time_median_ns", 0.0)),
             "gpu_busy_frac": _plain(m.get("gpu_busy_frac", 0.0)),
             "copy_compute_overlap_frac": _plain(m.get("copy_compute_overlap_frac", 0.0)),
-            "findings": sum(1 for f in self.findings if f.severity in ("warning", "critical")),
+            "findings": len(self.findings),
+            "minor_findings": len(self.minor_findings),
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 
 RUN is a Streamscope trace or a torch.profiler trace, plain or gzip (recognised by its bytes, whatever its
 name). Prints a readable report, or with --json the whole analysis (metrics, per-rank and per-step tables,
-ops, syncs, findings, what-if; ``meta.error``: the recorded script's error, '' when it did not fail). A run
+ops, syncs, findings, what-if; meta.error: the recorded script's error, '' when it did not fail). A run
 whose script failed says so under its title.
 
 Several RUNs (or a zip of them) are the ranks of one job: each rank is loaded, analysed and indexed in
 a process of its own (--workers N, or Ray tasks with --ray auto|ADDRESS|local), and only per-rank
-summaries are joined for the cross-rank part (clock alignment, who arrives last, waits).
+summaries are joined: one line per rank (median step, clock offset, collectives it arrived last in, wait
+inside collectives per step) and the rank that arrives last. That summary has no findings or what-if:
+merge the ranks and analyze the merged run for those.
 """
 
 from __future__ import annotations
@@ -145,11 +147,7 @@ def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
     n = joined["collective_count"]
     print(f"{len(summaries)} ranks, {sum(s.intervals for s in summaries):,} intervals, {n} collectives matched")
     for row in joined["ranks"]:
-        print(
-            f"  rank {row['rank']:>4} {row['host'] or '?':<12} step {row['step_time_median_ns'] / 1e6:8.2f} ms  "
-            f"clock {row['offset_ns'] / 1e3:+9.1f} us  last in {row['last_count']:>4}  "
-            f"waited {row['wait_ns'] / 1e6:9.2f} ms"
-        )
+        print(rank_line(row, n))
     top = joined["straggler"]
     if top:
         print(f"rank {top['rank']} arrives last in {top['last_frac']:.0%} of the collectives")
@@ -159,3 +157,16 @@ def _run_ranks(args: argparse.Namespace, runs: list[str]) -> int:
         f"  streamscope merge {shlex.join(runs)} --out merged.json.gz && streamscope analyze merged.json.gz"
     )
     return 0
+
+
+def rank_line(row: dict[str, Any], collectives: int) -> str:
+    """One rank of the per-rank summary (a ``ranks`` record of webapp.rankwork.join_summaries), each number
+    with its unit and what it is per: the median step, the clock offset, the collectives it arrived last in
+    and its wait inside collectives per step (as the merged run's per-rank breakdown has it)."""
+    wait = row.get("wait_per_step_ns")
+    waited = "-" if wait is None else f"{wait / 1e6:.2f} ms"
+    return (
+        f"  rank {row['rank']:>4} {row['host'] or '?':<12} median step {row['step_time_median_ns'] / 1e6:8.2f} ms  "
+        f"clock offset {row['offset_ns'] / 1e3:+9.1f} us  last in {row['last_count']:>4} of {collectives}  "
+        f"waited {waited:>9} per step"
+    )

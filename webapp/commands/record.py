@@ -1,21 +1,19 @@
 """Record a PyTorch job on the GPU: a built-in demo (demo:NAME) or your script, run unchanged as python would.
 
-  streamscope record demo:naive --out naive.json.gz
-  streamscope record train.py --lr 3e-4 --out run.json.gz
-
-streamscope's options go before TARGET (or after demo:NAME); everything after a script is passed to it
-unchanged, except a final `--out FILE` when --out was not given before TARGET. Exits with the script's status.
+The full help, with the rule for where the options go, is collector.cli.runner.record_description, shared
+with ``python3 -m collector record``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from collector.cli.runner import add_record_arguments
+from collector.cli.runner import add_record_arguments, record_description
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = record_description("streamscope record")
     add_record_arguments(parser)
 
 

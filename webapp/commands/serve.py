@@ -20,20 +20,28 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks a free one)")
-    parser.add_argument("--data", default="streamscope-data", help="data folder (default ./streamscope-data)")
+    parser.add_argument("--host", default="127.0.0.1", metavar="ADDRESS", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
-        "--token", default=None, help="access token every request must carry; 'auto' makes one up and prints it"
+        "--port", type=int, default=8050, metavar="PORT", help="port (default 8050; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--data", default="streamscope-data", metavar="DIR", help="data folder (default ./streamscope-data)"
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        metavar="TOKEN",
+        help="access token every request must carry; 'auto' makes one up and prints it",
     )
     parser.add_argument("--insecure", action="store_true", help="allow binding a non-local address without a token")
     parser.add_argument(
-        "--max-upload-mb", type=int, default=2048, help="upload size limit in MiB (default 2048: 2 GiB)"
+        "--max-upload-mb", type=int, default=2048, metavar="MiB", help="upload size limit in MiB (default 2048: 2 GiB)"
     )
-    parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
+    parser.add_argument("--threads", type=int, default=8, metavar="N", help="worker threads (default 8)")
     parser.add_argument(
         "--max-memory",
         default=None,
+        metavar="SIZE",
         help="memory budget of ingest, e.g. 6G or 1500M (default: a quarter of this machine's RAM); uploads "
         "wait in line for it, and one that could never fit is refused",
     )
