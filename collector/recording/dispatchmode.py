@@ -9,6 +9,9 @@ Modes made from :func:`mode_base` skip the wrapper while ``torch._dynamo`` is no
 torch would have given it, the moment it is: an import hook wraps them when its module has run, before any
 ``torch.compile`` can call them (collector.recording.importwatch). Where torch does not wrap modes (before
 ``_should_skip_dynamo``), neither does this.
+
+The modes also tell torch.compile to ignore them (``ignore_compile_internals``): it compiles as it would
+unrecorded, with the mode off while it compiles and on while the compiled code runs.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ def mode_base() -> type:
             @classmethod
             def _should_skip_dynamo(cls) -> bool:
                 return DYNAMO in sys.modules
+
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                # torch.compile runs eagerly under any mode that does not say this (and keeps that frame eager
+                # for good): recording would measure a compiled model as an eager one
+                return True
 
             def __init_subclass__(cls, **kwargs: Any) -> None:
                 super().__init_subclass__(**kwargs)  # torch's: wraps now if Dynamo is loaded

@@ -1,5 +1,5 @@
-"""The recorder's dispatch modes leave torch._dynamo unimported until Dynamo is in use, and then behave as
-torch's own modes do under torch.compile. Each case runs in a fresh interpreter (this one has Dynamo loaded)."""
+"""The recorder's dispatch modes leave torch._dynamo unimported until Dynamo is in use, and never stop
+torch.compile from compiling. Each case runs in a fresh interpreter (this one has Dynamo loaded)."""
 
 from __future__ import annotations
 
@@ -60,11 +60,12 @@ def test_naming_ops_does_not_import_dynamo_and_dynamo_later_wraps_the_mode() -> 
     assert "left meta_path: True" in out
 
 
-def test_under_torch_compile_a_recorder_mode_acts_as_torchs_own() -> None:
-    """torch.compile inside an active mode compiles no graph through it (torch's modes skip Dynamo); the
-    recorder's mode, made before Dynamo was imported, does the same."""
+def test_under_torch_compile_a_recorder_mode_compiles_as_without_one() -> None:
+    """torch.compile inside an active mode of torch's own compiles no graph (it runs eagerly); inside the
+    recorder's mode, made before Dynamo was imported, it compiles the same graph as with no mode at all."""
     out = _run(
         """
+        import contextlib
         import sys
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -83,14 +84,36 @@ def test_under_torch_compile_a_recorder_mode_acts_as_torchs_own() -> None:
                 return func(*args, **(kwargs or {}))
 
         x = torch.ones(5)
-        for mode in (Ours, Torchs):
+        for name, mode in (("Ours", Ours), ("Torchs", Torchs), ("none", contextlib.nullcontext)):
             backend = torch._dynamo.testing.EagerAndRecordGraphs()
             torch._dynamo.reset()
             with mode():
                 out = torch.compile(lambda a, b: a + b, backend=backend)(x, x)
-            print(mode.__name__, "graphs:", len(backend.graphs), "sum:", float(out.sum()))
+            print(name, "graphs:", len(backend.graphs), "sum:", float(out.sum()))
         """
     )
     lines = dict(line.split(" graphs: ") for line in out.splitlines() if " graphs: " in line)
-    assert lines["Ours"] == lines["Torchs"], out
-    assert lines["Ours"].endswith("sum: 10.0")
+    assert lines["Ours"] == lines["none"] == "1 sum: 10.0", out
+    assert lines["Torchs"] == "0 sum: 10.0", out
+
+
+def test_torch_compile_still_compiles_while_ops_are_named() -> None:
+    """torch.compile runs eagerly under a dispatch mode that does not ask to be ignored, and keeps the frame
+    eager: recording must not turn a compiled model into an eager one."""
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+
+    from collector.recording.opnames import OpNamer
+
+    torch._dynamo.reset()
+    dynamo_utils.counters.clear()
+    net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())
+    compiled = torch.compile(net, backend="eager")
+    namer = OpNamer()
+    namer.start()
+    try:
+        for _ in range(3):
+            compiled(torch.ones(4, 16))
+    finally:
+        namer.stop("stop")
+    assert dynamo_utils.counters["frames"]["ok"] >= 1
