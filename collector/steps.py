@@ -319,7 +319,11 @@ def _step_at(trace: Trace, spec: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _trim_first_step(trace: Trace) -> Trace:
-    """Trim a marked step 0 that holds the set-up (module docstring); other markers stay as they are."""
+    """Trim a marked step 0 that holds the set-up (module docstring); other markers stay as they are. Steps of
+    graph replays start after the set-up (warm-up, capture): a first replay slower than the rest (its launch
+    uploads the graph) is that replay's own, and stays whole."""
+    if trace.meta.step_method == "repeat:graph":
+        return trace
     steps = trace.steps()
     dur = (steps["end_ns"] - steps["start_ns"]).to_numpy()
     first = steps.groupby("rank").head(1).index.to_numpy()

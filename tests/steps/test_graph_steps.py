@@ -75,6 +75,18 @@ def test_in_a_loop_of_replays_each_replay_is_a_step(sync: bool) -> None:
     assert (warmup["step"] == -1).all()  # the eager warm-up before the capture is set-up
 
 
+def test_a_slow_first_launch_stays_in_the_first_replay_s_step() -> None:
+    """The first cudaGraphLaunch uploads the graph (here 10x the others): that replay's step is longer, and
+    still holds its launch and its span (the warm-up and the capture before it are the set-up)."""
+    trace = find_steps(_trace(replays=40, kernels=3, sync=False, first_launch_ns=80_000))
+    assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 40
+    iv = trace.intervals
+    spans = iv[iv["name"].astype(str) == "CUDA graph 0 replay"]
+    assert sorted(spans["step"]) == list(range(40))
+    first_launch = iv[iv["name"].astype(str) == "cudaGraphLaunch"].iloc[0]
+    assert first_launch["step"] == 0 and trace.steps()["start_ns"].iloc[0] <= first_launch["start_ns"]
+
+
 def test_each_repeat_of_a_replay_and_eager_work_is_a_step() -> None:
     trace = find_steps(_trace(replays=30, kernels=4, eager=2))
     assert trace.meta.step_method == "repeat:graph" and len(trace.steps()) == 30
