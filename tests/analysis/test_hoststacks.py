@@ -14,14 +14,14 @@ LOADING = f"{LOOP};__next__ (torch/utils/data/dataloader.py:701);_next_data (tor
 FORWARD = f"{LOOP};forward (model.py:12)"
 
 
-def loader_bound(n: int = 6) -> Trace:
-    """Per 8 ms step: 6 ms in the DataLoader's __next__ and 2 ms in forward (sampled), then a launch of a
-    1 ms kernel."""
+def loader_bound(n: int = 6, loading: str = LOADING) -> Trace:
+    """Per 8 ms step: 6 ms in ``loading`` (the DataLoader's __next__) and 2 ms in forward (sampled), then a
+    launch of a 1 ms kernel."""
     rows = []
     for k in range(n):
         t = k * 8 * MS
         rows += [
-            iv(SAMPLES, "sample", t, t + 6 * MS, LOADING, step=k),
+            iv(SAMPLES, "sample", t, t + 6 * MS, loading, step=k),
             iv(SAMPLES, "sample", t + 6 * MS, t + 8 * MS, FORWARD, step=k),
             iv(CPU, "launch", t + 8 * MS - 10 * US, t + 8 * MS - 5 * US, id=1000 + 2 * k, step=k),
             iv(COMPUTE, "kernel", t + 8 * MS, t + 9 * MS, "gemm", launch_id=1000 + 2 * k, id=1001 + 2 * k, step=k),
@@ -55,6 +55,15 @@ def test_host_bound_names_the_loader_and_replays_more_workers() -> None:
     # forward bound the step, 8 ms -> 2 ms, in every window but the last (which ends with its kernel)
     assert f.cost_per_step_ns == pytest.approx(6 * MS * 5 / 6, abs=20 * US)
     assert result.what_if["step_time_fixed_ns"] == pytest.approx(2 * MS, abs=20 * US)
+
+
+def test_a_frame_of_another_file_that_holds_the_time_is_named_with_its_caller() -> None:
+    """The user's load_batch spends all its time in a library's decode: the finding names decode, and the
+    line of the user's code that called it."""
+    stack = f"{LOOP};load_batch (data.py:40);decode (imagelib/core.py:7)"
+    result = analyze(loader_bound(loading=stack))
+    f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
+    assert "decode (imagelib/core.py:7) in load_batch (data.py:40) 75%" in f.detail
 
 
 def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:

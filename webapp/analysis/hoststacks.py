@@ -29,6 +29,7 @@ EVERYWHERE = 0.99
 """Frames holding this share of the host's time are on (nearly) every sampled stack."""
 SPECIFIC = 0.8
 """A frame inside a named one replaces it when it holds at least this share of its time."""
+FRAME_FILE = re.compile(r"\((.*):\d+\)$")
 
 FRAME_COLUMNS = {
     "frame": "function and file:line ('func (file.py:12)'), or a CPU op's name",
@@ -164,8 +165,8 @@ def _cpu_op_times(rd: RunData) -> tuple[dict[str, int], dict[str, int], int]:
 
 def top_frames(rd: RunData, count: int = 3) -> str:
     """The few frames that say where the host's time went, with their share: the heaviest frames that are not
-    the loop around everything, each replaced by a frame inside it that holds most of its time. '' without
-    samples."""
+    the loop around everything, each replaced by a frame inside it that holds most of its time, and named with
+    its caller where that is another file's (:func:`_with_caller`). '' without samples."""
     rows = sample_rows(rd)
     if not len(rows):
         return ""
@@ -173,10 +174,12 @@ def top_frames(rd: RunData, count: int = 3) -> str:
     table = table[table["total_frac"] <= OUTER_SHARE]
     stacks = np.unique(rd.strings("name", rows))
     inside: dict[str, set[str]] = {}
+    callers: dict[str, set[str]] = {}
     for stack in stacks:
         frames = str(stack).split(SEP)
         for i, f in enumerate(frames):
             inside.setdefault(f, set()).update(frames[i + 1 :])
+            callers.setdefault(f, set()).update(frames[i - 1 : i])
     share = dict(zip(table["frame"], table["total_frac"], strict=True))
     chosen: list[str] = []
     named: list[str] = []  # chosen frames and the frames they stand for
@@ -192,7 +195,27 @@ def top_frames(rd: RunData, count: int = 3) -> str:
         named += [frame, best]
         if len(chosen) == count:
             break
-    return ", ".join(f"{f} {share.get(f, 0.0):.0%}" for f in chosen)
+    return ", ".join(f"{_with_caller(f, callers, share)} {share.get(f, 0.0):.0%}" for f in chosen)
+
+
+def _with_caller(frame: str, callers: dict[str, set[str]], share: dict[str, float]) -> str:
+    """``frame``, and the frame of another file that called it when that caller's time is mostly this frame's
+    ("decode (PIL/Image.py:80) in load_batch (train.py:40)"): the line of the user's code behind a library's
+    time."""
+    caller = max(callers.get(frame, ()), key=lambda c: share.get(c, 0.0), default="")
+    if (
+        caller
+        and _frame_file(caller) != _frame_file(frame)
+        and SPECIFIC * share.get(caller, 1.0) <= share.get(frame, 0.0)
+    ):
+        return f"{frame} in {caller}"
+    return frame
+
+
+def _frame_file(frame: str) -> str:
+    """``"func (path/file.py:12)"`` -> ``"path/file.py"`` ('' for a frame without a file)."""
+    m = FRAME_FILE.search(frame)
+    return m.group(1) if m else ""
 
 
 def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray) -> np.ndarray | None:
