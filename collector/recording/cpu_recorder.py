@@ -26,7 +26,7 @@ import pandas as pd
 
 from collector.model import RunMeta, Trace, conform_intervals, conform_markers, step_at
 from collector.recording.base import Recorder
-from collector.recording.kineto_capture import event_table
+from collector.recording.kineto_capture import event_table, quiet_kineto
 from collector.recording.threadnames import live_thread_labels, relabel_threads
 from collector.traceformat.events import EventTable
 
@@ -93,6 +93,7 @@ class CpuRecorder(Recorder):
         env_rank, self.world_size = distributed_env()
         super().__init__(workload, out, rank=rank if rank is not None else env_rank, **options)
         self._prof: Any = None
+        self._restore_log: Any = None
         self._calls: list[tuple[int, int, str]] = []
 
     def _now(self) -> int:
@@ -104,6 +105,7 @@ class CpuRecorder(Recorder):
 
         self._torch_version = torch.__version__
         self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=False)
+        self._restore_log = quiet_kineto()
         self._prof.start()
         from collector.recording import groups
 
@@ -126,6 +128,7 @@ class CpuRecorder(Recorder):
         """Stop the profiler and build the Trace (one rank)."""
         prof, self._prof = self._prof, None
         prof.stop()
+        self._restore_log()
         events = list(prof.profiler.kineto_results.events())
         info = distributed_info(self.rank, self.world_size)
         self.rank = int(info["rank"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import methodcaller
 from typing import Any
 
@@ -36,6 +36,29 @@ class CaptureUnavailable(RuntimeError):
     """CUPTI could not be started (no Kineto in this torch build, or another profiler holds CUPTI)."""
 
 
+KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"
+QUIET_LOG_LEVEL = "6"
+"""Kineto logs nothing at this level, not even its ``USDT: ... profiler_start`` / ``profiler_stop`` lines."""
+
+
+def quiet_kineto() -> Callable[[], None]:
+    """Keep Kineto's own log lines off the user's terminal while a recorder's torch.profiler session runs
+    (Kineto reads ``KINETO_LOG_LEVEL`` as it logs), unless the user set the level; returns the function that
+    puts it back, to call once the session has stopped."""
+    if KINETO_LOG_LEVEL in os.environ:
+        return _nothing
+    os.environ[KINETO_LOG_LEVEL] = QUIET_LOG_LEVEL
+
+    def restore() -> None:
+        os.environ.pop(KINETO_LOG_LEVEL, None)
+
+    return restore
+
+
+def _nothing() -> None:
+    return None
+
+
 def refuse_if_profiling(torch: Any) -> None:
     """Raise CaptureUnavailable while torch's profiler runs (torch.profiler, autograd.profiler): CUPTI is
     its, and starting a second session would stop the user's."""
@@ -49,6 +72,7 @@ class KinetoCapture:
 
     def __init__(self) -> None:
         self._prof: Any = None
+        self._restore_log: Callable[[], None] = _nothing
         self.naming = False
         self._named: tuple[str, int, int] = ("", 0, 0)  # (what ended naming, start and end ns)
 
@@ -65,10 +89,12 @@ class KinetoCapture:
             with_stack=False,
             profile_memory=False,
         )
+        self._restore_log = quiet_kineto()
         try:
             self._prof.start()
         except RuntimeError as exc:  # e.g. "Profiler is already enabled" (torch.profiler or Nsight in use)
             self._prof = None
+            self._restore_log()
             raise CaptureUnavailable(f"CUPTI is taken: {str(exc).splitlines()[0]}") from None
         self.naming = True
         self._named = ("", time.monotonic_ns(), 0)
@@ -118,6 +144,7 @@ class KinetoCapture:
         prof, self._prof = self._prof, None
         t0 = time.perf_counter()
         prof.stop()
+        self._restore_log()
         t1 = time.perf_counter()
         events = prof.profiler.kineto_results.events()
         t2 = time.perf_counter()
