@@ -9,6 +9,12 @@ the working directory relative to it.
 
 Each sample holds the GIL for the walk (a few us for a deep stack); at the default 200 Hz that is well under
 1% of a host-bound loop (benchmarks/overhead.py measures it).
+
+A sample waits for the GIL, and the main thread gives it up either at its next call that releases it (a CUDA
+op, I/O) or when Python's switch interval (5 ms) runs out. With Python work of a few ms between CUDA calls the
+first comes first: every sample would land on the CUDA call and none in the Python work, which is where the
+time went. So while sampling, the switch interval is at most SWITCH_INTERVAL_S, and a sample lands within
+that of when it was due.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from types import CodeType, FrameType
 
 DEFAULT_INTERVAL_S = 0.005
 """Seconds between samples (200 Hz)."""
+SWITCH_INTERVAL_S = 0.0002
+"""Python's switch interval while sampling (seconds; restored at stop): how late a sample may land."""
 MAX_DEPTH = 48
 """Frames kept per sample, innermost first; deeper stacks lose their outermost frames."""
 SEP = ";"
@@ -46,9 +54,12 @@ class StackSampler:
         self._keys: list[Key] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._switch = sys.getswitchinterval()
         self.samples = 0
 
     def start(self) -> StackSampler:
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, SWITCH_INTERVAL_S))
         self._thread = threading.Thread(target=self._loop, name="streamscope-stack-sampler", daemon=True)
         self._thread.start()
         return self
@@ -79,6 +90,7 @@ class StackSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=1.0)
+            sys.setswitchinterval(self._switch)
         ends = [*self._first[1:], *self._last[-1:]]
         if ends:
             ends[-1] += int(self.interval_s * 1e9)

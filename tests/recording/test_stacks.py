@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
+import time
 
 from host_work import spin
 
@@ -34,6 +36,25 @@ def test_a_loop_is_sampled_where_its_time_goes() -> None:
     # three quarters of the loop is in hot_loader, a quarter in hot_model; both run under this test
     assert time_in["hot_loader"] > 1.5 * time_in["hot_model"] > 0
     assert time_in["test_a_loop_is_sampled_where_its_time_goes"] >= time_in["hot_loader"]
+
+
+def test_python_work_between_calls_that_release_the_gil_is_sampled_there() -> None:
+    """4 ms of Python, then a call that releases the GIL (as a CUDA op does), 30 times: a sample waits for the
+    GIL, and under Python's 5 ms switch interval the main thread gave it up only at those calls, so every
+    sample landed there. The Python work holds most of the sampled time, and the interval is restored."""
+    before = sys.getswitchinterval()
+    sampler = StackSampler().start()
+    for _ in range(30):
+        hot_model_short()
+        time.sleep(0.0001)
+    rows = sampler.stop()
+    in_python = sum(b - a for a, b, stack in rows if "hot_model_short" in stack)
+    assert in_python > 0.6 * sum(b - a for a, b, _ in rows)
+    assert sys.getswitchinterval() == before
+
+
+def hot_model_short() -> None:
+    spin(0.004)
 
 
 def test_the_same_stack_sampled_twice_is_one_stretch() -> None:
