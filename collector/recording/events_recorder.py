@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -36,7 +37,7 @@ from collector.recording import graphs, hostwaits, ranges, sourceline
 from collector.recording.base import Recorder, require_cuda
 from collector.recording.build import build_trace
 from collector.recording.clock import ClockMap, take_anchor
-from collector.recording.glooguard import watch_gloo_on_cuda
+from collector.recording.glooguard import DIST, gloo_on_cuda, watch_gloo_on_cuda
 from collector.recording.ops import OpClass, classify_op, copy_facts, has_bool_index
 
 RESOLVE_BACKLOG_OPS = 16384
@@ -103,6 +104,9 @@ class EventsRecorder(Recorder):
 
     def _start_timing(self) -> None:
         """CUDA events: anchor the clock, patch host waits and ranges, enter the dispatch mode."""
+        dist = sys.modules.get(DIST)
+        if dist is not None and gloo_on_cuda(dist):  # before anything is installed: a refused start leaves none
+            _refuse_gloo_on_cuda()
         torch = self._torch
         from collector.recording.dispatchmode import mode_base
         from collector.recording.probe import event_overhead_ms

@@ -27,8 +27,9 @@ GROUP_MAKERS = ("init_process_group", "new_group")
 
 
 def gloo_on_cuda(dist: ModuleType) -> bool:
-    """Whether a process group of this process sends CUDA tensors through gloo (backend ``gloo`` for every
-    device, or ``cuda:gloo``) on a machine with CUDA."""
+    """Whether a process group of this process sends CUDA tensors through gloo, on a machine with CUDA: the
+    default group's backend is ``gloo`` (every device), or a group names ``cuda:gloo``. A ``new_group`` of
+    backend ``gloo`` beside another default is taken for CPU tensors."""
     try:
         if not dist.is_available() or not dist.is_initialized():
             return False
@@ -43,9 +44,11 @@ def gloo_on_cuda(dist: ModuleType) -> bool:
     for group in groups:
         try:
             backend = str(dist.get_backend(group))
+            default = group is None or group is getattr(dist.distributed_c10d, "_get_default_group", lambda: None)()
         except Exception:  # noqa: BLE001 - a group this rank is not in
             continue
-        if backend == "gloo" or "cuda:gloo" in backend:
+        # a job's gloo side group beside an NCCL default (barriers, objects, checkpoints) carries CPU tensors
+        if "cuda:gloo" in backend or (default and backend == "gloo"):
             return True
     return False
 

@@ -28,7 +28,9 @@ def _fake_dist(backends: dict[Any, str] | None) -> ModuleType:
     dist.is_available = lambda: True  # type: ignore[attr-defined]
     dist.is_initialized = lambda: made[0]  # type: ignore[attr-defined]
     dist.get_backend = lambda group=None: state["default" if group is None else group]  # type: ignore[attr-defined]
-    dist.distributed_c10d = SimpleNamespace(_world=SimpleNamespace(pg_map=state))  # type: ignore[attr-defined]
+    dist.distributed_c10d = SimpleNamespace(  # type: ignore[attr-defined]
+        _world=SimpleNamespace(pg_map=state), _get_default_group=lambda: "default"
+    )
 
     def init_process_group(backend: str) -> None:
         state["default"] = backend
@@ -49,6 +51,11 @@ def cuda(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_only_gloo_for_cuda_tensors_counts(cuda: None, backend: str, expected: bool) -> None:
     assert glooguard.gloo_on_cuda(_fake_dist({"default": backend})) is expected
+
+
+def test_a_gloo_side_group_beside_an_nccl_default_carries_cpu_tensors(cuda: None) -> None:
+    assert not glooguard.gloo_on_cuda(_fake_dist({"default": "nccl", "side": "gloo"}))
+    assert glooguard.gloo_on_cuda(_fake_dist({"default": "nccl", "side": "cuda:gloo"}))
 
 
 def test_without_cuda_or_before_any_group_gloo_is_safe(monkeypatch: pytest.MonkeyPatch) -> None:
