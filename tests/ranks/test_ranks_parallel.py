@@ -71,6 +71,41 @@ def test_the_per_rank_lines_print_each_wait_per_step_as_the_merged_run_has_it(
     assert f"median step {alone['step_time_median_ns'] / 1e6:8.2f} ms" in lines[0]
 
 
+def test_waits_per_step_follow_the_steps_the_analysis_places(tmp_path: Path) -> None:
+    """Ranks whose steps are "step N" annotations (no step markers: the file's ``step`` column is -1
+    throughout) still wait about the planted 4 ms per step."""
+    from dataclasses import replace
+
+    import numpy as np
+    import pandas as pd
+
+    from collector.model import LaneKind, conform_intervals, conform_markers
+
+    traces = []
+    for t in rank_job(WORLD, 1500, steps=8, ranks_per_host=2, slow_rank=3, delay_ns=4_000_000, seed=5):
+        iv, st = t.intervals, t.steps()
+        cpu = next(i for i, lane in enumerate(t.lanes) if lane.kind == LaneKind.CPU_THREAD)
+        marks = (
+            iv.iloc[[0] * len(st)]
+            .reset_index(drop=True)
+            .assign(
+                kind="annotation",
+                lane=cpu,
+                name=[f"step {int(s)}" for s in st["step"]],
+                start_ns=st["start_ns"].to_numpy(),
+                end_ns=st["end_ns"].to_numpy(),
+                id=np.arange(len(st)) + int(iv["id"].max()) + 1,
+            )
+        )
+        iv = pd.concat([iv, marks], ignore_index=True).assign(step=-1)
+        markers = conform_markers(t.markers[t.markers["kind"] != "step"])
+        traces.append(replace(t, intervals=conform_intervals(iv), markers=markers).with_meta(step_method=""))
+    files = [str(p) for p in write_rank_files(traces, tmp_path)]
+    ranks = {r["rank"]: r for r in join_summaries(run_per_rank(summarize_rank, files, workers=1))["ranks"]}
+    assert all(3e6 < ranks[r]["wait_per_step_ns"] < 5e6 for r in (0, 1, 2)), ranks
+    assert ranks[3]["wait_per_step_ns"] < 1e5
+
+
 def test_overlapping_waits_in_a_step_count_once() -> None:
     """Two buckets' all_reduces waiting at the same time (DDP) wait once; the barrier before the steps is no
     step's, and a step without a wait counts 0 in the mean."""
