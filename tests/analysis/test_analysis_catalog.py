@@ -132,12 +132,12 @@ def test_reports_follow_the_catalogue_labels_and_order() -> None:
 
 
 def test_comparison_directions_come_from_the_catalogue(with_new_metric: Metric, monkeypatch) -> None:
-    table = metrics_table({NEW.key: 2.0, "intervals": 10.0}, {NEW.key: 1.0, "intervals": 20.0})
+    table = metrics_table({NEW.key: 2e6, "intervals": 10.0}, {NEW.key: 1e6, "intervals": 20.0})
     better = dict(zip(table["metric"], table["better"], strict=True))
     assert better == {NEW.key: True, "intervals": None}
     flipped = tuple(dataclasses.replace(m, better=Better.HIGHER) if m is NEW else m for m in catalog.CATALOG)
     monkeypatch.setattr(catalog, "CATALOG", flipped)
-    table = metrics_table({NEW.key: 2.0}, {NEW.key: 1.0})
+    table = metrics_table({NEW.key: 2e6}, {NEW.key: 1e6})
     assert table["better"].tolist() == [False]
 
 

@@ -163,12 +163,19 @@ def test_a_change_that_shows_as_zero_or_within_noise_reads_same() -> None:
     from webapp.analysis.compare import metrics_table
     from webapp.figures import compare_rows
 
-    a = {"gpu_busy_frac": 0.5, "step_time_median_ns": 10 * MS, "step_time_p90_ns": 10 * MS, "exposed_copy_ns": 0}
+    a = {
+        "gpu_busy_frac": 0.5,
+        "step_time_median_ns": 10 * MS,
+        "step_time_p90_ns": 10 * MS,
+        "exposed_copy_ns": 0,
+        "gpu_idle_ns": 0,
+    }
     b = {
         "gpu_busy_frac": 0.5004,  # +0.04 pts: shows as +0.0 pts
         "step_time_median_ns": 10 * MS + 40_000,  # +0.4%: under 0.5%, run-to-run noise
         "step_time_p90_ns": 10 * MS + 60_000,  # +0.6%: a real change
-        "exposed_copy_ns": 3,  # A is 0: B - A is shown, and it is not 0
+        "exposed_copy_ns": 3_000,  # A is 0: B - A is shown, and it is not 0 (0.003 ms)
+        "gpu_idle_ns": 400,  # 0 and 400 ns both show as 0.000 ms: same, whatever the ratio
     }
     t = metrics_table(a, b).set_index("metric")
     assert t.loc["gpu_busy_frac", "better"] is None and t.loc["step_time_median_ns", "better"] is None
@@ -176,6 +183,7 @@ def test_a_change_that_shows_as_zero_or_within_noise_reads_same() -> None:
     assert t.loc["step_time_median_ns", "change"] == 0.4 and t.loc["step_time_median_ns", "status"] == "same"
     assert t.loc["step_time_p90_ns", "change"] == 0.6 and t.loc["step_time_p90_ns", "status"] == "worse"
     assert t.loc["exposed_copy_ns", "status"] == "worse" and np.isnan(t.loc["exposed_copy_ns", "change"])
+    assert t.loc["gpu_idle_ns", "status"] == "same" and t.loc["gpu_idle_ns", "change"] == 0.0
     rows = {r["metric"]: r for r in compare_rows(json.loads(json.dumps(metrics_table(a, b).to_dict("records"))))}
     assert (rows["gpu_busy_frac"]["change"], rows["gpu_busy_frac"]["cls"]) == ("+0.0 pts", "same")
     assert (rows["step_time_median_ns"]["change"], rows["step_time_median_ns"]["cls"]) == ("+0.4%", "same")
@@ -219,6 +227,13 @@ def test_the_verdict_says_the_same_time_for_a_change_that_shows_as_none(change: 
     assert Verdict(change, None).text == text
 
 
+def test_a_verdict_over_a_tight_bound_states_the_change_it_failed_on() -> None:
+    from webapp.report import Verdict
+
+    assert Verdict(0.003, 0.0).text == "FAIL: B's median step takes 0.30% more time than A's; the bound is 0.0% more"
+    assert Verdict(0.003, 0.05).text.startswith("OK: B's median step takes about as long as A's")
+
+
 def test_run_totals_are_compared_per_step_when_the_step_counts_differ() -> None:
     from webapp.analysis.report import comparison_text
     from webapp.figures import compare_metric_rows
@@ -237,7 +252,7 @@ def test_run_totals_are_compared_per_step_when_the_step_counts_differ() -> None:
     assert labels["sync_wait_count"] == "Sync waits, mean per step"
     assert labels["sync_wait_ns"] == "Sync wait, mean per step" and labels["step_time_median_ns"] == "Median step"
     text = comparison_text(c)
-    assert re.search(r"^Sync waits, mean per step +1 +1 +\+0\.0% same$", text, re.MULTILINE), text
+    assert re.search(r"^Sync waits, mean per step +1\.00 +1\.00 +\+0\.0% same$", text, re.MULTILINE), text
     # the same step counts: the totals as they are, named as totals
     same = compare(pageable_run(2), clean_run(2))
     m = same.metrics.set_index("metric")
@@ -245,3 +260,19 @@ def test_run_totals_are_compared_per_step_when_the_step_counts_differ() -> None:
     assert not any("steps and B" in n for n in same.notes)
     _, others = compare_metric_rows(same.to_dict()["metrics"], same.analysis_a.metrics, same.analysis_b.metrics)
     assert {r["metric"]: r["label"] for r in others}["sync_wait_ns"] == "Sync wait, total over the steps"
+
+
+def test_run_totals_of_ranks_are_compared_per_rank_step() -> None:
+    """Two 2-rank runs of 8 and 10 steps: a run total counts every rank's steps, so "mean per step" is the
+    total over the (rank, step) rows, the mean step itself, not twice it."""
+    from collector.ranks.merge import merge_traces
+    from collector.steps import find_steps
+    from collector.synthetic.ranks import rank_job
+
+    a = find_steps(merge_traces(rank_job(2, 1500, steps=8, seed=5)))
+    b = find_steps(merge_traces(rank_job(2, 1500, steps=10, seed=5)))
+    c = compare(a, b)
+    row = c.metrics.set_index("metric").loc["step_time_ns"]
+    assert row["basis"] == "per_step"
+    assert row["a"] == pytest.approx(c.analysis_a.per_step["step_time_ns"].mean())
+    assert row["b"] == pytest.approx(c.analysis_b.per_step["step_time_ns"].mean())

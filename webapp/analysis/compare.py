@@ -82,7 +82,10 @@ def metrics_table(
     delta = vb - va
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.where(va != 0, delta / np.abs(va), np.nan)
-    changes = [shown_change(d if unit_of(k) is Unit.FRAC else r) for k, d, r in zip(names, delta, rel, strict=True)]
+    changes = [
+        0.0 if _shown_alike(k, x, y) else shown_change(d if unit_of(k) is Unit.FRAC else r)
+        for k, x, y, d, r in zip(names, va, vb, delta, rel, strict=True)
+    ]
     status = [_status(*row) for row in zip(names, va, vb, delta, changes, strict=True)]
     return pd.DataFrame(
         {
@@ -99,9 +102,16 @@ def metrics_table(
     )
 
 
+def _shown_alike(key: str, a: float, b: float) -> bool:
+    """Two times the tables show as the same ms (three decimals): no change to speak of, whatever the ratio."""
+    return unit_of(key) is Unit.NS and math.isfinite(a) and math.isfinite(b) and round(a / 1e6, 3) == round(b / 1e6, 3)
+
+
 def _status(key: str, a: float, b: float, delta: float, change: float) -> str:
     if not (math.isfinite(a) and math.isfinite(b)):
         return ""
+    if _shown_alike(key, a, b):
+        return "same"
     if math.isfinite(change):
         same = within_noise(change)
     else:  # A is 0: B - A is shown, in whole ns or bytes for those units
@@ -332,7 +342,8 @@ def compare_analyses(ra: RunAnalysis, rb: RunAnalysis, a: Trace | None = None, b
         b,
         ra,
         rb,
-        metrics_table(ra.metrics, rb.metrics, steps_a, steps_b, totals),
+        # run totals sum every rank's steps: per step means per (rank, step) row
+        metrics_table(ra.metrics, rb.metrics, len(ra.per_step) or steps_a, len(rb.per_step) or steps_b, totals),
         ops,
         findings_diff(ra, rb),
         ranks_table(ra, rb),
@@ -359,6 +370,8 @@ class Verdict:
         shown_pct = shown_change(self.change)
         if self.change != self.change:
             head = "no median step time to compare"
+        elif self.failed and within_noise(shown_pct):  # over a tight bound: the change itself, not "same"
+            head = f"B's median step takes {self.change * 100:.2f}% more time than A's"
         elif shown_pct == 0:
             head = "B's median step takes as long as A's"
         elif within_noise(shown_pct):

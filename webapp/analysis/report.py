@@ -142,7 +142,7 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
         change = f"{shown:+.1f}{' pts' if unit is Unit.FRAC else '%'}" if math.isfinite(shown) else "-"
         a, b = (table[side].get(key) for side in ("a", "b"))  # NaN: the run has no such figure
         per_step_count = basis.get(key) == "per_step" and unit is Unit.COUNT
-        a, b = (f"{v:.3g}" if per_step_count and v == v else fmt(v, unit) for v in (a, b))
+        a, b = (f"{v:,.2f}" if per_step_count and v == v else fmt(v, unit) for v in (a, b))
         lines.append(f"{label:<{width}} {a:>16} {b:>16} {change:>10}{mark}")
     lines.append("")
     ops = c.ops[c.ops["status"] != "same"].head(ops_limit)
