@@ -75,18 +75,13 @@ STAT_COLUMNS = (
     "transfer_busy",
     "exposed_copy",
     "gpu_idle",
-    "cp_host",
-    "cp_launch",
-    "cp_compute",
-    "cp_copy",
-    "cp_comm",
-    "cp_sync",
-    "cp_other",
     "sync_wait",
     "host_busy",
     "collective",
 )
-"""Per-step ``<name>_ns`` columns that get run-level median and p90 (``<name>_step_median_ns`` etc.)."""
+"""Per-step ``<name>_ns`` columns that get run-level median and p90 (``<name>_step_median_ns`` etc.). The
+critical path's parts get the split of the median step instead (:func:`_path_of_median_step`): a median or p90
+of each part alone would not add up to any step."""
 
 
 def _by_window(rd: RunData, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
