@@ -78,3 +78,34 @@ def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
     t.intervals.loc[loading, "dur_ns"] = t.intervals.loc[loading, "end_ns"] - t.intervals.loc[loading, "start_ns"]
     result = analyze(t)
     assert result.what_if["step_time_fixed_ns"] == pytest.approx(7 * MS / 4, abs=20 * US)
+
+
+def test_the_caller_named_is_the_one_behind_the_frame_s_time() -> None:
+    """decode runs 2.0 ms per step under load_batch and 0.1 ms under augment (mostly other work): it is named
+    in load_batch, never in augment."""
+    from webapp.analysis import hoststacks
+    from webapp.analysis.context import prepare
+
+    segments = [
+        (f"{LOOP};augment (aug.py:5);other_thing (aug.py:9)", 2.4),
+        (f"{LOOP};augment (aug.py:5);decode (imagelib/core.py:7)", 0.1),
+        (f"{LOOP};load_batch (data.py:40);decode (imagelib/core.py:7)", 2.0),
+        (f"{LOOP};forward (model.py:12)", 3.5),
+    ]
+    rows = []
+    for k in range(6):
+        t = k * 8 * MS
+        for name, ms in segments:
+            rows.append(iv(SAMPLES, "sample", t, t + int(ms * MS), name, step=k))
+            t += int(ms * MS)
+        t = k * 8 * MS
+        rows += [
+            iv(CPU, "launch", t + 8 * MS - 10 * US, t + 8 * MS - 5 * US, id=1000 + 2 * k, step=k),
+            iv(COMPUTE, "kernel", t + 8 * MS, t + 9 * MS, "gemm", launch_id=1000 + 2 * k, id=1001 + 2 * k, step=k),
+        ]
+    all_lanes = [*lanes(), Lane(0, LaneKind.CPU_THREAD, -100, "main thread: Python stack (sampled)")]
+    trace = Trace.build(
+        RunMeta(source="test"), all_lanes, rows, steps(*[(k * 8 * MS, (k + 1) * 8 * MS) for k in range(6)])
+    )
+    text = hoststacks.top_frames(prepare(trace))
+    assert "decode (imagelib/core.py:7) in load_batch (data.py:40)" in text and "in augment" not in text

@@ -172,14 +172,19 @@ def top_frames(rd: RunData, count: int = 3) -> str:
         return ""
     table = frame_table(rd, limit=200)
     table = table[table["total_frac"] <= OUTER_SHARE]
-    stacks = np.unique(rd.strings("name", rows))
+    dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
+    by_stack = pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
     inside: dict[str, set[str]] = {}
-    callers: dict[str, set[str]] = {}
-    for stack in stacks:
+    total: dict[str, int] = {}  # each frame's time anywhere on the stack
+    pairs: dict[tuple[str, str], int] = {}  # (caller, frame): time with the caller calling the frame
+    for stack, t in by_stack.items():
         frames = str(stack).split(SEP)
         for i, f in enumerate(frames):
             inside.setdefault(f, set()).update(frames[i + 1 :])
-            callers.setdefault(f, set()).update(frames[i - 1 : i])
+        for f in dict.fromkeys(frames):
+            total[f] = total.get(f, 0) + int(t)
+        for pair in dict.fromkeys(zip(frames, frames[1:], strict=False)):
+            pairs[pair] = pairs.get(pair, 0) + int(t)
     share = dict(zip(table["frame"], table["total_frac"], strict=True))
     chosen: list[str] = []
     named: list[str] = []  # chosen frames and the frames they stand for
@@ -195,19 +200,16 @@ def top_frames(rd: RunData, count: int = 3) -> str:
         named += [frame, best]
         if len(chosen) == count:
             break
-    return ", ".join(f"{_with_caller(f, callers, share)} {share.get(f, 0.0):.0%}" for f in chosen)
+    return ", ".join(f"{_with_caller(f, pairs, total)} {share.get(f, 0.0):.0%}" for f in chosen)
 
 
-def _with_caller(frame: str, callers: dict[str, set[str]], share: dict[str, float]) -> str:
-    """``frame``, and the frame of another file that called it when that caller's time is mostly this frame's
-    ("decode (PIL/Image.py:80) in load_batch (train.py:40)"): the line of the user's code behind a library's
-    time."""
-    caller = max(callers.get(frame, ()), key=lambda c: share.get(c, 0.0), default="")
-    if (
-        caller
-        and _frame_file(caller) != _frame_file(frame)
-        and SPECIFIC * share.get(caller, 1.0) <= share.get(frame, 0.0)
-    ):
+def _with_caller(frame: str, pairs: dict[tuple[str, str], int], total: dict[str, int]) -> str:
+    """``frame``, and the frame of another file that called it for most of its time when that caller's own
+    time is mostly spent calling it ("decode (PIL/Image.py:80) in load_batch (train.py:40)"): the line of the
+    user's code behind a library's time. ``pairs``: ns per (caller, frame); ``total``: ns per frame."""
+    calls = {c: t for (c, f), t in pairs.items() if f == frame}
+    caller = max(calls, key=calls.__getitem__, default="")
+    if caller and _frame_file(caller) != _frame_file(frame) and calls[caller] >= SPECIFIC * total.get(caller, 0):
         return f"{frame} in {caller}"
     return frame
 
