@@ -23,7 +23,8 @@ The method that placed the steps goes into ``RunMeta.step_method``:
 Work before the first step (model to GPU, warm-up) and after the last is left outside every step (step -1):
 it is the run's set-up and tail. A step 0 (marked or found) lasting more than :data:`LONG_FIRST_STEP` times
 the median of the next few (set-up inside the first step: lazy kernel loading, library initialisation) is
-trimmed to that median.
+trimmed to that median, except where the steps are graph replays: their set-up (warm-up, capture) is already
+outside them, and a first replay's slower launch (the graph's upload) is its own.
 Vectorized: the only Python loops run over ranks and a few candidate periods, never over intervals.
 """
 
@@ -61,7 +62,7 @@ NEAR_TIE = 0.9
 """Loops covering at least this share of the best one's tokens tie; the fewest iterations win."""
 LONG_FIRST_STEP = 2.0
 """A marked step 0 longer than this many times the median of the FOLLOWING_STEPS after it holds the set-up:
-it is trimmed to that median."""
+it is trimmed to that median (not a graph replay's: see the module docstring)."""
 FOLLOWING_STEPS = 3
 """Steps after step 0 it is compared with (a few: a loop may change pace later)."""
 SOURCE_SHARE = 0.5

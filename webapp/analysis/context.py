@@ -137,11 +137,11 @@ class RunData:
 
 
 def _host_run(names: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """Row mask (within ``rows``): a collective that a CPU backend runs on a host thread, by its name."""
-    out = np.zeros(len(names), dtype=bool)
-    if rows.any():
-        out[rows] = [is_host_collective(str(n)) for n in names[rows]]
-    return out
+    """Row mask (within ``rows``): a collective that a CPU backend runs on a host thread, by its name (asked
+    once per distinct name)."""
+    col = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    per_name = np.array([is_host_collective(str(c)) for c in col.cat.categories] + [False], dtype=bool)
+    return rows & per_name[col.cat.codes.to_numpy()]
 
 
 def prepare(trace: Trace) -> RunData:
