@@ -33,7 +33,7 @@ from typing import Any
 from collector import syncrules
 from collector.errors import StreamscopeError
 from collector.model import IntervalKind, MemoryKind, RunMeta, Trace
-from collector.recording import graphs, hostwaits, ranges, sourceline
+from collector.recording import compiled, graphs, hostwaits, ranges, sourceline
 from collector.recording.base import Recorder, require_cuda
 from collector.recording.build import build_trace
 from collector.recording.clock import ClockMap, take_anchor
@@ -81,6 +81,7 @@ class EventsRecorder(Recorder):
         self._capturing = 0
         self._meta: dict[str, Any] = {}
         self._timing_note = ""
+        self._compiled_calls = 0
 
     # ------------------------------------------------------------------ the timing source
     def _begin(self) -> None:
@@ -123,6 +124,7 @@ class EventsRecorder(Recorder):
         self._undo.append(hostwaits.install(self._on_host_wait))
         self._undo.append(ranges.install(self._on_range, self._on_mark))
         self._undo.append(graphs.install(self))
+        self._undo.append(compiled.install(self._on_compiled_call, lambda *_: None))
         recorder = self
 
         class _Mode(mode_base()):  # type: ignore[misc]
@@ -190,7 +192,7 @@ class EventsRecorder(Recorder):
                 "timing": "events",
                 "timing_note": self._timing_note or EVENTS_NOTE,
                 "every": self.every,
-                "limits": _CAPTURE_LIMIT,
+                "limits": limits_text(self._compiled_calls),
                 "clock_ns_per_gpu_ms": clock.ns_per_ms,
                 "event_overhead_ns": round(self._event_overhead_ms * 1e6),
                 "recorder_threads": len(self._threads),
@@ -210,6 +212,9 @@ class EventsRecorder(Recorder):
         )
 
     # ------------------------------------------------------------------ hooks
+    def _on_compiled_call(self, name: str, start_ns: int, end_ns: int) -> None:
+        self._compiled_calls += 1
+
     def _thread(self) -> int:
         tid = threading.get_native_id()
         if tid not in self._threads:
@@ -414,4 +419,14 @@ def _refuse_gloo_on_cuda() -> None:
     raise StreamscopeError(
         "--timing events cannot record a job that sends CUDA tensors through gloo (its dispatch mode would break "
         "gloo's worker threads); record it with --timing cupti, the default"
+    )
+
+
+def limits_text(compiled_calls: int) -> str:
+    """``notes.limits`` of an events-timed trace: what it does not time, in words."""
+    if not compiled_calls:
+        return _CAPTURE_LIMIT
+    return (
+        f"{_CAPTURE_LIMIT}; the kernels of torch.compile'd graphs ({compiled_calls:,} calls) run outside the "
+        "dispatcher and are not timed: record with --timing cupti to see them"
     )

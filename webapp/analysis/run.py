@@ -84,7 +84,9 @@ def timing_note(trace: Trace) -> tuple[str, ...]:
         return ()
     detail = str(notes.get("timing_note") or "")
     reader = READERS.get(str(notes.get("cupti_reader") or ""), "")
-    return (f"GPU timing: {timing}" + (f", {reader}" if reader else "") + (f" ({detail})" if detail else "") + ".",)
+    limits = str(notes.get("limits") or "")
+    text = f"GPU timing: {timing}" + (f", {reader}" if reader else "") + (f" ({detail})" if detail else "") + "."
+    return (text + (f" Limits: {limits}." if limits else ""),)
 
 
 PROFILER_OWN = ("overhead", "cuda_profiler_range")
