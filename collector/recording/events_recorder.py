@@ -24,7 +24,6 @@ from __future__ import annotations
 import gc
 import itertools
 import os
-import sys
 import threading
 import time
 from collections import deque
@@ -37,7 +36,7 @@ from collector.recording import compiled, graphs, hostwaits, ranges, sourceline
 from collector.recording.base import Recorder, require_cuda
 from collector.recording.build import build_trace
 from collector.recording.clock import ClockMap, take_anchor
-from collector.recording.glooguard import DIST, gloo_on_cuda, watch_gloo_on_cuda
+from collector.recording.glooguard import watch_gloo_on_cuda
 from collector.recording.ops import OpClass, classify_op, copy_facts, has_bool_index
 
 RESOLVE_BACKLOG_OPS = 16384
@@ -105,9 +104,9 @@ class EventsRecorder(Recorder):
 
     def _start_timing(self) -> None:
         """CUDA events: anchor the clock, patch host waits and ranges, enter the dispatch mode."""
-        dist = sys.modules.get(DIST)
-        if dist is not None and gloo_on_cuda(dist):  # before anything is installed: a refused start leaves none
-            _refuse_gloo_on_cuda()
+        # first: a job that already sends CUDA tensors through gloo is refused before anything is installed; one
+        # that makes such a group later is refused as it does
+        self._undo.append(watch_gloo_on_cuda(_refuse_gloo_on_cuda))
         torch = self._torch
         from collector.recording.dispatchmode import mode_base
         from collector.recording.probe import event_overhead_ms
@@ -137,7 +136,6 @@ class EventsRecorder(Recorder):
         gc.freeze()  # a full collection would otherwise walk torch's million objects: 100+ ms host stalls
         self._mode.__enter__()
         self._mode_in = True
-        self._undo.append(watch_gloo_on_cuda(_refuse_gloo_on_cuda))
 
     def _step_ended(self) -> None:
         self._seal()
