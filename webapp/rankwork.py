@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from collector.errors import StreamscopeError
-from collector.model import IntervalKind, Trace
+from collector.model import IntervalKind, MarkerKind, Trace, step_at
 
 T = TypeVar("T")
 
@@ -84,9 +84,12 @@ def summarize_rank(path: str) -> RankSummary:
     run = prepare(trace)
     t2 = time.perf_counter()
     kind = trace.intervals["kind"].astype(str).to_numpy()
-    coll = trace.intervals.loc[kind == IntervalKind.COLLECTIVE.value, list(COLLECTIVE_COLUMNS)]
-    coll = coll.astype({"kind": str, "name": str, "group": str, "step": np.int64}).reset_index(drop=True)
-    coll["step"] = _analysed_step(coll["start_ns"].to_numpy(np.int64), run.analysis.get("per_step") or [])
+    own = [c for c in COLLECTIVE_COLUMNS if c != "step"]
+    coll = trace.intervals.loc[kind == IntervalKind.COLLECTIVE.value, own]
+    coll = coll.astype({"kind": str, "name": str, "group": str}).reset_index(drop=True)
+    # the analysis' steps (markers, annotations or the loop it found); the file's step column has markers only
+    windows = pd.DataFrame(run.analysis.get("per_step") or [], columns=["start_ns", "end_ns", "step"])
+    coll["step"] = step_at(windows.assign(kind=MarkerKind.STEP.value), coll["start_ns"].to_numpy(np.int64))
     metrics = run.analysis.get("metrics") or {}
     index_bytes = sum(int(getattr(v, "nbytes", 0)) for v in vars(run.index).values())
     return RankSummary(
@@ -102,21 +105,6 @@ def summarize_rank(path: str) -> RankSummary:
         seconds={"load": t1 - t0, "analyse_index": t2 - t1},
         collectives=coll,
     )
-
-
-def _analysed_step(start_ns: np.ndarray, per_step: list[dict[str, Any]]) -> np.ndarray:
-    """The analysis' step of each start (its step windows: markers, annotations or the loop it found; the
-    file's own ``step`` column has only markers), -1 outside every window."""
-    if not per_step:
-        return np.full(len(start_ns), -1, dtype=np.int64)
-    a = np.array([int(r["start_ns"]) for r in per_step], dtype=np.int64)
-    b = np.array([int(r["end_ns"]) for r in per_step], dtype=np.int64)
-    steps = np.array([int(r["step"]) for r in per_step], dtype=np.int64)
-    order = np.argsort(a, kind="stable")
-    a, b, steps = a[order], b[order], steps[order]
-    i = np.searchsorted(a, start_ns, side="right") - 1
-    inside = (i >= 0) & (start_ns < b[np.maximum(i, 0)])
-    return np.where(inside, steps[np.maximum(i, 0)], -1)
 
 
 def run_per_rank(

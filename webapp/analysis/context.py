@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from collector.importers.collectives import is_host_collective
+from collector.importers.kineto_lanes import per_category
 from collector.model import (
     COPY_CODES,
     GPU_CODES,
@@ -136,14 +137,6 @@ class RunData:
         return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]
 
 
-def _host_run(names: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """Row mask (within ``rows``): a collective that a CPU backend runs on a host thread, by its name (asked
-    once per distinct name)."""
-    col = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
-    per_name = np.array([is_host_collective(str(c)) for c in col.cat.categories] + [False], dtype=bool)
-    return rows & per_name[col.cat.codes.to_numpy()]
-
-
 def prepare(trace: Trace) -> RunData:
     """Build RunData. Raises ValueError for a run that cannot be placed on one axis."""
     df = trace.intervals
@@ -184,7 +177,7 @@ def prepare(trace: Trace) -> RunData:
     # stream work is collectives (CPU ranks)
     collective = kind == KIND_CODE[IntervalKind.COLLECTIVE]
     stream_work = (gpu_mask & ~collective).any()
-    on_gpu = gpu_mask & ~(collective & _host_run(df["name"], collective))
+    on_gpu = gpu_mask & ~(collective & per_category(df["name"], is_host_collective, bool, False))
     gpu_rows = np.flatnonzero(on_gpu if stream_work else np.zeros(len(kind), dtype=bool))
     gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
     return RunData(
