@@ -89,6 +89,12 @@ def sample_rows(rd: RunData) -> np.ndarray:
     return np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0))
 
 
+def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
+    """Sampled host time (ns) per folded stack over the ``sample`` rows ``rows``."""
+    dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
+    return pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
+
+
 def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     """Host time by frame over the steps, most time first; columns :data:`FRAME_COLUMNS`. Empty without
     samples or CPU ops."""
@@ -99,15 +105,13 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     total_t: dict[str, int] = {}
     whole = 0
     if basis in ("sampled", "traced"):
-        dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
-        stacks = rd.strings("name", rows)
-        by_stack = pd.Series(dur, index=stacks).groupby(level=0).sum()
+        by_stack = _stack_times(rd, rows)
         for stack, t in by_stack.items():
             frames = str(stack).split(SEP)
             self_t[frames[-1]] = self_t.get(frames[-1], 0) + int(t)
             for f in dict.fromkeys(frames):
                 total_t[f] = total_t.get(f, 0) + int(t)
-        whole = int(dur.sum())
+        whole = int(by_stack.sum())
     elif basis == "cpu_ops":
         self_t, total_t, whole = _cpu_op_times(rd)
     if not total_t:
@@ -172,8 +176,7 @@ def top_frames(rd: RunData, count: int = 3) -> str:
         return ""
     table = frame_table(rd, limit=200)
     table = table[table["total_frac"] <= OUTER_SHARE]
-    dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
-    by_stack = pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
+    by_stack = _stack_times(rd, rows)
     inside: dict[str, set[str]] = {}
     total: dict[str, int] = {}  # each frame's time anywhere on the stack
     pairs: dict[tuple[str, str], int] = {}  # (caller, frame): time with the caller calling the frame
