@@ -12,7 +12,7 @@ from typing import Any
 
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
-from webapp.analysis.compare import compared_label, shown_change
+from webapp.analysis.compare import compared_label
 from webapp.formatting import fmt_bytes, fmt_ns, fmt_num, fmt_pct, total_labels
 
 RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
@@ -167,13 +167,8 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         key = str(m.get("metric", ""))
         frac = catalog.unit_of(key) is Unit.FRAC
         shown = m.get("change")
-        if shown is None and "change" not in m:  # a table without it: the change from its source figure
-            source = m.get("delta") if frac else m.get("rel_change")
-            shown = None if source is None else shown_change(float(source))
         change = "—" if shown is None or not math.isfinite(shown) else f"{shown:+.1f}{' pts' if frac else '%'}"
         status = m.get("status")
-        if status is None:  # a table without it: from ``better``
-            status = "better" if m.get("better") is True else "worse" if m.get("better") is False else ""
         basis = str(m.get("basis") or "")
         rows.append(
             {
