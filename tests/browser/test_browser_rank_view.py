@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timeline_page import LANE_RANKS
 
 pytestmark = pytest.mark.browser
 
 FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
 SUMMARY_ROWS = "ssTimeline.lanes.filter(r => r.extra === 'ranksum').map(r => r.rank)"
-LANE_RANKS = "[...new Set(ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => r.rank))]"
 
 
 @pytest.fixture(scope="module")

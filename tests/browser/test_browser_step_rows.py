@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from timeline_page import LANE_RANKS
 
 pytestmark = pytest.mark.browser
 
 FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
-LANE_RANKS = "[...new Set(ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => r.rank))]"
 DRAWN_RANKS = "[...new Set(ssTimeline.data.lanes.filter(l => l.s.length + l.bs.length).map(l => l.rank))]"
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+LANE_RANKS = "[...new Set(ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => r.rank))]"
+"""JS: the ranks whose lanes (not headers or summary rows) the timeline lays out."""
+
 
 def step_window(page: Any, nth: int = 1) -> dict[str, Any]:
     """The nth step of rank 0 from the page's analysis: its number and window (ns from the run start)."""
