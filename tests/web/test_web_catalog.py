@@ -14,6 +14,7 @@ from collector.synthetic import synthetic_trace
 from webapp.analysis import RunAnalysis, catalog
 from webapp.analysis.catalog import Better, Metric, Unit
 from webapp.analysis.compare import metrics_table
+from webapp.analysis.records import frame_records
 from webapp.figures import compare_rows, format_value, metric_cards
 from webapp.formatting import fmt_bytes
 from webapp.ingest import add_trace
@@ -46,7 +47,7 @@ def test_cards_and_compare_rows_follow_the_catalogue(monkeypatch: pytest.MonkeyP
     cards = metric_cards({"step_time_median_ns": 21_500_000, "intervals": 9, NEW.key: 2_500_000})
     assert [c["key"] for c in cards] == ["step_time_median_ns", NEW.key]  # intervals is no card
     assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms"}
-    rows = compare_rows(metrics_table({NEW.key: 2e6}, {NEW.key: 1e6}).to_dict("records"))
+    rows = compare_rows(frame_records(metrics_table({NEW.key: 2e6}, {NEW.key: 1e6})))
     assert rows[0]["label"] == "Brand-new stall" and rows[0]["a"] == "2 ms" and rows[0]["cls"] == "better"
     assert format_value("gpu_busy_frac", 0.5) == "50.0%" and format_value("pageable_copy_bytes", 2e9) == "1.86 GiB"
     assert format_value("h2d_pinned_achieved_gbps", 25.04) == "25 GB/s" and format_value("steps", 7.0) == "7"
