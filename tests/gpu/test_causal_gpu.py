@@ -25,7 +25,7 @@ def _host_bound_trace() -> Trace:
     x = torch.randn(1024, 1024, device="cuda")
     rec = record("host-bound", None, probe=False)
     with rec:
-        for _ in range(25):
+        for _ in range(40):  # ~170 ms: 30 or more samples at 200 Hz
             prepare_batch()
             (x @ x).sum()
             rec.step()
