@@ -132,8 +132,27 @@ def join_comm(trace: Trace, calls: Sequence[CollectiveCall] | None, threads: Thr
             "waits_and_copies_marked": edits.count,
         },
     }
+    lanes = _label_comm_copy_streams(lanes, frame, rows[0]["name"].split(":", 1)[0] if rows else "")
     out = replace(trace, lanes=tuple(lanes), intervals=frame).with_meta(notes=notes)
     return _with_collectives(out, rows) if rows else out
+
+
+def _label_comm_copy_streams(lanes: list[Lane], frame: pd.DataFrame, backend: str) -> list[Lane]:
+    """``lanes`` with each transfer stream whose every copy a collective made labelled ``stream N (<backend>
+    copies)``: gloo stages CUDA tensors through a pool of side streams, one lane each."""
+    if not backend:
+        return lanes
+    on = frame["lane"].to_numpy(np.int64)
+    by_collective = (frame["cause"].astype(str) == COLLECTIVE_CAUSE).to_numpy()
+    all_marked = np.ones(len(lanes), dtype=bool)
+    np.logical_and.at(all_marked, on, by_collective)
+    used = np.bincount(on, minlength=len(lanes)) > 0
+    return [
+        replace(ln, label=f"stream {ln.ident} ({backend} copies)")
+        if ln.kind is LaneKind.TRANSFER_STREAM and used[i] and all_marked[i]
+        else ln
+        for i, ln in enumerate(lanes)
+    ]
 
 
 class _Edits:
@@ -318,10 +337,16 @@ def _with_collectives(trace: Trace, rows: list[dict[str, Any]]) -> Trace:
         step=step_at(trace.markers, add["start_ns"].to_numpy(np.int64)),
     )
     frame = concat_keeping_codes(iv, conform_intervals(add)[iv.columns])
-    labels = [ln.label for ln in trace.lanes]  # the worker threads' lanes were relabelled
+    return _relabel_frame(replace(trace, intervals=conform_intervals(renumber_by_start(frame))))
+
+
+def _relabel_frame(trace: Trace) -> Trace:
+    """``trace`` with its intervals' ``lane_label`` read again from its lanes (relabelled here)."""
+    frame = trace.intervals.copy(deep=False)
+    labels = [ln.label for ln in trace.lanes]
     distinct = list(dict.fromkeys(labels))
     code = np.array([distinct.index(x) for x in labels], dtype=np.int64)
     frame["lane_label"] = pd.Categorical.from_codes(
         code[frame["lane"].to_numpy(np.int64)], categories=pd.Index(distinct, dtype=object)
     )
-    return replace(trace, intervals=conform_intervals(renumber_by_start(frame)))
+    return replace(trace, intervals=frame)

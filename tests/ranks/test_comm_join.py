@@ -65,6 +65,7 @@ def test_the_workers_waits_and_copies_are_the_collectives_not_the_users() -> Non
     assert len(copies) == 24  # the copies back (worker) and to the host (autograd's enqueue)
     assert set(copies["source"].astype(str)) == {"gloo:all_reduce"}
     assert set(copies["cause"].astype(str)) == {COLLECTIVE_CAUSE}
+    assert set(copies["lane_label"].astype(str)) == {"stream 13 (gloo copies)"}  # gloo's side stream, named so
     launches = iv.set_index("id").loc[copies["launch_id"]]
     assert set(launches["stream"]) == {WORKER, AUTOGRAD} and set(launches["source"].astype(str)) == {"gloo:all_reduce"}
     main = iv[(iv["stream"] == MAIN) & (iv["lane_kind"] == "cpu_thread")]
