@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from collector.recording import cupti_client as cc
+from collector.recording.autogradprobe import autograd_threads
 from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.commjoin import Threads
 from collector.recording.glooguard import watch_gloo_on_cuda
@@ -119,6 +120,10 @@ class ClientCapture:
         cupti_to_mono, mono_to_wall = ClockLine.inverse(c0, c1), ClockLine(w0, w1)
         live = {t.ident & 0xFFFFFFFF: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
         threads = {**live, **self._namer.threads, **self.threads}  # e.g. a DataLoader's pin-memory thread
+        if _unnamed_threads(records, threads):
+            import torch
+
+            threads.update(autograd_threads(torch))
         self._seen = threads
         table = event_table(
             records,
@@ -130,6 +135,12 @@ class ClientCapture:
         if timings is not None:
             timings.update(flush=client.flush_s, read=t1 - t0 - client.flush_s, tabulate=time.perf_counter() - t1)
         return table
+
+
+def _unnamed_threads(records: cc.Records, threads: dict[int, int]) -> bool:
+    """Whether a CUDA call in ``records`` came from a thread missing from ``threads`` (CUPTI id -> native)."""
+    ids = [np.unique(c["thread"]) for c in (records.columns.get(cc.RUNTIME), records.columns.get(cc.DRIVER)) if c]
+    return bool(ids) and not np.isin(np.concatenate(ids), np.fromiter(threads, np.int64, len(threads))).all()
 
 
 def losses(records: cc.Records) -> str:

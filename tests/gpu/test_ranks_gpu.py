@@ -65,6 +65,10 @@ def test_two_gloo_ranks_on_one_gpu_name_the_straggler_and_keep_comm_waits_off_th
         waits = iv[workers & (iv["kind"] == "sync_wait")]
         assert len(waits) and set(waits["cause"].astype(str)) == {COLLECTIVE_CAUSE}
         assert all(str(s).startswith("gloo:") for s in waits["source"].unique())
+    # naming stopped at once (gloo carries CUDA tensors), yet the backward's thread is named
+    threads = [ln.label for ln in merged.lanes if ln.kind.value == "cpu_thread"]
+    assert sum(label.startswith("autograd thread") for label in threads) == 2, threads
+    assert not [label for label in threads if label.startswith("thread ")], threads
     _straggler_named(merged)
 
 

@@ -13,7 +13,7 @@ import pytest
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
 from collector.recording import cupti_client as cc
-from collector.recording.client_capture import event_table, losses
+from collector.recording.client_capture import _unnamed_threads, event_table, losses
 from collector.recording.enrich import HostFacts, enrich
 from collector.traceformat.events import EventTable
 
@@ -199,6 +199,13 @@ def test_the_op_namer_notes_ops_that_can_launch_until_stopped() -> None:
     me = threading.get_ident() & 0xFFFFFFFF
     assert {r[0] for r in namer.rows} == {me} and namer.threads[me] == threading.get_native_id()
     assert all(r[2] <= r[3] for r in namer.rows) and float(z) == 16.0
+
+
+def test_a_cuda_call_from_a_thread_python_never_saw_asks_for_its_name() -> None:
+    """The capture then finds the autograd worker (collector.recording.autogradprobe) before naming lanes."""
+    assert not _unnamed_threads(_records(), {CUPTI_TID: NATIVE_TID})
+    assert _unnamed_threads(_records(), {CUPTI_TID + 1: NATIVE_TID})
+    assert not _unnamed_threads(cc.Records(), {})
 
 
 def test_what_a_capture_lost_is_said_in_words() -> None:

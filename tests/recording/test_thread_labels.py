@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,3 +93,17 @@ def test_live_threads_are_labelled_by_their_names() -> None:
     assert labels[tid] == f"DataLoader pin-memory thread {tid}"
     lanes = [Lane(0, LaneKind.CPU_THREAD, tid, "x"), Lane(0, LaneKind.COMPUTE_STREAM, 3, "s")]
     assert [ln.label for ln in relabel_threads(lanes, labels)] == [labels[tid], "s"]
+
+
+def test_the_thread_that_runs_a_backward_is_found_by_a_hook() -> None:
+    """On the CPU the backward runs on the calling thread; on a CUDA device, on its autograd worker (GPU test of
+    the 2-rank gloo job). The probe never raises, with CUDA or not."""
+    import torch
+
+    from collector.recording.autogradprobe import autograd_threads, backward_thread
+
+    with torch.inference_mode():  # a recording may stop inside inference mode
+        found = backward_thread(torch, torch.device("cpu"))
+    assert found == {threading.get_ident() & 0xFFFFFFFF: threading.get_native_id()}
+    broken = SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 0))
+    assert autograd_threads(broken) == {}  # no torch.device, no backward: no name, no error
