@@ -132,3 +132,14 @@ def test_lockstep_gives_the_straggler_the_others_value_of_each_step_and_keeps_it
     rd = SimpleNamespace(win_rank=np.array([0, 0, 1, 1, 1]), win_step=np.array([0, 1, 0, 1, 2]))
     out = lockstep(rd, np.array([10.0, 12.0, 16.0, 16.0, 16.0]), 1)  # type: ignore[arg-type]
     assert out.tolist() == [10.0, 12.0, 10.0, 12.0, 16.0]  # step 2: no other rank has it
+
+
+def test_a_clock_residual_that_is_a_fair_share_of_a_step_is_said() -> None:
+    """Collective ends that disagree by up to 2 ms (steps of ~7 ms) leave a residual the waits cannot see
+    past; ends within 20 us do not."""
+    noisy = analyze(merge_traces(job(2, offsets=[0, 40 * MS], hosts="ab", end_jitter_ns=2 * MS)))
+    said = [n for n in noisy.notes if "clock residual" in n]
+    assert len(said) == 1 and said[0].startswith("Rank 1's clock residual (0.") and "of the median step" in said[0]
+    clean = analyze(merge_traces(job(2, offsets=[0, 40 * MS], hosts="ab")))
+    assert not [n for n in clean.notes if "clock residual" in n]
+    assert [n for n in clean.notes if n.startswith("Rank clocks aligned on the ends of their collectives")]

@@ -42,6 +42,9 @@ STRAGGLER_MIN_FRAC = 0.20
 """...and costs the others at least a fifth of the median step in waiting (median over their steps). Ranks
 sharing two CPU cores were measured 10-15% apart without any plant; below this a slow rank shows in the
 per-rank table, not as a finding."""
+ALIGN_WARN_FRAC = 0.02
+"""A rank whose clock residual (after alignment) exceeds this share of the median step gets a note: the waits
+measured across ranks are uncertain by about that much."""
 EVIDENCE_LIMIT = 20
 
 BREAKDOWN: dict[str, str] = {
@@ -213,7 +216,7 @@ def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
     }
     found = straggler >= 0 and share >= STRAGGLER_LAST_FRAC and median_step > 0
     found = found and wait >= STRAGGLER_MIN_FRAC * median_step
-    notes = _notes(section["alignment"])
+    notes = _notes(section["alignment"], median_step)
     if not found:
         if straggler >= 0 and share >= STRAGGLER_LAST_FRAC and wait > 0 and median_step > 0:
             notes = (
@@ -348,7 +351,7 @@ def _alignment(rd: RunData) -> list[dict[str, Any]]:
     return [dict(r) for r in info.get("ranks") or [] if isinstance(r, dict)]
 
 
-def _notes(alignment: list[dict[str, Any]]) -> tuple[str, ...]:
+def _notes(alignment: list[dict[str, Any]], median_step_ns: float) -> tuple[str, ...]:
     if not alignment:
         return ()
     parts = ", ".join(
@@ -356,4 +359,24 @@ def _notes(alignment: list[dict[str, Any]]) -> tuple[str, ...]:
         f" (residual {int(a.get('residual_ns') or 0) / 1e3:.0f} us)"
         for a in alignment
     )
-    return (f"Rank clocks aligned on the ends of their collectives: {parts}.",)
+    notes = [f"Rank clocks aligned on the ends of their collectives: {parts}."]
+    ref = min(alignment, key=lambda a: int(a.get("rank") or 0))
+    alone = [
+        str(a.get("rank"))
+        for a in alignment
+        if a is not ref and not int(a.get("anchors") or 0) and (not a.get("host") or a.get("host") != ref.get("host"))
+    ]
+    if alone:
+        notes.append(
+            f"Rank {', '.join(alone)} shared no collective with rank {ref.get('rank')}: its times stay on its own"
+            " host's clock, so its waits across ranks are not comparable."
+        )
+    for a in alignment:
+        residual = int(a.get("residual_ns") or 0)
+        if median_step_ns > 0 and residual > ALIGN_WARN_FRAC * median_step_ns:
+            notes.append(
+                f"Rank {a.get('rank')}'s clock residual ({residual / 1e6:.2f} ms) is {residual / median_step_ns:.0%}"
+                " of the median step: its waits across ranks, and a straggler's figures, are uncertain by about"
+                " that much."
+            )
+    return tuple(notes)
