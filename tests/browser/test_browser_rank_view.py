@@ -97,6 +97,12 @@ def test_collapsed_ranks_show_summary_lanes_and_expand_on_click(page, server, fo
     _wait_fetch(page, seq)
     assert page.evaluate(SUMMARY_ROWS) == [0, 1, 2, 3] and page.evaluate(LANE_RANKS) == []
 
+    seq = _seq(page)
+    page.locator("#tl-step").fill("3")
+    page.click("#tl-go")  # the step of rank 0 (the rank the step box counts): its lanes open
+    _wait_fetch(page, seq)
+    assert page.evaluate(SUMMARY_ROWS) == [1, 2, 3] and page.evaluate(LANE_RANKS) == [0]
+
     page.locator("#tl-fold").click()
     page.wait_for_function(f"{LANE_RANKS}.length === 4")
     assert page.evaluate(SUMMARY_ROWS) == [] and page.locator("#tl-fold").inner_text() == "Collapse ranks"

@@ -77,14 +77,18 @@ root.addEventListener("tl-drawn", () => {
   svgButton.title = svgButton.disabled ? "SVG needs a view of at most " + SVG_MAX_BOXES + " boxes: zoom in" : "Save the view as SVG";
 });
 
-// "Go to step" counts the steps of the rank the picker shows, else of the first rank that has steps
+// "Go to step" counts the steps of the rank the picker shows, else of the first rank that has steps; that
+// rank's lanes open if it was folded to its summary lane
 const allSteps = analysis.steps || [];
 const stepRanks = [...new Set(allSteps.map((s) => s.rank))].sort((a, b) => a - b);
 const stepRank = () => (tl.opts.rank !== undefined ? tl.opts.rank : stepRanks[0]);
 const stepsOf = (r) => allSteps.filter((s) => s.rank === r || s.rank === undefined).sort((a, b) => a.step - b.step);
 const goStep = (n) => {
-  const s = stepsOf(stepRank()).find((x) => x.step === n);
-  if (s) { tl.clearHighlight(); tl.setView(...stepWindow(s.start_ns - run.start_ns, s.end_ns - run.start_ns)); }
+  const r = stepRank(), s = stepsOf(r).find((x) => x.step === n);
+  if (!s) return;
+  if (tl.collapsed && tl.collapsed.has(r)) tl.toggleRank(r, true);
+  tl.clearHighlight();
+  tl.setView(...stepWindow(s.start_ns - run.start_ns, s.end_ns - run.start_ns));
 };
 document.getElementById("tl-reset").onclick = () => { tl.clearHighlight(); tl.reset(); };
 document.getElementById("tl-in").onclick = () => tl.zoom(0.5);
