@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ class CpuRecorder(Recorder):
         env_rank, self.world_size = distributed_env()
         super().__init__(workload, out, rank=rank if rank is not None else env_rank, **options)
         self._prof: Any = None
-        self._restore_log: Any = None
+        self._restore_log: Callable[[], None] = lambda: None  # quiet_kineto's undo, once started
         self._calls: list[tuple[int, int, str]] = []
 
     def _now(self) -> int:
