@@ -143,3 +143,11 @@ def test_a_clock_residual_that_is_a_fair_share_of_a_step_is_said() -> None:
     clean = analyze(merge_traces(job(2, offsets=[0, 40 * MS], hosts="ab")))
     assert not [n for n in clean.notes if "clock residual" in n]
     assert [n for n in clean.notes if n.startswith("Rank clocks aligned on the ends of their collectives")]
+
+
+def test_a_multi_rank_set_up_is_the_longest_ranks_not_the_sum() -> None:
+    result = analyze(merge_traces(job(4, offsets=[0, 2 * MS, -1 * MS, 7 * MS], hosts="abcd")))
+    setup = result.phases[result.phases["phase"] == "setup"]
+    assert len(setup) == 4 and result.metrics["setup_ns"] == setup["dur_ns"].max() < setup["dur_ns"].sum()
+    note = next(n for n in result.notes if n.startswith("Set-up before the first step"))
+    assert f"{setup['dur_ns'].max() / 1e6:.2f} ms on the longest of 4 ranks; over all ranks, in collectives" in note

@@ -103,18 +103,20 @@ def _top_source(rd: RunData, which: np.ndarray, mask: np.ndarray, dur: np.ndarra
 
 
 def phase_notes(phases: pd.DataFrame, gpu: bool = True) -> tuple[str, ...]:
-    """One info line per phase that holds copies or syncs, or lasts: what it cost, once. ``gpu``: the run has
-    GPU work (else the device work of a phase is its collectives)."""
+    """One info line per phase that holds copies or syncs, or lasts: what it cost, once (its length on the
+    longest rank; its GPU work, copies and waits summed over the ranks). ``gpu``: the run has GPU work (else the
+    device work of a phase is its collectives)."""
     notes = []
     for kind, label in (("setup", "Set-up before the first step"), ("tail", "Tail after the last step")):
         rows = phases[phases["phase"] == kind]
         if rows.empty:
             continue
-        total = int(rows["dur_ns"].sum())
+        longest = int(rows["dur_ns"].max())
         busy = int(rows["gpu_busy_ns"].sum()) / 1e6
-        parts = [
-            f"{label}: {total / 1e6:.2f} ms, " + (f"GPU busy {busy:.2f} ms" if gpu else f"in collectives {busy:.2f} ms")
-        ]
+        ranks = int(rows["rank"].nunique())
+        over = f" on the longest of {ranks} ranks; over all ranks, " if ranks > 1 else ", "
+        span = f"{longest / 1e6:.2f} ms{over}"
+        parts = [f"{label}: {span}" + (f"GPU busy {busy:.2f} ms" if gpu else f"in collectives {busy:.2f} ms")]
         copies = int(rows["copy_count"].sum())
         if copies:
             size = size_text(int(rows["copy_bytes"].sum()))

@@ -186,8 +186,9 @@ def analyze(trace: Trace) -> RunAnalysis:
     per_step = per_step_frame(rd, causal.critical)
     metrics = run_metrics(rd, per_step)
     phases = phase_frame(rd)
-    for kind in ("setup", "tail"):
-        metrics[f"{kind}_ns"] = float(phases.loc[phases["phase"] == kind, "dur_ns"].sum())
+    for kind in ("setup", "tail"):  # the longest rank's: the ranks' phases run side by side
+        durations = phases.loc[phases["phase"] == kind, "dur_ns"]
+        metrics[f"{kind}_ns"] = float(durations.max()) if len(durations) else 0.0
     ctx = RuleContext(rd, causal.graph, causal.steps, causal.base_steps, metrics, pinned_gbps(metrics), causal.replayed)
     cpu_only = not (rd.gpu_mask & ~kind_mask(rd.kind, IntervalKind.COLLECTIVE)).any() and len(rd.kind)
     measured = (rd.win.ends - rd.win.starts).astype(np.int64)
