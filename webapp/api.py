@@ -36,9 +36,9 @@ from webapp.ingest import (
     ingest_upload,
     spool_stream,
 )
+from webapp.lanes import lane_views
 from webapp.params import int_arg
 from webapp.pipeline import overview_json
-from webapp.runfile import lane_dict
 from webapp.store import RunInfo, RunNotFound, get_store
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
 from webapp.upload import part_path
@@ -145,8 +145,7 @@ def _basename(filename: str) -> str:
 def get_run(run_id: str) -> Response:
     info = _info(run_id)
     index = get_store().index(run_id)  # meta and lanes without reading the whole run
-    lanes = [{"index": i, **lane_dict(ln)} for i, ln in enumerate(index.lanes)]
-    return jsonify({"run": info.to_dict(), "meta": index.meta.to_dict(), "lanes": lanes})
+    return jsonify({"run": info.to_dict(), "meta": index.meta.to_dict(), "lanes": lane_views(index.lanes)})
 
 
 @bp.patch("/runs/<run_id>")

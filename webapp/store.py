@@ -38,7 +38,8 @@ from typing import Any
 from collector.model import Trace
 from webapp.analysis.lod import RunIndex
 from webapp.index_files import load_index, save_index
-from webapp.runfile import lane_dict, read_run_file, read_run_rows, write_run_file
+from webapp.lanes import lane_views
+from webapp.runfile import lane_from_dict, read_run_file, read_run_rows, write_run_file
 
 log = logging.getLogger(__name__)
 
@@ -348,18 +349,17 @@ class Store:
         threading.Thread(target=_build, name=f"warm-{run_id}", daemon=True).start()
 
     def lanes(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's lanes (index, rank, kind, ident, label) without loading its intervals."""
+        """The run's lanes as the timeline lays them out (webapp.lanes.lane_views), without loading its
+        intervals."""
         self.get(run_id)
         with self._lock:
             cached = self._cache.get(run_id)
         if cached is not None:
-            lanes = [lane_dict(lane) for lane in cached.lanes]
-        else:
-            import pyarrow.parquet as pq
+            return lane_views(cached.lanes)
+        import pyarrow.parquet as pq
 
-            md = pq.read_schema(self.run_path(run_id)).metadata or {}
-            lanes = json.loads(md[b"streamscope.lanes"])
-        return [{"index": i, **lane} for i, lane in enumerate(lanes)]
+        md = pq.read_schema(self.run_path(run_id)).metadata or {}
+        return lane_views([lane_from_dict(d) for d in json.loads(md[b"streamscope.lanes"])])
 
     def analysis(self, run_id: str) -> dict[str, Any]:
         self.get(run_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collector.model import RunMeta, Trace
 from collector.recording.comm import CollectiveCall
 from collector.synthetic.cupti import EventRows
 from collector.traceformat.events import EventTable
@@ -21,7 +22,8 @@ from collector.traceformat.events import EventTable
 MAIN, AUTOGRAD, WORKER = 5001, 5002, 5003
 """Thread ids: the main thread (Python runs there), autograd's and gloo's worker (C++ threads)."""
 COMPUTE, SIDE = 7, 13
-"""The compute stream and gloo's side stream."""
+"""The compute stream and gloo's (first) side stream; with ``side_streams`` > 1 the others are SIDE + 4, SIDE + 8
+... (gloo takes each call's stream from a pool)."""
 GROUP = "default_pg (pg 0)"
 BUCKET_BYTES = 4 << 20
 KERNEL_NS = 200_000
@@ -45,10 +47,16 @@ def ddp_job(
     slow_rank: int = 1,
     delay_ns: int = 20_000_000,
     broadcast_step: int = -1,
+    side_streams: int = 1,
 ) -> list[Rank]:
     """The job of the module docstring, one :class:`Rank` per rank; with ``broadcast_step``, rank 0 also
     broadcasts a CUDA tensor after that step's all_reduces (DDP rebuilding its buckets): its worker waits for
-    its copy to the host, the others' do not (they only copy the result back)."""
+    its copy to the host, the others' do not (they only copy the result back). Each all_reduce copies through
+    the next of ``side_streams`` side streams in turn."""
+
+    def side(step: int, bucket: int) -> int:
+        return SIDE + 4 * ((step * buckets + bucket) % side_streams)
+
     rows = [EventRows() for _ in range(world)]
     calls: list[list[CollectiveCall]] = [[] for _ in range(world)]
     marks: list[list[tuple[int, int]]] = [[] for _ in range(world)]
@@ -77,9 +85,9 @@ def ddp_job(
                 rows[r].call(AUTOGRAD, "cudaEventRecord", at + 2_000, 1_000)  # the work made: copies started
                 rows[r].call(AUTOGRAD, "cudaStreamWaitEvent", at + 4_000, 1_000)
                 c = rows[r].call(AUTOGRAD, "cudaMemcpyAsync", at + 6_000, 8_000)
-                copied[r][b] = rows[r].gpu(
-                    "gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", SIDE, max(gpu, at + 10_000), 90_000, c, BUCKET_BYTES
-                )
+                down = "Memcpy DtoH (Device -> Pinned)"
+                stream = side(step, b)
+                copied[r][b] = rows[r].gpu("gpu_memcpy", down, stream, max(gpu, at + 10_000), 90_000, c, BUCKET_BYTES)
                 at += 20_000
                 enqueued[r][b] = at  # then enqueued: the flight recorder's entry
                 calls[r].append(CollectiveCall("gloo:all_reduce", GROUP, BUCKET_BYTES, at, AUTOGRAD, len(calls[r]) + 1))
@@ -92,9 +100,8 @@ def ddp_job(
                 rows[r].call(WORKER, "cudaStreamSynchronize", begin, wait)
                 back = max(done, begin + wait + 50_000)
                 c = rows[r].call(WORKER, "cudaMemcpyAsync", back, 8_000)
-                rows[r].gpu(
-                    "gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", SIDE, back + 10_000, 90_000, c, BUCKET_BYTES
-                )
+                up = "Memcpy HtoD (Pinned -> Device)"
+                rows[r].gpu("gpu_memcpy", up, side(step, b), back + 10_000, 90_000, c, BUCKET_BYTES)
                 rows[r].call(WORKER, "cudaEventRecord", back + 9_000, 1_000)
                 rows[r].call(WORKER, "cudaStreamWaitEvent", back + 11_000, 1_000)
                 worker_free[r] = back + 13_000
@@ -124,3 +131,18 @@ def ddp_job(
         table.top["distributedInfo"] = {"rank": r, "world_size": world}
         out.append(Rank(table, calls[r], marks[r]))
     return out
+
+
+def rank_trace(rank: Rank, calls: list[CollectiveCall] | None, backend: str = "gloo") -> Trace:
+    """One rank's trace as the recorder builds it from the capture: imported, its steps and main thread
+    marked (collector.recording.enrich), its collectives joined from the flight recorder's ``calls`` (None:
+    none could be read; collector.recording.commjoin)."""
+    from collector.importers.kineto import trace_from_kineto
+    from collector.recording.commjoin import Threads, join_comm
+    from collector.recording.enrich import HostFacts, enrich
+
+    raw = trace_from_kineto(rank.table, by_start=True)
+    markers = [("step", f"step {i}", a, b, i) for i, (a, b) in enumerate(rank.steps)]
+    facts = HostFacts(markers=markers, threads={MAIN: "main thread"})
+    trace = enrich(raw, facts, RunMeta.new(workload="ddp", clock="unix_ns", notes={"timing": "cupti"}))
+    return join_comm(trace, calls, Threads(python=frozenset({MAIN})), backend)

@@ -1,7 +1,7 @@
-"""Every figure on a page is true of its run, read from the page in a real Chromium and checked against the
-run's stored analysis: one run of each kind (single GPU, a recorded 2-rank gloo run on CPUs, a synthetic
-2-rank NCCL job, a torch.profiler import) and the compare page. Also: keys page-wide, wheel zoom only over the
-timeline, lanes labelled by what they are, each rank's step lines marked as its own."""
+"""Every figure on a page is true of its run, read from the page in a real Chromium and checked against the run's
+stored analysis: one run of each kind (single GPU, a recorded 2-rank gloo run on CPUs, a synthetic 2-rank NCCL
+job, a synthetic 2-rank gloo job on GPUs, a torch.profiler import) and the compare page. Also: keys page-wide,
+wheel zoom only over the timeline, lanes labelled by what they are, each rank's step lines marked as its own."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.multiprocess]  # the site records
 
 FIRST_PAINT = "window.ssTimeline && window.ssTimeline.stats.firstPaintMs !== null"
 SAMPLES = REPO / "sample_traces"
-KINDS = ("naive", "gloo-ddp", "nccl-ranks", "torch-profiler-overlap")
+KINDS = ("naive", "gloo-ddp", "nccl-ranks", "gloo-cuda-ranks", "torch-profiler-overlap")
 
 
 def _gloo_run(folder: Path) -> Path:
@@ -56,6 +56,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
     """A server holding one run of each kind (and overlap, to compare with naive); yields (base url,
     name -> {"run": catalog row, "analysis": its stored analysis})."""
     from collector.ranks.merge import merge_traces
+    from collector.synthetic.gloo_cuda import ddp_job, rank_trace
     from collector.synthetic.ranks import rank_job
     from collector.traceformat.write import write_trace
 
@@ -66,6 +67,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
         shutil.copy(SAMPLES / name, samples / name)
     job = rank_job(2, 6000, steps=6, ranks_per_host=2, slow_rank=1, delay_ns=8_000_000)
     write_trace(merge_traces(job), str(samples / "nccl-ranks.json.gz"))
+    gloo_cuda = [rank_trace(r, r.calls) for r in ddp_job(2, steps=6, side_streams=3)]
+    write_trace(merge_traces(gloo_cuda), str(samples / "gloo-cuda-ranks.json.gz"))
     _gloo_run(samples)
     data = root / "data"
     with running_server(samples, data, cwd=root) as (base, _proc):
@@ -144,7 +147,9 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     basis, frames = analysis["host_frames_basis"], analysis["host_frames"]
     # Python calls in the torch.profiler trace; none in the samples recorded before the stack sampler, nor in
     # a synthetic run, whose ops are named in their first step only: no table rather than one of those ops
-    assert basis == {"torch-profiler-overlap": "traced", "naive": "", "nccl-ranks": ""}.get(name, basis)
+    assert basis == {"torch-profiler-overlap": "traced", "naive": "", "nccl-ranks": "", "gloo-cuda-ranks": ""}.get(
+        name, basis
+    )
     note = page.inner_text("#host-note")
     assert HOST_NOTE[basis] in note if basis else note == analysis["host_frames_missing"]
     if name == "naive":  # recorded by Streamscope before it sampled stacks: says so, not "record with Streamscope"
@@ -155,10 +160,14 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
         "[document.querySelector('#host-table').scrollWidth, document.querySelector('#tab-host').clientWidth]"
     )
     assert wide <= room  # long frames wrap: the numbers stay in view
-    # the timeline: a queue track under each GPU stream only; the legend lists exactly the kinds drawn
-    lanes = page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra).map(r => [r.rank, r.kind, r.label])")
+    # the timeline: a queue track under each stream of the user's GPU work only (not under gloo's comm lanes,
+    # which are host threads, nor its copy streams); the legend lists exactly the kinds drawn
+    views = page.evaluate("ssTimeline.lanes.filter(r => !r.header && !r.extra)")
+    lanes = [(v["rank"], v["kind"], v["label"]) for v in views]
     queues = page.evaluate("ssTimeline.lanes.filter(r => r.extra === 'queue').length")
-    assert queues == (sum(1 for _, kind, _ in lanes if kind != "cpu_thread") if gpu else 0)
+    assert queues == (sum(1 for v in views if v["kind"] != "cpu_thread" and v["queue"]) if gpu else 0)
+    host_run = [v for v in views if v["kind"] == "comm_stream" and not v["queue"]]
+    assert bool(host_run) == (name in ("gloo-ddp", "gloo-cuda-ranks"))
     kinds_in_legend, drawn = legend_and_drawn(page)
     assert kinds_in_legend == drawn
     legend = page.eval_on_selector_all("#tl-legend span", "els => els.map(e => e.textContent)")
@@ -168,8 +177,12 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
         cpu = [label.removeprefix(f"rank {r} ") for rank, kind, label in lanes if rank == r and kind == "cpu_thread"]
         assert cpu.count("main thread") == 1 and len(set(cpu)) == len(cpu), cpu
     texts = _drawn_texts(page)
-    if not gpu:
+    if host_run:
         assert "comm thread" in texts and "comm stream" not in texts  # gloo's comm lanes are host threads
+    if name == "gloo-cuda-ranks":  # gloo's 3 copy streams of each rank on one row until opened
+        copies = [v for v in views if v["group"] == "gloo copies"]
+        assert len(copies) == 6 and all(v["stacked"] for v in copies) and texts.count("▸ gloo copies") == 2
+        assert "3 streams on one row · click" in texts
     # each rank's step lines are marked as its own
     if run["ranks"] > 1:
         assert any(t.startswith("r0 step ") for t in texts) and any(t.startswith("r1 step ") for t in texts)
@@ -239,6 +252,37 @@ def _span(page: Any) -> float:
 
 def _settled(page: Any, before: float) -> None:
     page.wait_for_function(f"Math.abs(ssTimeline.view[1] - ssTimeline.view[0] - {before}) > 1")
+
+
+def test_gloos_copy_streams_fold_to_one_row_that_opens_on_a_click(site, page) -> None:
+    base, runs = site
+    _open(page, base, runs["gloo-cuda-ranks"])
+    group = "ssTimeline.lanes.find(r => r.extra === 'group' && r.rank === 0)"
+    members = "ssTimeline.lanes.filter(r => r.group === 'gloo copies' && r.rank === 0 && !r.extra)"
+    assert page.evaluate(f"{members}.map(r => r.y)") == [page.evaluate(f"{group}.y")] * 3  # one row
+    # a copy on the folded row is found under the pointer (whichever of the three streams ran it)
+    box = page.locator("#timeline canvas").bounding_box()
+    assert box is not None
+    hit = page.evaluate(
+        f"""() => {{ const tl = ssTimeline, row = {group};
+                   for (const l of tl.data.lanes) {{
+                     const r = tl.rowByLane[l.lane];
+                     if (!r || !r.stacked || r.rank !== 0 || !l.s.length) continue;
+                     const x = tl.x(tl.rel(l.s[0] + l.d[0] / 2));
+                     const hit = tl.hitAt(x, row.y + row.h / 2);
+                     return hit && [hit.kind, hit.lane === l.lane || tl.rowByLane[hit.lane].stacked];
+                   }} return null; }}"""
+    )
+    assert hit is not None and hit[0].startswith("memcpy_") and hit[1]
+    y = page.evaluate(f"{group}.y")
+    page.mouse.click(box["x"] + 40, box["y"] + y + 8)
+    page.wait_for_function(f"{group}.open")
+    ys = page.evaluate(f"{members}.map(r => r.y)")
+    assert len(set(ys)) == 3 and page.evaluate(f"{members}.every(r => !r.stacked)")
+    assert "▾ gloo copies · 3 streams" in _drawn_texts(page)
+    page.mouse.click(box["x"] + 40, box["y"] + page.evaluate(f"{group}.y") + 8)
+    page.wait_for_function(f"!{group}.open")
+    assert len(set(page.evaluate(f"{members}.map(r => r.y)"))) == 1
 
 
 def test_keys_work_page_wide_and_the_wheel_zooms_only_over_the_timeline(site, page) -> None:

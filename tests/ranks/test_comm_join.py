@@ -15,23 +15,15 @@ import pandas as pd
 import pytest
 
 from collector.importers.kineto import trace_from_kineto
-from collector.model import RunMeta, Trace
+from collector.model import RunMeta
 from collector.ranks.merge import merge_traces
 from collector.recording import comm
 from collector.recording.commjoin import COLLECTIVE_CAUSE, Threads, join_comm
 from collector.recording.enrich import HostFacts, enrich
-from collector.synthetic.gloo_cuda import AUTOGRAD, BUCKET_BYTES, GROUP, MAIN, WORKER, Rank, ddp_job
+from collector.synthetic.gloo_cuda import AUTOGRAD, BUCKET_BYTES, GROUP, MAIN, WORKER, ddp_job, rank_trace
 
 MS = 1_000_000
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _rank_trace(rank: Rank, calls: list[comm.CollectiveCall] | None, backend: str = "gloo") -> Trace:
-    raw = trace_from_kineto(rank.table, by_start=True)
-    markers = [("step", f"step {i}", a, b, i) for i, (a, b) in enumerate(rank.steps)]
-    facts = HostFacts(markers=markers, threads={MAIN: "main thread"})
-    trace = enrich(raw, facts, RunMeta.new(workload="ddp", clock="unix_ns", notes={"timing": "cupti"}))
-    return join_comm(trace, calls, Threads(python=frozenset({MAIN})), backend)
 
 
 def _by_lane(iv: pd.DataFrame, label: str) -> pd.DataFrame:
@@ -40,7 +32,7 @@ def _by_lane(iv: pd.DataFrame, label: str) -> pd.DataFrame:
 
 def test_gloo_worker_runs_become_the_calls_collectives_on_a_comm_lane() -> None:
     rank = ddp_job(steps=8, buckets=2)[0]
-    trace = _rank_trace(rank, rank.calls)
+    trace = rank_trace(rank, rank.calls)
     iv = trace.intervals
     coll = iv[iv["kind"] == "collective"]
     assert len(coll) == 16 and set(coll["name"].astype(str)) == {"gloo:all_reduce"}
@@ -55,7 +47,7 @@ def test_gloo_worker_runs_become_the_calls_collectives_on_a_comm_lane() -> None:
 
 def test_the_workers_waits_and_copies_are_the_collectives_not_the_users() -> None:
     rank = ddp_job(steps=6, buckets=2)[1]
-    iv = _rank_trace(rank, rank.calls).intervals
+    iv = rank_trace(rank, rank.calls).intervals
     worker = _by_lane(iv, f"gloo worker (thread {WORKER})")
     waits = worker[worker["kind"] == "sync_wait"]
     assert len(waits) == 12
@@ -76,7 +68,7 @@ def test_merged_ranks_find_the_planted_straggler() -> None:
     from webapp.analysis.run import analyze
 
     ranks = ddp_job(world=2, steps=10, buckets=2, slow_rank=1, delay_ns=20 * MS)
-    merged = merge_traces([_rank_trace(r, r.calls) for r in ranks])
+    merged = merge_traces([rank_trace(r, r.calls) for r in ranks])
     result = analyze(merged)
     straggler = [f for f in result.findings if f.rule == "straggler"]
     assert straggler and "Rank 1" in straggler[0].title, [(f.rule, f.title) for f in result.findings]
@@ -94,11 +86,11 @@ def test_merged_ranks_find_the_planted_straggler() -> None:
 
 def test_without_the_flight_recorder_each_run_is_a_collective_of_the_default_backend() -> None:
     rank = ddp_job(steps=4, buckets=3)[0]
-    iv = _rank_trace(rank, None, backend="gloo").intervals
+    iv = rank_trace(rank, None, backend="gloo").intervals
     coll = iv[iv["kind"] == "collective"]
     assert len(coll) == 12 and set(coll["name"].astype(str)) == {"gloo:collective"}
-    assert _rank_trace(rank, None).meta.notes["comm"]["calls"] == "worker threads"
-    untouched = _rank_trace(rank, None, backend="")
+    assert rank_trace(rank, None).meta.notes["comm"]["calls"] == "worker threads"
+    untouched = rank_trace(rank, None, backend="")
     assert not (untouched.intervals["kind"] == "collective").any()
 
 
@@ -107,7 +99,7 @@ def test_a_call_of_host_tensors_is_passed_over() -> None:
     CUDA calls around it, by order and bytes."""
     rank = ddp_job(steps=3, buckets=2)[0]
     extra = [comm.CollectiveCall("gloo:all_reduce", GROUP, 4, c.created_ns - 1, MAIN, 0) for c in rank.calls[1::2]]
-    iv = _rank_trace(rank, sorted([*rank.calls, *extra], key=lambda c: c.created_ns)).intervals
+    iv = rank_trace(rank, sorted([*rank.calls, *extra], key=lambda c: c.created_ns)).intervals
     coll = iv[iv["kind"] == "collective"]
     assert len(coll) == 6 and set(coll["bytes"]) == {BUCKET_BYTES}
 
@@ -206,7 +198,7 @@ def test_a_broadcast_received_without_a_wait_is_a_run_of_its_own() -> None:
     """The receiving rank's worker only copies a broadcast back (no wait first): that copy starts a run of its
     own, so the all_reduces after it keep their own calls (no shift by one)."""
     rank = ddp_job(steps=6, buckets=2, broadcast_step=2)[1]
-    iv = _rank_trace(rank, rank.calls).intervals
+    iv = rank_trace(rank, rank.calls).intervals
     coll = iv[iv["kind"] == "collective"].sort_values("start_ns")
     assert coll["name"].astype(str).tolist().count("gloo:broadcast") == 1 and len(coll) == 13
     created = sorted(c.created_ns for c in rank.calls if c.name != "gloo:barrier")

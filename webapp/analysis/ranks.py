@@ -361,17 +361,15 @@ def _notes(alignment: list[dict[str, Any]], median_step_ns: float) -> tuple[str,
     )
     notes = [f"Rank clocks aligned on the ends of their collectives: {parts}."]
     ref = min(alignment, key=lambda a: int(a.get("rank") or 0))
-    alone = [
-        str(a.get("rank"))
-        for a in alignment
-        if a is not ref and not int(a.get("anchors") or 0) and (not a.get("host") or a.get("host") != ref.get("host"))
-    ]
+    # ranks on the reference's host share its clock: nothing was aligned, their residual is no clock error
+    own_clock = [a for a in alignment if a is not ref and (not a.get("host") or a.get("host") != ref.get("host"))]
+    alone = [str(a.get("rank")) for a in own_clock if not int(a.get("anchors") or 0)]
     if alone:
         notes.append(
             f"Rank {', '.join(alone)} shared no collective with rank {ref.get('rank')}: its times stay on its own"
             " host's clock, so its waits across ranks are not comparable."
         )
-    for a in alignment:
+    for a in own_clock:
         residual = int(a.get("residual_ns") or 0)
         if median_step_ns > 0 and residual > ALIGN_WARN_FRAC * median_step_ns:
             notes.append(

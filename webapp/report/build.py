@@ -23,6 +23,7 @@ from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.analysis.report import what_if_rows
 from webapp.figures import all_metric_rows, compare_metric_rows, compare_steps_figure, metric_cards, step_time_figure
 from webapp.formatting import total_labels
+from webapp.lanes import lane_views
 from webapp.report.assets import bundle, plotly_packed, stylesheet
 from webapp.report.embed import (
     DEFAULT_BUDGET_BYTES,
@@ -32,7 +33,6 @@ from webapp.report.embed import (
     finding_window,
     focus_steps,
 )
-from webapp.runfile import lane_dict
 
 MAX_STEP_ROWS = 1000
 """Per-step table rows and step windows embedded (the first ones); the step chart keeps MAX_CHART_STEPS."""
@@ -80,7 +80,7 @@ def run_summary(run: PreparedRun) -> dict[str, Any]:
 
 
 def _lanes(run: PreparedRun) -> list[dict[str, Any]]:
-    return [{"index": i, **lane_dict(ln)} for i, ln in enumerate(run.index.lanes)]
+    return lane_views(run.index.lanes)
 
 
 def _windows(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:

@@ -81,14 +81,22 @@ export class Timeline {
 
   clearHighlight() { this.highlight = null; this.draw(); }
 
+  // Rows from lanes: per rank (a header row, or one summary row when the rank is folded), its lanes in role
+  // order, each stream's queue track under it (lanes with queue === false have none). Lanes of one `group`
+  // (a backend's pool of side streams) come last in their rank, drawn on one row until the group is opened
+  // (`openGroups`, keys "rank:group"): their rows share that row's y, marked `stacked`.
   layoutLanes(lanes) {
     const sorted = underOwners(lanes.slice().sort((a, b) => (a.rank - b.rank) ||
+      (a.group || "").localeCompare(b.group || "") ||
       (TL_ROLE_ORDER.indexOf(a.kind) - TL_ROLE_ORDER.indexOf(b.kind)) || (a.ident - b.ident)));
     const multiRank = new Set(sorted.map((l) => l.rank)).size > 1;
     const folded = multiRank ? this.collapsed : null;  // ranks shown as one summary lane (tl_ranks.js)
+    this.openGroups = this.openGroups || new Set();
+    const size = {};  // lanes per group: a group of one is not folded
+    for (const l of sorted) if (l.group) size[l.rank + ":" + l.group] = (size[l.rank + ":" + l.group] || 0) + 1;
     let y = 40;
     const rows = [];
-    let lastRank = null;
+    let lastRank = null, group = null;
     for (const l of sorted) {
       if (multiRank && l.rank !== lastRank) {
         if (folded && folded.has(l.rank)) {
@@ -97,9 +105,19 @@ export class Timeline {
       }
       lastRank = l.rank;
       if (folded && folded.has(l.rank)) continue;
+      const key = l.group && size[l.rank + ":" + l.group] > 1 ? l.rank + ":" + l.group : null;
+      if (key && (!group || group.key !== key)) {
+        const open = this.openGroups.has(key);
+        group = { extra: "group", key: key, rank: l.rank, group: l.group, open: open, count: 0, y: y, h: open ? 18 : this.opts.laneH };
+        rows.push(group);
+        y += group.h + 2;
+      }
+      if (!key) group = null;
+      if (group) group.count += 1;
+      if (group && !group.open) { rows.push(Object.assign({}, l, { y: group.y, h: group.h, stacked: true })); continue; }
       rows.push(Object.assign({}, l, { y: y, h: this.opts.laneH }));
       y += this.opts.laneH + 2;
-      if (this.opts.queue && this.opts.gpu && l.kind !== "cpu_thread") {  // the stream's queue, right under it
+      if (this.opts.queue && this.opts.gpu && l.kind !== "cpu_thread" && l.queue !== false) {  // right under it
         rows.push({ extra: "queue", index: l.index, rank: l.rank, kind: l.kind, label: "queue · host lead", y: y, h: 26 });
         y += 28;
       }
@@ -108,6 +126,15 @@ export class Timeline {
     this.rowByLane = {};
     for (const r of rows) if (!r.header && !r.extra) this.rowByLane[r.index] = r;
     return rows;
+  }
+
+  // Open a folded group of lanes (key "rank:group") or fold it again.
+  toggleGroup(key) {
+    if (this.openGroups.has(key)) this.openGroups.delete(key); else this.openGroups.add(key);
+    this.lanes = this.layoutLanes(this.opts.lanes);
+    this.cssW = 0;
+    this.resize();
+    this.refetch(0);
   }
 
   // Lane height in CSS px (the page's slider): lay the lanes out again and redraw.
@@ -284,7 +311,9 @@ export class Timeline {
         ctx.fillStyle = "#e2e5ec"; ctx.fillRect(G, row.y + 9, W - G - 8, 1);
         continue;
       }
+      if (row.extra === "group" && row.open) continue;
       if (row.extra) { ctx.fillStyle = "#fbfcfe"; ctx.fillRect(G, row.y, W - G - 8, row.h); continue; }
+      if (row.stacked) continue;  // its group's row is its background
       ctx.fillStyle = row.kind === "cpu_thread" ? "#fafafa" : "#f4f6fa";
       ctx.fillRect(G, row.y, W - G - 8, row.h);
     }
@@ -502,20 +531,35 @@ export class Timeline {
         ctx.fillText(this.fit(row.label, G - 24), 18, row.y + 22);
         continue;
       }
+      if (row.extra === "group") {
+        const n = row.count + " stream" + (row.count === 1 ? "" : "s");
+        ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui";
+        ctx.fillText(this.fit((row.open ? "▾ " : "▸ ") + row.group + (row.open ? " · " + n : ""), G - 20), 10, row.y + 13);
+        if (!row.open) {
+          ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
+          ctx.fillText(this.fit(n + " on one row · click", G - 20), 10, row.y + 26);
+        }
+        continue;
+      }
       if (row.extra) {
         ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
         ctx.fillText(this.fit(row.label, G - 24), 18, row.y + 16);
         continue;
       }
+      if (row.stacked) continue;
       ctx.fillStyle = "#1d2330"; ctx.font = "12px system-ui";
-      ctx.fillText(this.fit(this.role(row.kind), G - 20), 10, row.y + 13);
+      ctx.fillText(this.fit(this.role(row), G - 20), 10, row.y + 13);
       ctx.fillStyle = "#6b7385"; ctx.font = "10.5px system-ui";
       ctx.fillText(this.fit(row.label, G - 20), 10, row.y + 26);
     }
   }
 
-  // what a lane of this kind is, as its first label line ("CPU thread", "compute stream", ...)
-  role(kind) { return !this.opts.gpu && kind === "comm_stream" ? "comm thread" : TL_ROLE[kind] || kind; }
+  // what a lane is, as its first label line ("CPU thread", "compute stream", ...): a comm lane whose
+  // collectives a host thread ran (gloo; no queue track) is a "comm thread"
+  role(row) {
+    const hostRun = row.kind === "comm_stream" && (!this.opts.gpu || row.queue === false);
+    return hostRun ? "comm thread" : TL_ROLE[row.kind] || row.kind;
+  }
 
   // index of the box (sorted by start) that contains t, or -1
   indexAt(s, dur, t, slack) {

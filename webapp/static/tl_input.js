@@ -81,6 +81,12 @@ export const Input = {
     });
     c.addEventListener("mousemove", (e) => this.hover(e));
     c.addEventListener("mouseleave", () => { this.tip.hidden = true; this.lastMouse = null; this.setHovered(null); });
+    c.addEventListener("click", (e) => {  // a folded group's name opens it; an open group's name folds it
+      const [x, y] = local(e);
+      if (x > this.opts.gutter) return;
+      const row = this.lanes.find((r) => r.extra === "group" && y >= r.y && y < r.y + r.h);
+      if (row) this.toggleGroup(row.key);
+    });
     c.addEventListener("dblclick", (e) => { const r = c.getBoundingClientRect(); this.zoom(0.4, e.clientX - r.left); });
     this.onKey = (e) => {
       if (e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
@@ -155,20 +161,23 @@ export const Input = {
   hitAt(x, y) {
     const d = this.data;
     if (!d || x <= this.opts.gutter) return null;
-    const row = this.lanes.find((rw) => !rw.header && !rw.extra && y >= rw.y && y < rw.y + rw.h);
-    if (!row) return null;
-    const lane = d.lanes.find((l) => l.lane === row.index);
-    if (!lane) return null;
     const slack = 2 * (this.view[1] - this.view[0]) / this.plotW;  // 2 px
     const t = this.t(x) + this.offset;
-    const i = this.indexAt(lane.s, lane.d, t, slack);
-    if (i >= 0) {
-      return { lane: row.index, i: i, id: lane.id[i], s: lane.s[i], d: lane.d[i], kind: d.kinds[lane.k[i]],
-        name: d.names[lane.n[i]], bytes: lane.b[i], memory: d.memory_kinds[lane.m[i]], step: lane.st[i],
-        source: d.sources[lane.src[i]] || "", label: row.label, rowKind: row.kind };
+    let merged = null;
+    // the lane under y; the lanes of a folded group share one row: the first of them with a box at t
+    for (const row of this.lanes.filter((rw) => !rw.header && !rw.extra && y >= rw.y && y < rw.y + rw.h)) {
+      const lane = d.lanes.find((l) => l.lane === row.index);
+      if (!lane) continue;
+      const i = this.indexAt(lane.s, lane.d, t, slack);
+      if (i >= 0) {
+        return { lane: row.index, i: i, id: lane.id[i], s: lane.s[i], d: lane.d[i], kind: d.kinds[lane.k[i]],
+          name: d.names[lane.n[i]], bytes: lane.b[i], memory: d.memory_kinds[lane.m[i]], step: lane.st[i],
+          source: d.sources[lane.src[i]] || "", label: row.label, rowKind: row.kind };
+      }
+      const j = merged ? -1 : this.indexAt(lane.bs, lane.bd, t, slack);
+      if (j >= 0) merged = { merged: true, lane: row.index, j: j, label: row.label, lod: lane };
     }
-    const j = this.indexAt(lane.bs, lane.bd, t, slack);
-    return j >= 0 ? { merged: true, lane: row.index, j: j, label: row.label, lod: lane } : null;
+    return merged;
   },
 
   describe(hit) {

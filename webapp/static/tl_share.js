@@ -64,8 +64,9 @@ export function saveSvg(tl, name) {
   const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="system-ui" font-size="11">`,
     `<rect width="${W}" height="${H}" fill="#fff"/>`];
   for (const row of tl.lanes) {
-    if (row.header || row.extra) continue;
-    parts.push(`<text x="8" y="${row.y + 14}">${esc(row.label)}</text>`);
+    const label = row.extra === "group" ? row.group + " · " + row.count + " streams" : row.label;
+    if (row.header || row.stacked || (row.extra && row.extra !== "group")) continue;
+    parts.push(`<text x="8" y="${row.y + 14}">${esc(label)}</text>`);
   }
   for (const lane of d.lanes) {
     const row = tl.rowByLane[lane.lane];
