@@ -12,7 +12,7 @@ from typing import Any
 
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
-from webapp.analysis.compare import compared_label
+from webapp.analysis.compare import change_text, compared_label
 from webapp.formatting import fmt_bytes, fmt_ns, fmt_num, fmt_pct, total_labels
 
 RANK_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
@@ -166,8 +166,7 @@ def compare_rows(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for m in metrics:
         key = str(m.get("metric", ""))
         frac = catalog.unit_of(key) is Unit.FRAC
-        shown = m.get("change")
-        change = "—" if shown is None or not math.isfinite(shown) else f"{shown:+.1f}{' pts' if frac else '%'}"
+        change = change_text(m.get("change"), frac)
         status = m.get("status")
         basis = str(m.get("basis") or "")
         rows.append(

@@ -12,7 +12,7 @@ from analysis_traces import MS, clean_run, pageable_run
 from compare_traces import LISTED_COPY_NS, MINOR_COPY_NS, copy_run
 
 from webapp.analysis.catalog import direction
-from webapp.analysis.compare import compare, compare_analyses
+from webapp.analysis.compare import change_text, compare, compare_analyses
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +196,24 @@ def test_a_change_that_shows_as_zero_or_within_noise_reads_same() -> None:
     # a tiny drop shows as +0.0, not -0.0, and reads the same
     t = metrics_table({"gpu_busy_frac": 0.5}, {"gpu_busy_frac": 0.4999}).iloc[0]
     assert t["change"] == 0.0 and str(t["change"]) == "0.0" and t["status"] == "same"
+
+
+@pytest.mark.parametrize(
+    ("change", "frac", "text"),
+    [
+        (-52.7, False, "-52.7%"),
+        (899.9, False, "+899.9%"),
+        (900.0, False, "10x"),
+        (102000.0, False, "1,021x"),
+        (102000.0, True, "+102000.0 pts"),
+        (float("nan"), False, "—"),
+        (None, True, "—"),
+    ],
+)
+def test_a_change_reads_in_percent_points_or_as_a_ratio_once_b_is_ten_times_a(
+    change: float | None, frac: bool, text: str
+) -> None:
+    assert change_text(change, frac) == text
 
 
 def test_the_text_comparison_marks_a_change_by_the_number_it_shows() -> None:

@@ -46,6 +46,20 @@ def within_noise(shown_value: float) -> bool:
     return math.isfinite(shown_value) and abs(shown_value) < NOISE_REL * 100
 
 
+RATIO_FROM_PCT = 900.0
+"""A change of +900% or more (B ten times A) reads as a ratio: "1,021x", not "+102000.0%"."""
+
+
+def change_text(change: float | None, frac: bool, missing: str = "—") -> str:
+    """A compared metric's change as the tables show it: a fraction's in percentage points ("+11.4 pts"), any
+    other's relative to A ("-52.7%", or "1,021x" from RATIO_FROM_PCT on); ``missing`` where there is none."""
+    if change is None or not math.isfinite(change):
+        return missing
+    if frac:
+        return f"{change:+.1f} pts"
+    return f"{1 + change / 100:,.0f}x" if change >= RATIO_FROM_PCT else f"{change:+.1f}%"
+
+
 def compared_label(key: str, basis: str = "") -> str:
     """The label of a compared metric: the catalogue's, and "mean per step" for a run total compared per
     step (``basis`` "per_step", see :func:`metrics_table`)."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
-from webapp.analysis.compare import Comparison, compared_label
+from webapp.analysis.compare import Comparison, change_text, compared_label
 from webapp.analysis.records import RunAnalysis, rule_key
 from webapp.analysis.units import size_text
 
@@ -138,8 +138,7 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
         shown = table["change"].get(key, math.nan)
         status = table["status"].get(key, "")
         mark = f" {status}" if status in ("better", "worse", "same") else ""
-        # a fraction changes by points, not by a share of itself
-        change = f"{shown:+.1f}{' pts' if unit is Unit.FRAC else '%'}" if math.isfinite(shown) else "-"
+        change = change_text(shown, unit is Unit.FRAC, missing="-")  # a fraction changes by points
         a, b = (table[side].get(key) for side in ("a", "b"))  # NaN: the run has no such figure
         per_step_count = basis.get(key) == "per_step" and unit is Unit.COUNT
         a, b = (f"{v:,.2f}" if per_step_count and v == v else fmt(v, unit) for v in (a, b))
