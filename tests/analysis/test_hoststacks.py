@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from analysis_traces import COMPUTE, CPU, MS, PROBE, US, iv, lanes, steps
 
@@ -14,9 +16,9 @@ LOADING = f"{LOOP};__next__ (torch/utils/data/dataloader.py:701);_next_data (tor
 FORWARD = f"{LOOP};forward (model.py:12)"
 
 
-def loader_bound(n: int = 6, loading: str = LOADING) -> Trace:
+def loader_bound(n: int = 6, loading: str = LOADING, rank: int = 0) -> Trace:
     """Per 8 ms step: 6 ms in ``loading`` (the DataLoader's __next__) and 2 ms in forward (sampled), then a
-    launch of a 1 ms kernel."""
+    launch of a 1 ms kernel; on ``rank``."""
     rows = []
     for k in range(n):
         t = k * 8 * MS
@@ -29,9 +31,9 @@ def loader_bound(n: int = 6, loading: str = LOADING) -> Trace:
     all_lanes = [*lanes(), Lane(0, LaneKind.CPU_THREAD, -100, "main thread: Python stack (sampled)")]
     return Trace.build(
         RunMeta(source="test", bandwidth_probe=dict(PROBE)),
-        all_lanes,
+        [dataclasses.replace(ln, rank=rank) for ln in all_lanes],
         rows,
-        steps(*[(k * 8 * MS, (k + 1) * 8 * MS) for k in range(n)]),
+        steps(*[(k * 8 * MS, (k + 1) * 8 * MS) for k in range(n)], rank=rank),
     )
 
 
@@ -109,3 +111,20 @@ def test_the_caller_named_is_the_one_behind_the_frame_s_time() -> None:
     )
     text = hoststacks.top_frames(prepare(trace))
     assert "decode (imagelib/core.py:7) in load_batch (data.py:40)" in text and "in augment" not in text
+
+
+def test_the_frames_of_one_rank_are_that_ranks() -> None:
+    """Rank 0 waits on its DataLoader, rank 1 logs: each rank's frames are its own, the run's are both."""
+    from collector.ranks.merge import merge_traces
+    from webapp.analysis import hoststacks
+    from webapp.analysis.context import prepare
+
+    logging = f"{LOOP};log_metrics (train.py:55)"
+    rd = prepare(merge_traces([loader_bound(), loader_bound(loading=logging, rank=1)]))
+    assert hoststacks.top_frames(rd, rank=0).startswith("_next_data (torch/utils/data/dataloader.py:757)")
+    assert hoststacks.top_frames(rd, rank=1).startswith("log_metrics (train.py:55) 75%")
+    both = hoststacks.frame_table(rd).set_index("frame")
+    assert both.loc["log_metrics (train.py:55)", "total_frac"] == pytest.approx(0.375)
+    one = hoststacks.frame_table(rd, rank=1).set_index("frame")
+    assert one.loc["log_metrics (train.py:55)", "total_frac"] == pytest.approx(0.75)
+    assert "forward (model.py:12)" in one.index and "_next_data (torch/utils/data/dataloader.py:757)" not in one.index

@@ -84,9 +84,13 @@ def missing_text(rd: RunData) -> str:
     )
 
 
-def sample_rows(rd: RunData) -> np.ndarray:
-    """Rows of sampled host stacks inside the step windows."""
-    return np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0))
+def sample_rows(rd: RunData, rank: int | None = None) -> np.ndarray:
+    """Rows of sampled host stacks inside the step windows (of ``rank`` only, when given)."""
+    return np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0) & _of_rank(rd, rank))
+
+
+def _of_rank(rd: RunData, rank: int | None) -> np.ndarray | bool:
+    return True if rank is None else rd.rank == rank
 
 
 def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
@@ -95,11 +99,11 @@ def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
     return pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
 
 
-def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
-    """Host time by frame over the steps, most time first; columns :data:`FRAME_COLUMNS`. Empty without
-    samples or CPU ops."""
-    rows = sample_rows(rd)
-    n_steps = max(len(rd.win), 1)
+def frame_table(rd: RunData, limit: int = 50, rank: int | None = None) -> pd.DataFrame:
+    """Host time by frame over the steps (of ``rank`` only, when given), most time first; columns
+    :data:`FRAME_COLUMNS`. Empty without samples or CPU ops."""
+    rows = sample_rows(rd, rank)
+    n_steps = max(len(rd.win) if rank is None else int(np.sum(rd.win_rank == rank)), 1)
     basis = frames_basis(rd)
     self_t: dict[str, int] = {}
     total_t: dict[str, int] = {}
@@ -113,7 +117,7 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
                 total_t[f] = total_t.get(f, 0) + int(t)
         whole = int(by_stack.sum())
     elif basis == "cpu_ops":
-        self_t, total_t, whole = _cpu_op_times(rd)
+        self_t, total_t, whole = _cpu_op_times(rd, rank)
     if not total_t:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "frame" else "float64") for c in FRAME_COLUMNS})
     out = pd.DataFrame(
@@ -133,10 +137,11 @@ def frame_table(rd: RunData, limit: int = 50) -> pd.DataFrame:
     return out.sort_values(["total_ns", "self_ns"], ascending=False, kind="stable").head(limit).reset_index(drop=True)
 
 
-def _cpu_op_times(rd: RunData) -> tuple[dict[str, int], dict[str, int], int]:
-    """Host CPU ops in the steps by name: self time (children's time taken out), total time (each call whole,
-    a call inside another of the same name not counted again), and the union of their time."""
-    rows = np.flatnonzero(kind_mask(rd.kind, IntervalKind.CPU_OP) & (rd.win_row >= 0))
+def _cpu_op_times(rd: RunData, rank: int | None) -> tuple[dict[str, int], dict[str, int], int]:
+    """Host CPU ops in the steps (of ``rank`` only, when given) by name: self time (children's time taken
+    out), total time (each call whole, a call inside another of the same name not counted again), and the
+    union of their time."""
+    rows = np.flatnonzero(kind_mask(rd.kind, IntervalKind.CPU_OP) & (rd.win_row >= 0) & _of_rank(rd, rank))
     if not len(rows):
         return {}, {}, 0
     lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[rows]
@@ -167,14 +172,15 @@ def _cpu_op_times(rd: RunData) -> tuple[dict[str, int], dict[str, int], int]:
     )
 
 
-def top_frames(rd: RunData, count: int = 3) -> str:
-    """The few frames that say where the host's time went, with their share: the heaviest frames that are not
-    the loop around everything, each replaced by a frame inside it that holds most of its time, and named with
-    its caller where that is another file's (:func:`_with_caller`). '' without samples."""
-    rows = sample_rows(rd)
+def top_frames(rd: RunData, count: int = 3, rank: int | None = None) -> str:
+    """The few frames that say where the host's time went (on ``rank`` only, when given), with their share:
+    the heaviest frames that are not the loop around everything, each replaced by a frame inside it that holds
+    most of its time, and named with its caller where that is another file's (:func:`_with_caller`). '' without
+    samples."""
+    rows = sample_rows(rd, rank)
     if not len(rows):
         return ""
-    table = frame_table(rd, limit=200)
+    table = frame_table(rd, limit=200, rank=rank)
     table = table[table["total_frac"] <= OUTER_SHARE]
     by_stack = _stack_times(rd, rows)
     inside: dict[str, set[str]] = {}

@@ -20,6 +20,8 @@ LOADER_WORKERS = 4
 """Workers the DataLoader fix is replayed with: data loading per step divided among them."""
 BOUND_FRAC = 0.05
 """A loop is host-bound only if a host with no time of its own would save at least 5% of the step."""
+MAX_RANKS_SAID = 4
+"""Ranks the detail names with their host and GPU time per step (the most host-bound first)."""
 
 
 class HostBound:
@@ -41,11 +43,13 @@ class HostBound:
             return None
         host = np.bincount(win[inside], weights=np.maximum(g.h_delta[inside], 0), minlength=n)
         gpu = rd.gpu.measure_in(rd.win.starts, rd.win.ends)
-        if not float(np.median(host)) > float(np.median(gpu)):
+        ranks = _by_rank(rd.win_rank, host, gpu)  # the most host-bound rank first
+        top, top_host, top_gpu = ranks[0]
+        if not top_host > top_gpu:
             return None
         nodes = np.flatnonzero(inside)
         calls = nodes[rd.kind[g.h_row[nodes]] == rd.code(IntervalKind.LAUNCH)]
-        per_step = len(calls) / ctx.n_win
+        per_step = float(np.sum(rd.win_rank[win[calls]] == top)) / max(int(np.sum(rd.win_rank == top)), 1)
         candidates: list[tuple[str, Change, np.ndarray | None]] = []
         if len(calls):
             candidates.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", _graphs(calls, win), None))
@@ -64,16 +68,23 @@ class HostBound:
                 saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
             savings.append((label, saved, change, floor))
         facts = (
-            f"The host took {ms(float(np.median(host)))} per step to issue work the GPU ran in "
-            f"{ms(float(np.median(gpu)))} ({float(np.median(host)) / max(float(np.median(gpu)), 1):.1f}x)"
+            ("The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)}, the host")
+            + f" took {ms(top_host)} per step to issue work the GPU ran in {ms(top_gpu)}"
+            f" ({top_host / max(top_gpu, 1):.1f}x)"
         )
         if len(calls):
-            each = float(np.median(host)) / max(per_step, 1) / 1e3
+            each = top_host / max(per_step, 1) / 1e3
             facts += f"; {per_step:.0f} launches per step, {each:.1f} us of host time each"
+        others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
+        if others:
+            more = len(ranks) - MAX_RANKS_SAID
+            facts += "; " + ", ".join(others) + (f" and {more} more ranks" if more > 0 else "")
         detail = facts + "."
-        frames = hoststacks.top_frames(rd)
+        one = len(ranks) == 1
+        frames = hoststacks.top_frames(rd, rank=None if one else top)
         if frames:
-            detail += f" Where the host's time went: {frames}."
+            whose = "the host's time" if one else f"rank {top}'s host time"
+            detail += f" Where {whose} went: {frames}."
         else:
             missing = hoststacks.missing_text(rd)
             detail += f" {missing}" if missing else ""
@@ -92,6 +103,17 @@ class HostBound:
         best = max(savings, key=lambda x: float(x[1].mean()))
         fix = f"Best replayed fix: {best[0]}. " + self.fix
         return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
+
+
+def _by_rank(win_rank: np.ndarray, host: np.ndarray, gpu: np.ndarray) -> list[tuple[int, float, float]]:
+    """(rank, median host time per step, median GPU time per step) per rank with steps, ns; the rank whose
+    host exceeds its GPU the most first (a median over the windows of all ranks would pick one rank's value or
+    another's by their count)."""
+    out = []
+    for r in np.unique(win_rank).tolist():
+        on = win_rank == r
+        out.append((int(r), float(np.median(host[on])), float(np.median(gpu[on]))))
+    return sorted(out, key=lambda x: x[1] / max(x[2], 1), reverse=True)
 
 
 def _graphs(calls: np.ndarray, step: np.ndarray) -> Change:
