@@ -299,7 +299,9 @@ def test_per_step_table_scrolls_with_rank_step_and_step_time_in_view(page, serve
     assert after[3] < before[3]  # the other columns scrolled
     # the columns that scroll pass under the sticky ones, never over them
     top = page.evaluate(
-        """(() => { const c = document.querySelector('#steps-table tbody tr').cells[2].getBoundingClientRect();
+        """(() => { const cell = () => document.querySelector('#steps-table tbody tr').cells[2].getBoundingClientRect();
+              window.scrollBy(0, cell().top - window.innerHeight / 2);  // the row in the viewport
+              const c = cell();
               return document.elementFromPoint(c.left + c.width / 2, c.top + c.height / 2).cellIndex; })()"""
     )
     assert top == 2

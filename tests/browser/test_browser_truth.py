@@ -55,8 +55,10 @@ HOST_NOTE = {
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, dict[str, Any]]]]:
     """A server holding one run of each kind (and overlap, to compare with naive); yields (base url,
     name -> {"run": catalog row, "analysis": its stored analysis})."""
+    from gloo_cuda_traces import rank_trace
+
     from collector.ranks.merge import merge_traces
-    from collector.synthetic.gloo_cuda import ddp_job, rank_trace
+    from collector.synthetic.gloo_cuda import ddp_job
     from collector.synthetic.ranks import rank_job
     from collector.traceformat.write import write_trace
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from gloo_cuda_traces import rank_trace
 
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
@@ -20,7 +21,7 @@ from collector.ranks.merge import merge_traces
 from collector.recording import comm
 from collector.recording.commjoin import COLLECTIVE_CAUSE, Threads, join_comm
 from collector.recording.enrich import HostFacts, enrich
-from collector.synthetic.gloo_cuda import AUTOGRAD, BUCKET_BYTES, GROUP, MAIN, WORKER, ddp_job, rank_trace
+from collector.synthetic.gloo_cuda import AUTOGRAD, BUCKET_BYTES, GROUP, MAIN, WORKER, ddp_job
 
 MS = 1_000_000
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from gloo_cuda_traces import rank_trace
+
 from collector.model import Lane, LaneKind
-from collector.synthetic.gloo_cuda import ddp_job, rank_trace
+from collector.synthetic.gloo_cuda import ddp_job
 from webapp.lanes import lane_views
 
 
