@@ -25,9 +25,12 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from collector.traceformat.save import FALLBACK_DIR_ENV
+
+if TYPE_CHECKING:
+    from collector.model import Trace
 
 TORCHRUN_OPTIONS: tuple[tuple[str, type, str], ...] = (
     ("--nnodes", str, "number of nodes, or MIN:MAX (torchrun --nnodes)"),
@@ -316,9 +319,17 @@ class _Written:
         return None
 
 
-def merge_summary(trace: object) -> str:
-    """``clock residual per rank: 0: 0 us, 1: 12 us`` from a merged trace's alignment notes."""
-    notes = getattr(getattr(trace, "meta", None), "notes", {}) or {}
-    ranks = (notes.get("clock_alignment") or {}).get("ranks") or []
-    parts = [f"{r['rank']}: {r['residual_ns'] / 1e3:.0f} us" for r in ranks]
-    return "clock residual per rank " + ", ".join(parts) if parts else "clocks not aligned: no shared collectives"
+def merge_summary(trace: Trace) -> str:
+    """How the ranks' clocks were aligned, from a merged trace's notes: ``clock residual per rank 1: 12 us, 2:
+    9 us`` for the ranks on other hosts than the first rank's (ranks on its host share its clock: nothing to
+    align, and their collectives' ends differ by their own work, not by clocks)."""
+    from collector.ranks.merge import alignment_rows, own_clock_rows
+
+    ranks = alignment_rows(trace)
+    if not ranks:
+        return "clocks not aligned: no shared collectives"
+    own = own_clock_rows(ranks)
+    if not own:
+        return "all ranks on one host: one clock"
+    parts = [f"{r['rank']}: {r['residual_ns'] / 1e3:.0f} us" for r in own]
+    return "clock residual per rank " + ", ".join(parts)

@@ -123,3 +123,13 @@ def alignment_rows(trace: Trace) -> list[dict[str, Any]]:
     """The per-rank alignment records of a merged trace (``notes.clock_alignment.ranks``), or []."""
     info = (trace.meta.notes or {}).get("clock_alignment") or {}
     return [dict(r) for r in info.get("ranks") or [] if isinstance(r, dict)]
+
+
+def own_clock_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of alignment records, those of the ranks on their own clock: another host than the reference (lowest)
+    rank's, or an unknown one. Ranks on the reference's host share its clock: nothing aligns them, and their
+    residual is their collectives' ends differing by their own work, not a clock error."""
+    if not rows:
+        return []
+    ref = min(rows, key=lambda r: int(r.get("rank") or 0))
+    return [r for r in rows if r is not ref and (not r.get("host") or r.get("host") != ref.get("host"))]

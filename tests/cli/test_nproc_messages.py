@@ -148,6 +148,18 @@ def test_a_failure_with_no_error_in_any_trace_points_at_torchruns_report() -> No
     assert launch.not_merged_line("no trace from a, b", []) == nothing
 
 
+def test_the_merge_line_gives_a_clock_residual_only_for_ranks_on_another_host() -> None:
+    """Ranks on the first rank's host share its clock: their collectives' ends differ by their own work."""
+    from collector.ranks.merge import merge_traces
+
+    MS = 1_000_000
+    one_host = merge_traces(job(2, hosts=["a", "a"], end_jitter_ns=3 * MS))
+    assert launch.merge_summary(one_host) == "all ranks on one host: one clock"
+    two_hosts = merge_traces(job(3, hosts=["a", "a", "b"], offsets=[0, 0, 5 * MS]))
+    said = launch.merge_summary(two_hosts)
+    assert said.startswith("clock residual per rank 2: ") and said.endswith(" us") and "1:" not in said
+
+
 def _analyze(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     assert main(["analyze", *argv]) == 0
     return capsys.readouterr().out

@@ -28,6 +28,7 @@ import pandas as pd
 
 from collector.model import IntervalKind
 from collector.ranks.align import matched_collectives
+from collector.ranks.merge import own_clock_rows
 from webapp.analysis import intervals as iv
 from webapp.analysis.causal.fixes import shorten
 from webapp.analysis.context import RunData, kind_mask
@@ -360,14 +361,13 @@ def _notes(alignment: list[dict[str, Any]], median_step_ns: float) -> tuple[str,
         for a in alignment
     )
     notes = [f"Rank clocks aligned on the ends of their collectives: {parts}."]
-    ref = min(alignment, key=lambda a: int(a.get("rank") or 0))
-    # ranks on the reference's host share its clock: nothing was aligned, their residual is no clock error
-    own_clock = [a for a in alignment if a is not ref and (not a.get("host") or a.get("host") != ref.get("host"))]
+    own_clock = own_clock_rows(alignment)
     alone = [str(a.get("rank")) for a in own_clock if not int(a.get("anchors") or 0)]
     if alone:
+        ref = min(int(a.get("rank") or 0) for a in alignment)
         notes.append(
-            f"Rank {', '.join(alone)} shared no collective with rank {ref.get('rank')}: its times stay on its own"
-            " host's clock, so its waits across ranks are not comparable."
+            f"Rank {', '.join(alone)} shared no collective with rank {ref}: its times stay on its own host's"
+            " clock, so its waits across ranks are not comparable."
         )
     for a in own_clock:
         residual = int(a.get("residual_ns") or 0)
