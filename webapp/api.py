@@ -38,7 +38,7 @@ from webapp.ingest import (
 )
 from webapp.lanes import lane_views
 from webapp.params import int_arg
-from webapp.pipeline import overview_json
+from webapp.pipeline import current_analysis, overview_json
 from webapp.store import RunInfo, RunNotFound, get_store
 from webapp.timeline import MAX_WIDTH_PX, interval_rows, view_payload
 from webapp.upload import part_path
@@ -247,7 +247,7 @@ def run_analysis(run_id: str) -> Response:
     """The stored analysis (RunAnalysis.to_dict()) plus ``step_figure``, a Plotly figure of step times, and
     ``rank_figures`` (runs of several ranks): rank x step heatmaps of step time and wait."""
     _info(run_id)
-    analysis = get_store().analysis(run_id)
+    analysis = current_analysis(get_store(), run_id)
     analysis.pop("critical_path", None)  # served by range: /critical
     gpu = catalog.gpu_work(analysis.get("metrics") or {})
     analysis["step_figure"] = step_time_figure(analysis.get("per_step") or [], gpu=gpu)

@@ -15,6 +15,7 @@ from webapp.analysis import catalog
 from webapp.analysis.compare import Comparison, compare_analyses, verdict_of
 from webapp.analysis.records import RunAnalysis, frame_records
 from webapp.figures import compare_metric_rows, compare_steps_figure
+from webapp.pipeline import current_analysis
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, Store, get_store
 
@@ -29,7 +30,7 @@ def comparison(store: Store, info_a: RunInfo, info_b: RunInfo) -> tuple[Comparis
 
 def stored_analysis(store: Store, run_id: str) -> RunAnalysis:
     """The run's stored analysis as a RunAnalysis."""
-    return RunAnalysis.from_dict(store.analysis(run_id))
+    return RunAnalysis.from_dict(current_analysis(store, run_id))
 
 
 def _pair() -> tuple[RunInfo, RunInfo]:

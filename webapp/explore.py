@@ -26,6 +26,7 @@ from webapp.analysis.rangestats import range_stats
 from webapp.analysis.rankview import rank_summary
 from webapp.analysis.search import BadPattern, search
 from webapp.params import int_arg
+from webapp.pipeline import current_analysis
 from webapp.store import RunNotFound, Store, get_store
 from webapp.timeline import MAX_WIDTH_PX
 
@@ -207,7 +208,7 @@ def critical_path(run_id: str) -> Response:
     t0 = time.perf_counter()
     index = _index(run_id)
     a, b, lanes = _window(index)
-    path = get_store().analysis(run_id).get("critical_path") or {}
+    path = current_analysis(get_store(), run_id).get("critical_path") or {}
     start = np.asarray(path.get("start_ns") or [], dtype=np.int64)
     end = np.asarray(path.get("end_ns") or [], dtype=np.int64)
     lane = np.asarray(path.get("lane") or [], dtype=np.int64)

@@ -6,12 +6,17 @@ The store only stores; everything derived from a trace is computed here, once, b
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collector.model import Trace
 from webapp.analysis.catalog import gpu_work
 from webapp.analysis.lod import RunIndex
+from webapp.analysis.version import analysis_version
+
+if TYPE_CHECKING:
+    from webapp.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -30,27 +35,55 @@ class PreparedRun:
 def prepare(trace: Trace, analysis: dict[str, Any] | None = None) -> PreparedRun:
     """Sort, analyse (unless ``analysis`` is given), index and render the overview of ``trace``; the
     analysis' summary says whether the run has GPU work (``gpu_work``)."""
-    if analysis is None:
-        analysis = analyze_dict(trace)
-    if analysis.get("summary") and analysis.get("metrics"):  # the runs list shows no GPU figure without GPU work
-        analysis = {**analysis, "summary": {**analysis["summary"], "gpu_work": gpu_work(analysis["metrics"])}}
+    analysis = _with_gpu_work(analyze_dict(trace) if analysis is None else analysis)
     frame = trace.intervals.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
     sorted_trace = Trace(trace.meta, trace.lanes, frame, trace.markers)
     index = RunIndex(sorted_trace)
     return PreparedRun(sorted_trace, analysis, index, overview_json(index))
 
 
+def _with_gpu_work(analysis: dict[str, Any]) -> dict[str, Any]:
+    if analysis.get("summary") and analysis.get("metrics"):  # the runs list shows no GPU figure without GPU work
+        return {**analysis, "summary": {**analysis["summary"], "gpu_work": gpu_work(analysis["metrics"])}}
+    return analysis
+
+
 def analyze_dict(trace: Trace) -> dict[str, Any]:
-    """RunAnalysis.to_dict() for ``trace``; a run whose analysis fails is still stored, as an empty
-    analysis with a note (and an empty summary, so the runs list shows no numbers for it)."""
+    """RunAnalysis.to_dict() for ``trace`` and the ``analysis_version`` that made it; a run whose analysis
+    fails is still stored, as an empty analysis with a note (and an empty summary, so the runs list shows no
+    numbers for it)."""
     from webapp.analysis import RunAnalysis, analyze
 
+    version = {"analysis_version": analysis_version()}
     try:
-        return dict(analyze(trace).to_dict())
+        return dict(analyze(trace).to_dict()) | version
     except Exception as exc:  # analysis bugs must not lose the user's run
         log.exception("analysis failed")
         failed = RunAnalysis.from_dict({"notes": [f"analysis failed: {exc}"]})
-        return failed.to_dict() | {"summary": {}}
+        return failed.to_dict() | {"summary": {}} | version
+
+
+_REANALYSING: dict[str, threading.Lock] = {}
+_GUARD = threading.Lock()
+
+
+def current_analysis(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's stored analysis; computed again from the stored run first (and stored, its catalog summary
+    too) when another version of the analysis made it (webapp.analysis.version). One computation per run at a
+    time; concurrent readers wait for it."""
+    stored = store.analysis(run_id)
+    if stored.get("analysis_version") == analysis_version():
+        return stored
+    with _GUARD:
+        lock = _REANALYSING.setdefault(run_id, threading.Lock())
+    with lock:
+        stored = store.analysis(run_id)
+        if stored.get("analysis_version") == analysis_version():
+            return stored
+        log.info("run %s: analysis made by another version, computing it again", run_id)
+        fresh = _with_gpu_work(analyze_dict(store.load(run_id)))
+        store.replace_analysis(run_id, fresh)
+        return fresh
 
 
 def overview_json(index: RunIndex) -> bytes:

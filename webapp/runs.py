@@ -9,6 +9,7 @@ from flask import Blueprint, abort, render_template, url_for
 from webapp.analysis import catalog
 from webapp.analysis.report import what_if_rows
 from webapp.figures import metric_cards
+from webapp.pipeline import current_analysis
 from webapp.static_assets import plotly_etag
 from webapp.store import RunInfo, RunNotFound, get_store
 
@@ -49,7 +50,7 @@ def run_page(run_id: str) -> str:
     store = get_store()
     try:
         info = store.get(run_id)
-        analysis = store.analysis(run_id)
+        analysis = current_analysis(store, run_id)
         lanes = store.lanes(run_id)
     except RunNotFound:
         abort(404, f"no run with id {run_id!r}")

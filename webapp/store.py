@@ -362,8 +362,16 @@ class Store:
         return lane_views([lane_from_dict(d) for d in json.loads(md[b"streamscope.lanes"])])
 
     def analysis(self, run_id: str) -> dict[str, Any]:
+        """The stored analysis, as stored (webapp.pipeline.current_analysis makes sure it is this version's)."""
         self.get(run_id)
         return dict(json.loads(self.analysis_path(run_id).read_text()))
+
+    def replace_analysis(self, run_id: str, analysis: dict[str, Any]) -> None:
+        """Store a run's analysis computed again (RunAnalysis.to_dict()), and its summary in the catalog."""
+        self.get(run_id)
+        _write_atomic_text(self.analysis_path(run_id), json.dumps(analysis, allow_nan=False))
+        with self._connect() as db:
+            db.execute("UPDATE runs SET summary = ? WHERE id = ?", (json.dumps(analysis.get("summary") or {}), run_id))
 
     def _remember(self, run_id: str, index: RunIndex) -> None:
         self._cache[run_id] = index

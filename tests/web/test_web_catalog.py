@@ -15,6 +15,7 @@ from webapp.analysis import RunAnalysis, catalog
 from webapp.analysis.catalog import Better, Metric, Unit
 from webapp.analysis.compare import metrics_table
 from webapp.analysis.records import frame_records
+from webapp.analysis.version import analysis_version
 from webapp.figures import compare_rows, format_value, metric_cards
 from webapp.formatting import fmt_bytes
 from webapp.ingest import add_trace
@@ -118,8 +119,8 @@ def test_a_failed_analysis_is_stored_as_an_empty_analysis(store, client, monkeyp
     trace = synthetic_trace(300, steps=2)
     failed = analyze_dict(trace)
     empty = RunAnalysis.from_dict({}).to_dict()
-    assert failed.keys() == empty.keys()
-    assert failed == empty | {"notes": ["analysis failed: boom"], "summary": {}}
+    assert failed.keys() == empty.keys() | {"analysis_version"}
+    assert failed == empty | {"notes": ["analysis failed: boom"], "summary": {}, "analysis_version": analysis_version()}
     info = add_trace(store, trace, "unlucky run")
     assert store.analysis(info.id)["notes"] == ["analysis failed: boom"]
     assert client.get(f"/runs/{info.id}").status_code == 200
