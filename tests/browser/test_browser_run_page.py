@@ -94,3 +94,32 @@ def test_one_rank_runs_have_no_rank_picker(page, server, two_ranks) -> None:
     page.goto(f"{server}/runs/{one['id']}")
     page.wait_for_function(FIRST_PAINT)
     assert not page.locator("#tl-rank").is_visible()
+
+
+def test_a_run_whose_set_up_outlasts_its_steps_opens_on_its_steps(page, server, tmp_path: Path) -> None:
+    """Loading a model for seconds, then a few ms of steps: the first view shows the steps; Reset the whole run."""
+    import pandas as pd
+
+    from collector.model import Trace, conform_intervals
+    from collector.synthetic import synthetic_trace
+    from collector.traceformat.write import write_trace
+
+    trace = synthetic_trace(2000, pattern="overlap", steps=6)
+    iv = trace.intervals
+    first = int(iv["start_ns"].min())
+    load = iv.iloc[[0]].assign(id=int(iv["id"].max()) + 1, start_ns=first - 3_000_000_000, name="load_model")
+    load = load.assign(end_ns=first - 2_900_000_000, dur_ns=100_000_000, step=-1)
+    frame = conform_intervals(pd.concat([iv, load], ignore_index=True))
+    path = tmp_path / "slow-set-up.json.gz"
+    write_trace(Trace(trace.meta, trace.lanes, frame, trace.markers), str(path))
+    run = _api(server, "/api/runs?name=slow-set-up.json.gz", "POST", path.read_bytes())["run"]
+    page.goto(f"{server}/runs/{run['id']}")
+    page.wait_for_function(FIRST_PAINT)
+    steps = page.evaluate("ssTimeline.opts.steps.map(s => [s.s, s.e])")
+    lo, hi = min(s for s, _ in steps), max(e for _, e in steps)
+    view = page.evaluate("ssTimeline.view")
+    assert view[0] <= lo < hi <= view[1] and view[1] - view[0] < 1.2 * (hi - lo)
+    page.click("#tl-reset")
+    view = page.evaluate("ssTimeline.view")
+    span = run["end_ns"] - run["start_ns"]
+    assert view[0] <= 0 and view[1] >= span  # the whole run, its 3 s of set-up too

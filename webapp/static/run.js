@@ -22,6 +22,7 @@ const rank = P.lanes.some((l) => l.rank === linked.rank) ? linked.rank : undefin
 const lanes = rank === undefined ? P.lanes : P.lanes.filter((l) => l.rank === rank);
 const laneH = Number(localStorage.getItem("streamscope.laneH")) || 34;
 const gpu = P.gpu_work !== false;  // a run without GPU work: no queue tracks, no GPU figures
+const STEPS_VIEW_BELOW = 0.5;  // the first view shows the steps when they take less than this share of the run
 const tl = new Timeline(root, { api: P.api, lanes: lanes, span: span, steps: stepMarks.length ? stepMarks : null,
   phases: phases, queue: true, gpu: gpu, laneH: laneH, rank: rank, pageKeys: true });
 window.ssTimeline = tl;  // test and benchmark hook
@@ -36,7 +37,13 @@ attachRangeStats(tl, document.getElementById("tl-range"), gpu);
 attachHelp(tl, document.getElementById("tl-help"), document.getElementById("tl-keys"));
 attachSearch(tl, document.getElementById("tl-search"));
 attachCriticalPath(tl, document.getElementById("tl-critical"), document.getElementById("tl-critical-legend"));
-attachShare(tl, (state) => { if (state.q) tl.setSearch(state.q, state.rx); });
+const shared = attachShare(tl, (state) => { if (state.q) tl.setSearch(state.q, state.rx); });
+// a run whose set-up and tail outlast its steps (loading a model, compiling) opens on its steps; Reset shows
+// the whole run
+if (shared.start === undefined && stepMarks.length) {
+  const lo = stepMarks.reduce((m, s) => Math.min(m, s.s), Infinity), hi = stepMarks.reduce((m, s) => Math.max(m, s.e), -Infinity);
+  if (hi - lo < STEPS_VIEW_BELOW * span) tl.setView(...stepWindow(lo, hi), true);
+}
 tl.load().catch((e) => tl.showError(e.message));
 
 // rank picker (runs of several ranks): the lanes of one rank or of all; kept in the URL with the view
