@@ -59,6 +59,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         SAMPLES_DIR=os.environ.get("STREAMSCOPE_SAMPLES_DIR") or str(PACKAGE_ROOT / "sample_traces"),
         RECORD_ENABLED=None,
         WARM_RUNS=0,
+        REFRESH_ANALYSES=False,
         CACHE_RUNS=3,
         RANK_WORKERS=None,
         LOCAL_ONLY=False,
@@ -80,6 +81,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
         import_samples(store, Path(app.config["SAMPLES_DIR"]), budget)
 
+    if app.config["REFRESH_ANALYSES"]:  # after an upgrade: the runs list shows this version's summaries
+        from webapp.pipeline import refresh_stale_analyses
+
+        app.extensions["streamscope.refresh"] = refresh_stale_analyses(store)
     for info in store.list_runs()[: int(app.config["WARM_RUNS"])]:
         store.warm(info.id)
     app.config["MAX_TRACE_BYTES"] = largest_file_bytes(int(app.config["MAX_MEMORY"]))

@@ -94,3 +94,27 @@ def overview_json(index: RunIndex) -> bytes:
 
     end = max(index.end_ns, index.origin_ns + 1)
     return msgspec.json.encode(view_payload(index, index.origin_ns, end, OVERVIEW_WIDTH_PX))
+
+
+REFRESH_MAX_INTERVALS = 2_000_000
+"""Runs up to this size get their analysis computed again in the background when the server starts (larger
+ones on their first read): the runs list then shows this version's summaries."""
+
+
+def refresh_stale_analyses(store: Store, max_intervals: int = REFRESH_MAX_INTERVALS) -> threading.Thread:
+    """Start a daemon thread that brings every stored run of at most ``max_intervals`` to this version's
+    analysis (:func:`current_analysis`), smallest first; returns it."""
+
+    def refresh() -> None:
+        for info in sorted(store.list_runs(), key=lambda r: r.intervals):
+            if info.intervals > max_intervals:
+                break
+            try:
+                current_analysis(store, info.id)
+            except Exception:  # a run deleted meanwhile, or one that cannot be read: its page says why
+                log.warning("run %s: analysis not refreshed", info.id, exc_info=True)
+
+    thread = threading.Thread(target=refresh, name="refresh-analyses", daemon=True)
+    thread.start()
+    return thread
+

@@ -52,3 +52,25 @@ def test_this_versions_analysis_is_served_as_stored(client, store: Store, two_ru
 def test_the_version_is_a_digest_of_the_analysis_code() -> None:
     version = analysis_version()
     assert len(version) == 16 and int(version, 16) >= 0
+
+
+def test_the_server_brings_small_runs_up_to_date_at_start_and_leaves_large_ones_to_their_first_read(
+    app, store: Store, two_runs
+) -> None:
+    from webapp import create_app
+    from webapp.pipeline import refresh_stale_analyses
+
+    smaller, bigger = sorted(two_runs, key=lambda r: r.intervals)
+    assert smaller.intervals < bigger.intervals
+    for run in two_runs:
+        _age(store, run.id)
+    refresh_stale_analyses(store, max_intervals=smaller.intervals).join(timeout=60)
+    assert store.analysis(smaller.id)["analysis_version"] == analysis_version()
+    assert store.get(smaller.id).summary["findings"] != 99
+    assert store.analysis(bigger.id)["analysis_version"] == "an-older-one"
+    assert store.get(bigger.id).summary["findings"] == 99
+    # as `streamscope serve` starts it: every run of the default size limit
+    served = create_app({**app.config, "IMPORT_SAMPLES": False, "REFRESH_ANALYSES": True})
+    served.extensions["streamscope.refresh"].join(timeout=60)
+    assert all(store.analysis(r.id)["analysis_version"] == analysis_version() for r in two_runs)
+    assert all(store.get(r.id).summary["findings"] != 99 for r in two_runs)

@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             "MAX_CONTENT_LENGTH": limit,
             "IMPORT_SAMPLES": not args.no_samples,
             "WARM_RUNS": 1,
+            "REFRESH_ANALYSES": True,
             "LOCAL_ONLY": args.host in LOCAL_HOSTS,
         }
     )
