@@ -345,3 +345,30 @@ def test_a_gpu_start_before_its_launch_returned_is_said_not_a_negative_delay(sit
     cpu = page.evaluate("ssTimeline.lanes.filter(r => r.kind === 'cpu_thread').map(r => r.label)")
     assert cpu[:2] == ["main thread", "main thread: Python stack (torch.profiler)"]  # its Python calls right under it
     assert cpu[2].startswith("autograd thread ")
+
+
+def test_a_sampled_stack_shows_its_innermost_frame_and_lists_its_callers(site, page) -> None:
+    """The Python calls of a torch.profiler trace: the box and the tooltip name the innermost frame first."""
+    base, runs = site
+    _open(page, base, runs["torch-profiler-overlap"])
+    found = page.evaluate(
+        """() => { const tl = ssTimeline, d = tl.data;
+             for (const l of d.lanes) {
+               const row = tl.rowByLane[l.lane];
+               for (let i = 0; row && i < l.s.length; i++) {
+                 const name = d.names[l.n[i]];
+                 if (d.kinds[l.k[i]] !== 'sample' || !name.includes(';')) continue;
+                 const x = tl.x(tl.rel(l.s[i] + l.d[i] / 2));
+                 const hit = tl.hitAt(x, row.y + row.h / 2);
+                 if (!hit || hit.id !== l.id[i]) continue;
+                 return [name, tl.describe(hit)];
+               }
+             } return null; }"""
+    )
+    assert found is not None
+    name, lines = found
+    frames = name.split(";")
+    assert lines[0] == frames[-1]
+    assert lines[2] == "  called from " + frames[-2]
+    label = page.evaluate("async (name) => (await import('/static/timeline.js')).boxLabel('sample', name)", name)
+    assert label == frames[-1]

@@ -27,6 +27,11 @@ function underOwners(sorted) {
   return out;
 }
 
+// The text on a box: a sampled Python stack ("outer;...;inner") shows its innermost frame, where the time went.
+export function boxLabel(kind, name) {
+  return kind === "sample" ? name.slice(name.lastIndexOf(";") + 1) : name;
+}
+
 export class Timeline {
   constructor(root, opts) {
     this.root = root;
@@ -465,7 +470,7 @@ export class Timeline {
         const a = Math.max(x0, G) + 3, room = Math.min(x1, right) - a - 3;
         if (room > 30) {
           ctx.fillStyle = "#fff";
-          ctx.fillText(this.fit(d.names[lane.n[i]], room), a, y + h / 2 + 4);
+          ctx.fillText(this.fit(boxLabel(kind, d.names[lane.n[i]]), room), a, y + h / 2 + 4);
         }
       }
     }

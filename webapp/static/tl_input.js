@@ -6,6 +6,8 @@
 import { SS } from "./common.js";
 import { TL_LABELS } from "./tl_theme.js";
 
+const TIP_CALLERS = 6;  // callers a sampled stack's tooltip lists under its innermost frame
+
 export const KEYS = [
   ["W / + ", "zoom in"], ["S / −", "zoom out"], ["A / ←", "pan left"], ["D / →", "pan right"],
   ["0 / Home", "whole run"], ["F", "zoom to the selection"], ["Esc", "clear the selection"],
@@ -188,7 +190,12 @@ export const Input = {
         SS.ns(lane.bd[j]) + " span · busy " + SS.pct(lane.bb[j] / Math.max(1, lane.bd[j])) + " (" + SS.ns(lane.bb[j]) + ")",
         hit.label, "zoom in to see them one by one"];
     }
-    const lines = [hit.name, TL_LABELS[hit.kind] + " · " + SS.ns(hit.d) + " · starts at " + SS.ns(hit.s)];
+    const stack = hit.kind === "sample" ? hit.name.split(";").reverse() : [hit.name];  // innermost frame first
+    const lines = [stack[0], TL_LABELS[hit.kind] + " · " + SS.ns(hit.d) + " · starts at " + SS.ns(hit.s)];
+    if (stack.length > 1) {
+      lines.push(...stack.slice(1, 1 + TIP_CALLERS).map((f) => "  called from " + f));
+      if (stack.length > 1 + TIP_CALLERS) lines.push("  … " + (stack.length - 1 - TIP_CALLERS) + " frames more");
+    }
     if (hit.bytes > 0) lines.push(SS.bytes(hit.bytes) + (hit.d > 0 ? " · " + (hit.bytes / hit.d).toFixed(2) + " GB/s" : "") +
       (hit.memory ? " · " + hit.memory + " memory" : ""));
     lines.push(hit.label + (hit.step >= 0 ? " · step " + hit.step : ""));

@@ -20,7 +20,10 @@ export function attachDetails(tl, el) {
   const show = async (hit) => {
     el.replaceChildren();
     if (!hit) { el.append(SS.el("p", { "class": "muted" }, "Click an interval to see its details.")); return; }
-    const rows = [["name", hit.name], ["kind", TL_LABELS[hit.kind] || hit.kind], ["stream", hit.label],
+    // a sampled Python stack: its innermost frame, then each caller outwards
+    const stack = hit.kind === "sample" ? hit.name.split(";").reverse() : [hit.name];
+    const rows = [["name", stack[0]], ...stack.slice(1).map((f) => ["called from", f]),
+      ["kind", TL_LABELS[hit.kind] || hit.kind], ["stream", hit.label],
       ["start", SS.ns(hit.s)], ["duration", SS.ns(hit.d)], ["end", SS.ns(hit.s + hit.d)]];
     if (hit.bytes > 0) {
       rows.push(["bytes", SS.bytes(hit.bytes) + (hit.memory ? " · " + hit.memory + " memory" : "")]);
