@@ -81,7 +81,16 @@ def current_analysis(store: Store, run_id: str) -> dict[str, Any]:
         if stored.get("analysis_version") == analysis_version():
             return stored
         log.info("run %s: analysis made by another version, computing it again", run_id)
-        fresh = _with_gpu_work(analyze_dict(store.load(run_id)))
+        try:
+            trace = store.load(run_id)
+        except (OSError, ValueError) as exc:  # the stored run cannot be read: what was said of it, said so
+            log.warning("run %s: cannot be read to analyse it again", run_id, exc_info=True)
+            note = (
+                "This analysis was made by an older version of Streamscope; the run could not be read to make it"
+                f" again ({exc})."
+            )
+            return {**stored, "notes": [*(stored.get("notes") or []), note]}
+        fresh = _with_gpu_work(analyze_dict(trace))
         store.replace_analysis(run_id, fresh)
         return fresh
 
@@ -117,4 +126,3 @@ def refresh_stale_analyses(store: Store, max_intervals: int = REFRESH_MAX_INTERV
     thread = threading.Thread(target=refresh, name="refresh-analyses", daemon=True)
     thread.start()
     return thread
-

@@ -74,3 +74,12 @@ def test_the_server_brings_small_runs_up_to_date_at_start_and_leaves_large_ones_
     served.extensions["streamscope.refresh"].join(timeout=60)
     assert all(store.analysis(r.id)["analysis_version"] == analysis_version() for r in two_runs)
     assert all(store.get(r.id).summary["findings"] != 99 for r in two_runs)
+
+
+def test_a_stored_run_that_cannot_be_read_keeps_its_older_analysis_and_says_so(client, store: Store, two_runs) -> None:
+    run = two_runs[0]
+    _age(store, run.id)
+    store.run_path(run.id).write_bytes(b"not parquet")
+    got = client.get(f"/api/runs/{run.id}/analysis").get_json()
+    assert got["analysis_version"] == "an-older-one"
+    assert got["notes"][-1].startswith("This analysis was made by an older version of Streamscope; the run could not")
