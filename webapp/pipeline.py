@@ -83,7 +83,7 @@ def current_analysis(store: Store, run_id: str) -> dict[str, Any]:
         log.info("run %s: analysis made by another version, computing it again", run_id)
         try:
             trace = store.load(run_id)
-        except (OSError, ValueError) as exc:  # the stored run cannot be read: what was said of it, said so
+        except Exception as exc:  # the stored run cannot be read (any reason): what was said of it, said so
             log.warning("run %s: cannot be read to analyse it again", run_id, exc_info=True)
             note = (
                 "This analysis was made by an older version of Streamscope; the run could not be read to make it"
