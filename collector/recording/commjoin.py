@@ -143,13 +143,12 @@ def _label_comm_copy_streams(lanes: list[Lane], frame: pd.DataFrame, backend: st
     if not backend:
         return lanes
     on = frame["lane"].to_numpy(np.int64)
-    by_collective = (frame["cause"].astype(str) == COLLECTIVE_CAUSE).to_numpy()
-    all_marked = np.ones(len(lanes), dtype=bool)
-    np.logical_and.at(all_marked, on, by_collective)
-    used = np.bincount(on, minlength=len(lanes)) > 0
+    by_collective = (frame["cause"] == COLLECTIVE_CAUSE).to_numpy(bool)
+    rows = np.bincount(on, minlength=len(lanes))
+    marked = np.bincount(on[by_collective], minlength=len(lanes))
     return [
         replace(ln, label=f"stream {ln.ident} ({backend} copies)")
-        if ln.kind is LaneKind.TRANSFER_STREAM and used[i] and all_marked[i]
+        if ln.kind is LaneKind.TRANSFER_STREAM and rows[i] and marked[i] == rows[i]
         else ln
         for i, ln in enumerate(lanes)
     ]
