@@ -4,6 +4,8 @@
 #   bash scripts/gpu_checks.sh tests      # every @pytest.mark.gpu test (recorder, programs, ranks, labels, replay)
 #   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py: each finding's fix against its prediction
 #   bash scripts/gpu_checks.sh overhead   # benchmarks/overhead.py --quick and stack_sampling.py
+#   bash scripts/gpu_checks.sh fidelity   # benchmarks/fidelity.py: our GPU intervals against CUPTI's, every loop
+#   bash scripts/gpu_checks.sh ddp        # record --nproc 2 of the gloo DDP test script (2 ranks, one GPU)
 #   bash scripts/gpu_checks.sh samples    # re-record the sample traces (sample_traces/README.md)
 #   bash scripts/gpu_checks.sh profiles   # torch.profiler traces of the what-if loops, for
 #                                         # benchmarks/critical_vs_hta.py (HTA runs off the GPU machine)
@@ -27,6 +29,14 @@ overhead)
     (cd benchmarks && python3 overhead.py --quick --md "../$out/overhead_quick.md") 2>&1 | tee "$out/overhead.log"
     (cd benchmarks && python3 stack_sampling.py --md "../$out/stack_sampling.md") 2>&1 | tee -a "$out/overhead.log"
     ;;
+fidelity)
+    python3 benchmarks/fidelity.py --md "$out/fidelity.md" 2>&1 | tee "$out/fidelity.log"
+    ;;
+ddp)
+    where="$(cd "$out" && pwd)"
+    (cd tests/gpu/scripts && python3 -m collector record --nproc 2 --no-probe ddp_ranks.py gloo \
+        --out "$where/ddp.json.gz") 2>&1 | tee "$out/ddp.log"
+    ;;
 samples)
     python3 benchmarks/demos.py --demos naive,pinned,overlap,sync-trap,d2h --traces sample_traces \
         --profiler-trace sample_traces/torch-profiler-overlap.pt.trace.json.gz 2>&1 | tee "$out/samples.log"
@@ -35,7 +45,7 @@ profiles)
     python3 benchmarks/critical_vs_hta.py --record "$out/profiles" 2>&1 | tee "$out/profiles.log"
     ;;
 *)
-    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|samples|profiles" >&2
+    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|fidelity|ddp|samples|profiles" >&2
     exit 2
     ;;
 esac
