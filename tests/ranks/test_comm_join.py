@@ -231,3 +231,16 @@ def test_the_host_bound_rank_is_named_with_its_own_times_not_a_median_over_all_r
     assert said and 20.0 <= float(said.group(1)) < 21.0, f.detail
     other = re.search(r"; rank 0 ([\d.]+) ms for ([\d.]+) ms\.", f.detail)
     assert other and float(other.group(1)) < 1.0 < float(other.group(2)), f.detail
+
+
+def test_a_straggler_whose_steps_begin_with_host_work_has_its_short_last_window_said() -> None:
+    """Rank 1 sleeps at the start of each step: each of its GPU-aligned windows holds the next step's sleep,
+    but the last has no next step. The note says so, for rank 1 only."""
+    from webapp.analysis.run import analyze
+
+    result = analyze(merge_traces([rank_trace(r, r.calls) for r in ddp_job(2, steps=6)]))
+    per = result.per_step
+    last = per[per["rank"] == 1].sort_values("step")["step_time_ns"].to_numpy()
+    assert last[-1] < 0.2 * last[-2]
+    said = [n for n in result.notes if "last step (" in n]
+    assert len(said) == 1 and said[0].startswith(f"Rank 1's last step ({last[-1] / 1e6:.2f} ms, against ")

@@ -179,6 +179,36 @@ def _pace_notes(per_step: pd.DataFrame) -> tuple[str, ...]:
     return (note,) if note else ()
 
 
+SHORT_LAST_FRAC = 0.5
+"""A rank's last step window under this share of the median of the LAST_NEIGHBOURS steps before it gets a note
+(GPU-aligned windows; the steps just before it, as a loop may change pace on the way)."""
+LAST_NEIGHBOURS = 5
+
+
+def short_last_notes(per_step: pd.DataFrame, basis: str) -> tuple[str, ...]:
+    """Where windows follow the GPU, each holds the host work before the next step's GPU work; a rank's last
+    has no next step, so a step that begins with host work (loading, a sleep, logging) ends short. One note
+    per rank whose last window is under SHORT_LAST_FRAC of the median of the steps just before it (3 steps or
+    more)."""
+    if basis not in ("gpu", "annotation") or per_step.empty:
+        return ()
+    several = per_step["rank"].nunique() > 1
+    notes = []
+    for rank, steps in per_step.sort_values("step").groupby("rank"):
+        times = steps["step_time_ns"].to_numpy(np.float64)
+        if len(times) < 3:
+            continue
+        typical, last = float(np.median(times[-1 - LAST_NEIGHBOURS : -1])), float(times[-1])
+        if last < SHORT_LAST_FRAC * typical:
+            whose = f"Rank {rank}'s last step" if several else "The last step"
+            notes.append(
+                f"{whose} ({last / 1e6:.2f} ms, against {typical / 1e6:.2f} ms for the steps before it) ends with "
+                "its GPU work: each other window also holds the host work before the next step's GPU work, and no "
+                "next step came. It is kept as measured."
+            )
+    return tuple(notes)
+
+
 def analyze(trace: Trace) -> RunAnalysis:
     """Analyze one run. Raises ValueError (one line) for a run that cannot be analysed."""
     rd = prepare(trace)
@@ -241,6 +271,7 @@ def analyze(trace: Trace) -> RunAnalysis:
             ),
             *phase_notes(phases, gpu=not cpu_only),
             *_pace_notes(per_step),
+            *short_last_notes(per_step, rd.step_basis),
             *timing_note(trace),
             *unknown_note(trace),
             *(() if cpu_only else (*causal.notes, *path_note(len(causal.path)))),
