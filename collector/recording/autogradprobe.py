@@ -4,25 +4,30 @@ CUPTI knows a host thread by the low 32 bits of its ``pthread_self``; a lane get
 native id. Python threads, and every thread the op-naming dispatch mode saw run an op, give both; the
 autograd worker of a CUDA device (``pt_autograd_0``) runs Python only in hooks. When naming stopped before the
 first backward (a gloo group carrying CUDA tensors stops it at once), its launches would sit on a lane called
-``thread 3951421120``. A backward of one element on the device, with a hook that notes the thread it runs
-on, names it: the hook runs on that worker.
+``thread 3951421120``. A backward of one element on each device the recording saw work on, with a hook that
+notes the thread it runs on, names it: the hook runs on that device's worker.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 
-def autograd_threads(torch: Any) -> dict[int, int]:
-    """CUPTI thread id (low 32 bits of ``pthread_self``) -> native thread id of the current CUDA device's
-    autograd worker; {} where CUDA is not in use or the backward cannot run (it never raises)."""
+def autograd_threads(torch: Any, devices: Iterable[int]) -> dict[int, int]:
+    """CUPTI thread id (low 32 bits of ``pthread_self``) -> native thread id of the autograd worker of each of
+    ``devices`` (CUDA device indices the recording saw work on: no other device gets a context); {} where CUDA
+    is not in use or the backward cannot run (it never raises)."""
+    found: dict[int, int] = {}
     try:
         if not torch.cuda.is_initialized():
-            return {}
-        return backward_thread(torch, torch.device("cuda", torch.cuda.current_device()))
+            return found
+        for index in devices:
+            found.update(backward_thread(torch, torch.device("cuda", int(index))))
     except Exception:  # noqa: BLE001 - a name for a lane is never worth failing a recording
-        return {}
+        return found
+    return found
 
 
 def backward_thread(torch: Any, device: Any) -> dict[int, int]:

@@ -123,7 +123,7 @@ class ClientCapture:
         if _unnamed_threads(records, threads):
             import torch
 
-            threads.update(autograd_threads(torch))
+            threads.update(autograd_threads(torch, _devices(records)))
         self._seen = threads
         table = event_table(
             records,
@@ -141,6 +141,13 @@ def _unnamed_threads(records: cc.Records, threads: dict[int, int]) -> bool:
     """Whether a CUDA call in ``records`` came from a thread missing from ``threads`` (CUPTI id -> native)."""
     ids = [np.unique(c["thread"]) for c in (records.columns.get(cc.RUNTIME), records.columns.get(cc.DRIVER)) if c]
     return bool(ids) and not np.isin(np.concatenate(ids), np.fromiter(threads, np.int64, len(threads))).all()
+
+
+def _devices(records: cc.Records) -> list[int]:
+    """The CUDA devices the records' kernels, copies and memsets ran on."""
+    cols = [records.columns.get(k) for k in (cc.CONCURRENT_KERNEL, cc.MEMCPY, cc.MEMSET)]
+    found = [np.unique(c["device"]) for c in cols if c and "device" in c]
+    return sorted({int(d) for d in np.concatenate(found)}) if found else []
 
 
 def losses(records: cc.Records) -> str:

@@ -13,7 +13,7 @@ import pytest
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
 from collector.recording import cupti_client as cc
-from collector.recording.client_capture import _unnamed_threads, event_table, losses
+from collector.recording.client_capture import _devices, _unnamed_threads, event_table, losses
 from collector.recording.enrich import HostFacts, enrich
 from collector.traceformat.events import EventTable
 
@@ -206,6 +206,9 @@ def test_a_cuda_call_from_a_thread_python_never_saw_asks_for_its_name() -> None:
     assert not _unnamed_threads(_records(), {CUPTI_TID: NATIVE_TID})
     assert _unnamed_threads(_records(), {CUPTI_TID + 1: NATIVE_TID})
     assert not _unnamed_threads(cc.Records(), {})
+    # the probe's backward runs on the devices the records ran on only: no other device gets a context
+    on_1 = cc.Records(columns={cc.CONCURRENT_KERNEL: {"device": np.array([1, 1], np.uint32)}})
+    assert _devices(_records()) == [0] and _devices(on_1) == [1] and _devices(cc.Records()) == []
 
 
 def test_what_a_capture_lost_is_said_in_words() -> None:

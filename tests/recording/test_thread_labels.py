@@ -106,4 +106,4 @@ def test_the_thread_that_runs_a_backward_is_found_by_a_hook() -> None:
         found = backward_thread(torch, torch.device("cpu"))
     assert found == {threading.get_ident() & 0xFFFFFFFF: threading.get_native_id()}
     broken = SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: True, current_device=lambda: 0))
-    assert autograd_threads(broken) == {}  # no torch.device, no backward: no name, no error
+    assert autograd_threads(broken, [0]) == {}  # no torch.device, no backward: no name, no error
