@@ -2,39 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
-from analysis_traces import COMPUTE, CPU, MS, PROBE, US, iv, lanes, steps
+from analysis_traces import COMPUTE, CPU, FORWARD, LOADING, LOOP, MS, SAMPLES, US, iv, lanes, loader_bound, steps
 
 from collector.model import Lane, LaneKind, RunMeta, Trace
 from webapp.analysis import analyze
-
-SAMPLES = 3
-LOOP = "main (train.py:40);train_epoch (train.py:30)"
-LOADING = f"{LOOP};__next__ (torch/utils/data/dataloader.py:701);_next_data (torch/utils/data/dataloader.py:757)"
-FORWARD = f"{LOOP};forward (model.py:12)"
-
-
-def loader_bound(n: int = 6, loading: str = LOADING, rank: int = 0) -> Trace:
-    """Per 8 ms step: 6 ms in ``loading`` (the DataLoader's __next__) and 2 ms in forward (sampled), then a
-    launch of a 1 ms kernel; on ``rank``."""
-    rows = []
-    for k in range(n):
-        t = k * 8 * MS
-        rows += [
-            iv(SAMPLES, "sample", t, t + 6 * MS, loading, step=k),
-            iv(SAMPLES, "sample", t + 6 * MS, t + 8 * MS, FORWARD, step=k),
-            iv(CPU, "launch", t + 8 * MS - 10 * US, t + 8 * MS - 5 * US, id=1000 + 2 * k, step=k),
-            iv(COMPUTE, "kernel", t + 8 * MS, t + 9 * MS, "gemm", launch_id=1000 + 2 * k, id=1001 + 2 * k, step=k),
-        ]
-    all_lanes = [*lanes(), Lane(0, LaneKind.CPU_THREAD, -100, "main thread: Python stack (sampled)")]
-    return Trace.build(
-        RunMeta(source="test", bandwidth_probe=dict(PROBE)),
-        [dataclasses.replace(ln, rank=rank) for ln in all_lanes],
-        rows,
-        steps(*[(k * 8 * MS, (k + 1) * 8 * MS) for k in range(n)], rank=rank),
-    )
 
 
 def test_frame_table_has_self_and_total_time_per_frame() -> None:

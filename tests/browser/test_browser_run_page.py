@@ -123,3 +123,28 @@ def test_a_run_whose_set_up_outlasts_its_steps_opens_on_its_steps(page, server, 
     view = page.evaluate("ssTimeline.view")
     span = run["end_ns"] - run["start_ns"]
     assert view[0] <= 0 and view[1] >= span  # the whole run, its 3 s of set-up too
+
+
+def test_the_host_time_tab_shows_each_ranks_frames(page, server, tmp_path: Path) -> None:
+    """Rank 0 waits on its DataLoader, rank 1 logs: the tab lists both ranks' frames, and each rank's own."""
+    from analysis.analysis_traces import LOOP, loader_bound
+
+    from collector.ranks.merge import merge_traces
+    from collector.traceformat.write import write_trace
+
+    path = tmp_path / "two-ranks-sampled.json.gz"
+    logging = f"{LOOP};log_metrics (train.py:55)"
+    write_trace(merge_traces([loader_bound(), loader_bound(loading=logging, rank=1)]), str(path))
+    run = _api(server, "/api/runs?name=two-ranks-sampled.json.gz", "POST", path.read_bytes())["run"]
+    page.goto(f"{server}/runs/{run['id']}")
+    page.wait_for_function(FIRST_PAINT)
+    page.click(".tabs button[data-tab='tab-host']")
+    page.wait_for_selector("#host-rank-pick:not([hidden])")
+    frames = "[...document.querySelectorAll('#host-table tbody tr td:first-child')].map(td => td.textContent)"
+    both = page.evaluate(frames)
+    assert "log_metrics (train.py:55)" in both and "_next_data (torch/utils/data/dataloader.py:757)" in both
+    page.select_option("#host-rank", "1")
+    one = page.evaluate(frames)
+    assert "log_metrics (train.py:55)" in one and "_next_data (torch/utils/data/dataloader.py:757)" not in one
+    page.select_option("#host-rank", "")
+    assert page.evaluate(frames) == both

@@ -18,7 +18,7 @@ from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame
 from webapp.analysis.pace import pace_note
 from webapp.analysis.phases import phase_frame, phase_notes
 from webapp.analysis.ranks import analyze_ranks
-from webapp.analysis.records import Finding, RunAnalysis, rule_key
+from webapp.analysis.records import Finding, RunAnalysis, frame_records, rule_key
 from webapp.analysis.rules import RULES, RuleContext
 from webapp.analysis.rules.base import Detection, pinned_gbps
 from webapp.analysis.rules.sync_in_loop import dropped, sync_groups
@@ -179,6 +179,8 @@ def _pace_notes(per_step: pd.DataFrame) -> tuple[str, ...]:
     return (note,) if note else ()
 
 
+MAX_RANK_FRAMES = 64
+"""Runs of up to this many ranks keep each rank's host frames too (``ranks.host_frames``: rank -> rows)."""
 SHORT_LAST_FRAC = 0.5
 """A rank's last step window under this share of the median of the LAST_NEIGHBOURS steps before it gets a note
 (GPU-aligned windows; the steps just before it, as a loop may change pace on the way)."""
@@ -257,6 +259,8 @@ def analyze(trace: Trace) -> RunAnalysis:
     metrics["recorder_call_ns"] = causal.recorder_call_ns
     recorded = measured if causal.recorder_call_ns > 0 else None
     host_frames = frame_table(rd)
+    if len(trace.ranks) > 1 and len(host_frames) and len(trace.ranks) <= MAX_RANK_FRAMES:
+        ranks["host_frames"] = {str(r): frame_records(frame_table(rd, rank=r)) for r in trace.ranks}
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),

@@ -1,5 +1,6 @@
 // What the run page and the offline run report share: findings that zoom the timeline when clicked, the
 // tabs and the tables under the timeline (the same columns on both).
+import { SS } from "./common.js";
 import { fillTable, metricsCatalog, stickyColumns } from "./tables.js";
 
 export const KERNEL_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"];
@@ -56,6 +57,14 @@ export function bindTabs(data, onStep, gpu) {
         ? `Host time over the steps by ${basis}: total = with the frame anywhere on the stack, self = innermost.`
         : d.host_frames_missing || "This run has no host stacks.";
       table("host-table", rows, HOST_COLUMNS);
+      // a run of several ranks: each rank's frames too (a straggler's extra host work shows on its own)
+      const byRank = (d.ranks || {}).host_frames;
+      if (!rows.length || !byRank) return;
+      const pick = document.getElementById("host-rank");
+      pick.replaceChildren(SS.el("option", { value: "" }, "all ranks"),
+        ...Object.keys(byRank).map((r) => SS.el("option", { value: r }, "rank " + r)));
+      document.getElementById("host-rank-pick").hidden = false;
+      pick.addEventListener("change", () => table("host-table", pick.value === "" ? rows : byRank[pick.value], HOST_COLUMNS));
     },
     "tab-colls": (d) => table("colls-table", (d.ranks || {}).collectives || [], COLLECTIVE_COLUMNS),
   };
