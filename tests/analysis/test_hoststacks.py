@@ -100,3 +100,5 @@ def test_the_frames_of_one_rank_are_that_ranks() -> None:
     one = hoststacks.frame_table(rd, rank=1).set_index("frame")
     assert one.loc["log_metrics (train.py:55)", "total_frac"] == pytest.approx(0.75)
     assert "forward (model.py:12)" in one.index and "_next_data (torch/utils/data/dataloader.py:757)" not in one.index
+    by_rank = analyze(merge_traces([loader_bound(), loader_bound(loading=logging, rank=1)])).ranks["host_frames"]
+    assert sorted(by_rank) == ["0", "1"] and by_rank["1"] == hoststacks.frame_table(rd, rank=1).to_dict("records")
