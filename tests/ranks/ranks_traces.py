@@ -18,6 +18,9 @@ from collector.model import Interval, IntervalKind, Lane, LaneKind, Marker, Mark
 MS = 1_000_000
 DATA = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 GROUP = "default_pg (pg 0)"
+LOAD_STACK = "main (train.py:10);load_batch (train.py:22)"
+FORWARD_STACK = "main (train.py:10);forward (model.py:5)"
+"""The sampled stacks of ``job(stacks=True)``: loading data, then computing."""
 
 
 def job(
@@ -34,7 +37,10 @@ def job(
     latency_ns: int = 500_000,
     end_jitter_ns: int = 20_000,
     seed: int = 0,
+    stacks: bool = False,
 ) -> list[Trace]:
+    """With ``stacks``, each rank's main thread is sampled: ``load_batch`` while it loads data, ``forward`` while it
+    computes (a lane of Python stacks, as the recorder keeps them)."""
     rng = np.random.default_rng(seed)
     offsets = list(offsets) or [0] * world
     hosts = list(hosts) or ["host-a"] * world
@@ -57,6 +63,9 @@ def job(
             s = int(starts[r])
             rows[r].append(Interval(0, IntervalKind.ANNOTATION, DATA, s, s + d, step=k))
             rows[r].append(Interval(0, IntervalKind.CPU_OP, "aten::mm", s + d, s + d + c, step=k))
+            if stacks:
+                rows[r].append(Interval(2, IntervalKind.SAMPLE, LOAD_STACK, s, s + d, step=k))
+                rows[r].append(Interval(2, IntervalKind.SAMPLE, FORWARD_STACK, s + d, s + d + c, step=k))
             enter[r] = s + d + c
         leave = int(enter.max()) + latency_ns
         for r in range(world):
@@ -72,6 +81,8 @@ def job(
     traces = []
     for r in range(world):
         lanes = [Lane(r, LaneKind.CPU_THREAD, 100 + r, "main thread"), Lane(r, LaneKind.COMM_STREAM, 200 + r, "gloo")]
+        if stacks:
+            lanes.append(Lane(r, LaneKind.CPU_THREAD, -100 - r, "main thread: Python stack (sampled)"))
         shifted = [_shift(i, offsets[r]) for i in rows[r]]
         mk = [Marker(m.rank, m.kind, m.name, m.start_ns + offsets[r], m.end_ns + offsets[r], m.step) for m in marks[r]]
         meta = RunMeta.new(host=hosts[r], world_size=world, device_name="cpu", source="synthetic")

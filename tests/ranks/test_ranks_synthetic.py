@@ -151,3 +151,14 @@ def test_a_multi_rank_set_up_is_the_longest_ranks_not_the_sum() -> None:
     assert len(setup) == 4 and result.metrics["setup_ns"] == setup["dur_ns"].max() < setup["dur_ns"].sum()
     note = next(n for n in result.notes if n.startswith("Set-up before the first step"))
     assert f"{setup['dur_ns'].max() / 1e6:.2f} ms on the longest of 4 ranks; over all ranks, in collectives" in note
+
+
+def test_a_straggler_whose_cause_is_on_its_host_names_where_its_host_time_went() -> None:
+    """Rank 2 loads data 8 ms longer per step: its sampled stacks put the time in load_batch."""
+    traces = job(4, slow_rank=2, delay_ns=8 * MS, cause="data", stacks=True)
+    finding = next(f for f in analyze(merge_traces(traces)).findings if f.rule == "straggler")
+    assert "Cause on rank 2: data loading" in finding.detail
+    assert "Where rank 2's host time went: load_batch (train.py:22) " in finding.detail
+    compute = job(4, slow_rank=2, delay_ns=8 * MS, cause="compute", stacks=True)
+    finding = next(f for f in analyze(merge_traces(compute)).findings if f.rule == "straggler")
+    assert "extra compute" in finding.detail and "host time went" not in finding.detail  # on GPU ranks: the device

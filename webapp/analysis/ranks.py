@@ -33,6 +33,7 @@ from webapp.analysis import intervals as iv
 from webapp.analysis.causal.fixes import shorten
 from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.findings import severity
+from webapp.analysis.hoststacks import top_frames
 from webapp.analysis.rankview import step_grid
 from webapp.analysis.records import Evidence, Finding, frame_records
 from webapp.analysis.rules.base import Change, RuleContext
@@ -84,6 +85,10 @@ CAUSES: dict[str, tuple[str, str]] = {
         "path or give every rank the same share.",
     ),
 }
+
+
+HOST_CAUSES = frozenset({"data_ns", "sync_ns", "other_ns"})
+"""Causes that are work or waits of the straggler's host, which its sampled stacks can place."""
 
 
 def _is_data(names: list[str]) -> np.ndarray:
@@ -250,7 +255,11 @@ def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
         "excess_ns": {k: float(v) for k, v in excess.items()},
     }
     section["what_if"] = {"step_time_now_ns": median_step, "step_time_without_straggler_ns": fixed}
-    facts = _Facts(straggler, share, wait, cost, median_step, cause_col, float(excess[cause_col]), replayed is not None)
+    # a cause on its host: its sampled frames say where (the extra work's own line, for "other host work")
+    frames = top_frames(rd, rank=straggler) if cause_col in HOST_CAUSES else ""
+    facts = _Facts(
+        straggler, share, wait, cost, median_step, cause_col, float(excess[cause_col]), replayed is not None, frames
+    )
     finding = _finding(facts, cf, total)
     return RankAnalysis(finding, section, notes, *(replayed or (None, None)))
 
@@ -309,6 +318,8 @@ class _Facts:
     cause: str
     extra: float
     replayed: bool
+    frames: str = ""
+    """Where the straggler's host time went (webapp.analysis.hoststacks.top_frames; '' without samples)."""
 
 
 def _finding(f: _Facts, cf: pd.DataFrame, total: float) -> Finding:
@@ -323,6 +334,8 @@ def _finding(f: _Facts, cf: pd.DataFrame, total: float) -> Finding:
         f"Rank {r} arrives last in {f.share:.0%} of the collectives; every other rank waits for it inside "
         f"them. Cause on rank {r}: {label} ({f.extra / 1e6:.2f} ms more per step than the typical rank)."
     )
+    if f.frames:
+        detail += f" Where rank {r}'s host time went: {f.frames}."
     if not f.replayed:
         detail += (
             " The cost is the measured wait: the collectives ran on host threads, which the dependency graph "
