@@ -102,9 +102,34 @@ def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
 def frame_table(rd: RunData, limit: int = 50, rank: int | None = None) -> pd.DataFrame:
     """Host time by frame over the steps (of ``rank`` only, when given), most time first; columns
     :data:`FRAME_COLUMNS`. Empty without samples or CPU ops."""
-    rows = sample_rows(rd, rank)
-    n_steps = max(len(rd.win) if rank is None else int(np.sum(rd.win_rank == rank)), 1)
     basis = frames_basis(rd)
+    rows = _basis_rows(rd, basis)
+    if rank is not None:
+        rows = rows[rd.rank[rows] == rank]
+    n_steps = len(rd.win) if rank is None else int(np.sum(rd.win_rank == rank))
+    return _frame_table(rd, rows, basis, max(n_steps, 1), limit)
+
+
+def frame_tables_by_rank(rd: RunData, limit: int = 50) -> dict[int, pd.DataFrame]:
+    """:func:`frame_table` of each rank that has rows for it, the trace's rows read once."""
+    basis = frames_basis(rd)
+    rows = _basis_rows(rd, basis)
+    owner = rd.rank[rows]
+    return {
+        int(r): _frame_table(rd, rows[owner == r], basis, max(int(np.sum(rd.win_rank == r)), 1), limit)
+        for r in np.unique(owner).tolist()
+    }
+
+
+def _basis_rows(rd: RunData, basis: str) -> np.ndarray:
+    """The rows ``basis`` reads inside the steps: sampled stacks, or CPU ops (none for '')."""
+    if not basis:
+        return np.zeros(0, dtype=np.int64)
+    kind = IntervalKind.CPU_OP if basis == "cpu_ops" else IntervalKind.SAMPLE
+    return np.flatnonzero(kind_mask(rd.kind, kind) & (rd.win_row >= 0))
+
+
+def _frame_table(rd: RunData, rows: np.ndarray, basis: str, n_steps: int, limit: int) -> pd.DataFrame:
     self_t: dict[str, int] = {}
     total_t: dict[str, int] = {}
     whole = 0
@@ -117,7 +142,7 @@ def frame_table(rd: RunData, limit: int = 50, rank: int | None = None) -> pd.Dat
                 total_t[f] = total_t.get(f, 0) + int(t)
         whole = int(by_stack.sum())
     elif basis == "cpu_ops":
-        self_t, total_t, whole = _cpu_op_times(rd, rank)
+        self_t, total_t, whole = _cpu_op_times(rd, rows)
     if not total_t:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "frame" else "float64") for c in FRAME_COLUMNS})
     out = pd.DataFrame(
@@ -137,11 +162,10 @@ def frame_table(rd: RunData, limit: int = 50, rank: int | None = None) -> pd.Dat
     return out.sort_values(["total_ns", "self_ns"], ascending=False, kind="stable").head(limit).reset_index(drop=True)
 
 
-def _cpu_op_times(rd: RunData, rank: int | None) -> tuple[dict[str, int], dict[str, int], int]:
-    """Host CPU ops in the steps (of ``rank`` only, when given) by name: self time (children's time taken
-    out), total time (each call whole, a call inside another of the same name not counted again), and the
-    union of their time."""
-    rows = np.flatnonzero(kind_mask(rd.kind, IntervalKind.CPU_OP) & (rd.win_row >= 0) & _of_rank(rd, rank))
+def _cpu_op_times(rd: RunData, rows: np.ndarray) -> tuple[dict[str, int], dict[str, int], int]:
+    """Host CPU ops ``rows`` (inside the steps) by name: self time (children's time taken out), total time
+    (each call whole, a call inside another of the same name not counted again), and the union of their
+    time."""
     if not len(rows):
         return {}, {}, 0
     lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[rows]

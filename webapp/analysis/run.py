@@ -13,7 +13,7 @@ from webapp.analysis.causal import causal_model
 from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import find_all, listed, ranked, share_of_steps
-from webapp.analysis.hoststacks import frame_table, frames_basis, missing_text
+from webapp.analysis.hoststacks import frame_table, frame_tables_by_rank, frames_basis, missing_text
 from webapp.analysis.metrics import kernel_table, per_rank_frame, per_step_frame, run_metrics
 from webapp.analysis.pace import pace_note
 from webapp.analysis.phases import phase_frame, phase_notes
@@ -260,7 +260,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     recorded = measured if causal.recorder_call_ns > 0 else None
     host_frames = frame_table(rd)
     if len(trace.ranks) > 1 and len(host_frames) and len(trace.ranks) <= MAX_RANK_FRAMES:
-        ranks["host_frames"] = {str(r): frame_records(frame_table(rd, rank=r)) for r in trace.ranks}
+        ranks["host_frames"] = {str(r): frame_records(t) for r, t in frame_tables_by_rank(rd).items()}
     return RunAnalysis(
         metrics=metrics,
         per_rank=per_rank_frame(per_step),
