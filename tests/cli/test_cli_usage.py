@@ -31,14 +31,6 @@ def _one_line(err: str, prog: str, says: str) -> None:
     assert "usage:" not in err
 
 
-@pytest.mark.parametrize("argv, prog, says", BAD, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
-def test_a_streamscope_usage_error_is_one_line_and_exit_2(argv, prog, says, capsys) -> None:
-    assert streamscope_main(argv) == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    _one_line(err, prog, says)
-
-
 COLLECTOR_BAD = [
     (["record"], "python3 -m collector record", "the following arguments are required: TARGET"),
     (["record", "--every", "two", "demo:naive"], "python3 -m collector record", "invalid int value: 'two'"),
@@ -48,9 +40,13 @@ COLLECTOR_BAD = [
 ]
 
 
-@pytest.mark.parametrize("argv, prog, says", COLLECTOR_BAD, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
-def test_a_collector_usage_error_is_one_line_and_exit_2(argv, prog, says, capsys) -> None:
-    assert collector_main(argv) == 2
+@pytest.mark.parametrize(
+    "main, argv, prog, says",
+    [(streamscope_main, *case) for case in BAD] + [(collector_main, *case) for case in COLLECTOR_BAD],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_a_usage_error_is_one_line_and_exit_2(main, argv, prog, says, capsys) -> None:
+    assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == ""
     _one_line(err, prog, says)
