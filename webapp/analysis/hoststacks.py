@@ -86,11 +86,12 @@ def missing_text(rd: RunData) -> str:
 
 def sample_rows(rd: RunData, rank: int | None = None) -> np.ndarray:
     """Rows of sampled host stacks inside the step windows (of ``rank`` only, when given)."""
-    return np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0) & _of_rank(rd, rank))
+    return _on_rank(rd, np.flatnonzero(kind_mask(rd.kind, IntervalKind.SAMPLE) & (rd.win_row >= 0)), rank)
 
 
-def _of_rank(rd: RunData, rank: int | None) -> np.ndarray | bool:
-    return True if rank is None else rd.rank == rank
+def _on_rank(rd: RunData, rows: np.ndarray, rank: int | None) -> np.ndarray:
+    """Those of ``rows`` on ``rank`` (all of them for None)."""
+    return rows if rank is None else rows[rd.rank[rows] == rank]
 
 
 def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
@@ -103,9 +104,7 @@ def frame_table(rd: RunData, limit: int = 50, rank: int | None = None) -> pd.Dat
     """Host time by frame over the steps (of ``rank`` only, when given), most time first; columns
     :data:`FRAME_COLUMNS`. Empty without samples or CPU ops."""
     basis = frames_basis(rd)
-    rows = _basis_rows(rd, basis)
-    if rank is not None:
-        rows = rows[rd.rank[rows] == rank]
+    rows = _on_rank(rd, _basis_rows(rd, basis), rank)
     n_steps = len(rd.win) if rank is None else int(np.sum(rd.win_rank == rank))
     return _frame_table(rd, rows, basis, max(n_steps, 1), limit)
 
@@ -123,10 +122,9 @@ def frame_tables_by_rank(rd: RunData, limit: int = 50) -> dict[int, pd.DataFrame
 
 def _basis_rows(rd: RunData, basis: str) -> np.ndarray:
     """The rows ``basis`` reads inside the steps: sampled stacks, or CPU ops (none for '')."""
-    if not basis:
-        return np.zeros(0, dtype=np.int64)
-    kind = IntervalKind.CPU_OP if basis == "cpu_ops" else IntervalKind.SAMPLE
-    return np.flatnonzero(kind_mask(rd.kind, kind) & (rd.win_row >= 0))
+    if basis != "cpu_ops":
+        return sample_rows(rd) if basis else np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(kind_mask(rd.kind, IntervalKind.CPU_OP) & (rd.win_row >= 0))
 
 
 def _frame_table(rd: RunData, rows: np.ndarray, basis: str, n_steps: int, limit: int) -> pd.DataFrame:
