@@ -63,10 +63,6 @@ def analyze_dict(trace: Trace) -> dict[str, Any]:
         return failed.to_dict() | {"summary": {}} | version
 
 
-_REANALYSING: dict[str, threading.Lock] = {}
-_GUARD = threading.Lock()
-
-
 def current_analysis(store: Store, run_id: str) -> dict[str, Any]:
     """The run's stored analysis; computed again from the stored run first (and stored, its catalog summary
     too) when another version of the analysis made it (webapp.analysis.version). One computation per run at a
@@ -74,9 +70,7 @@ def current_analysis(store: Store, run_id: str) -> dict[str, Any]:
     stored = store.analysis(run_id)
     if stored.get("analysis_version") == analysis_version():
         return stored
-    with _GUARD:
-        lock = _REANALYSING.setdefault(run_id, threading.Lock())
-    with lock:
+    with store.exclusive(f"analysis:{run_id}"):
         stored = store.analysis(run_id)
         if stored.get("analysis_version") == analysis_version():
             return stored

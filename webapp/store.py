@@ -138,7 +138,7 @@ class Store:
         self._cache: OrderedDict[str, RunIndex] = OrderedDict()
         self._cache_size = cache_runs
         self._lock = threading.Lock()
-        self._building: dict[str, threading.Lock] = {}
+        self._exclusive: dict[str, threading.Lock] = {}
         self._sweep()
 
     # -- catalog -------------------------------------------------------------------------------------
@@ -295,17 +295,27 @@ class Store:
                 self._cache.move_to_end(run_id)
                 return self._cache[run_id]
         self.get(run_id)
-        with self._lock:
-            building = self._building.setdefault(run_id, threading.Lock())
-        with building:  # one build per run; concurrent callers wait for it
+        with self.exclusive(f"index:{run_id}"):  # one build per run; concurrent callers wait for it
             with self._lock:
                 if run_id in self._cache:
                     return self._cache[run_id]
             index = self._open_index(run_id, trace)
             with self._lock:
                 self._remember(run_id, index)
-                self._building.pop(run_id, None)
         return index
+
+    @contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Held by one caller per ``key`` at a time (one index build, one analysis run again, per run); the
+        others wait, then find the work done."""
+        with self._lock:
+            lock = self._exclusive.setdefault(key, threading.Lock())
+        with lock:
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._exclusive.pop(key, None)
 
     def _open_index(self, run_id: str, trace: Trace | None) -> RunIndex:
         """The saved index, memory-mapped (the Parquet file is read only if the full run is asked for);
