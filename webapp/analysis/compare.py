@@ -55,9 +55,10 @@ def change_text(change: float | None, frac: bool, missing: str = "—") -> str:
     other's relative to A ("-52.7%", or "1,021x" from RATIO_FROM_PCT on); ``missing`` where there is none."""
     if change is None or not math.isfinite(change):
         return missing
+    shown = f"{change:+.{CHANGE_DECIMALS}f}"
     if frac:
-        return f"{change:+.1f} pts"
-    return f"{1 + change / 100:,.0f}x" if change >= RATIO_FROM_PCT else f"{change:+.1f}%"
+        return f"{shown} pts"
+    return f"{1 + change / 100:,.0f}x" if change >= RATIO_FROM_PCT else f"{shown}%"
 
 
 def compared_label(key: str, basis: str = "") -> str:
