@@ -102,3 +102,30 @@ def test_the_frames_of_one_rank_are_that_ranks() -> None:
     assert "forward (model.py:12)" in one.index and "_next_data (torch/utils/data/dataloader.py:757)" not in one.index
     by_rank = analyze(merge_traces([loader_bound(), loader_bound(loading=logging, rank=1)])).ranks["host_frames"]
     assert sorted(by_rank) == ["0", "1"] and by_rank["1"] == hoststacks.frame_table(rd, rank=1).to_dict("records")
+
+
+def test_the_recorder_s_own_frames_count_to_the_user_s_line() -> None:
+    """Ops run under the recorder's op naming (first step): the time is the user's line's, and no frame of the
+    recorder reaches the table or the finding."""
+    from webapp.analysis import hoststacks
+    from webapp.analysis.context import prepare
+
+    recorder = "__torch_dispatch__ (collector/recording/opnames.py:90);__call__ (torch/_ops.py:865)"
+    named = f"{LOOP};prepare (train.py:22);{recorder}"
+    rd = prepare(loader_bound(loading=named))
+    table = hoststacks.frame_table(rd).set_index("frame")
+    assert not any("collector/recording" in f or "torch/_ops.py" in f for f in table.index)
+    assert table.loc["prepare (train.py:22)", "self_ns"] == 5 * 6 * MS
+    assert hoststacks.top_frames(rd).startswith("prepare (train.py:22) 75%")
+    alone = "probe (collector/recording/probe.py:3)"
+    assert hoststacks.without_recorder(alone) == alone
+
+
+def test_a_loop_whose_own_line_holds_the_time_is_named() -> None:
+    """A loop of ops in C++ spends its time in its own line (no Python frame inside): that line is the answer,
+    though it is around everything."""
+    from webapp.analysis import hoststacks
+    from webapp.analysis.context import prepare
+
+    text = hoststacks.top_frames(prepare(loader_bound(loading=LOOP)))
+    assert text == "train_epoch (train.py:30) 75%, forward (model.py:12) 25%"

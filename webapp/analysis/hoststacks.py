@@ -30,6 +30,9 @@ EVERYWHERE = 0.99
 SPECIFIC = 0.8
 """A frame inside a named one replaces it when it holds at least this share of its time."""
 FRAME_FILE = re.compile(r"\((.*):\d+\)$")
+RECORDER_FRAME = re.compile(r"(^|;)[^;]*\(collector/recording/")
+"""A frame of the recorder itself (naming ops in the first step, its start-up probe): it and the frames it
+calls are the recorder's time, counted to the user's line that was running."""
 
 FRAME_COLUMNS = {
     "frame": "function and file:line ('func (file.py:12)'), or a CPU op's name",
@@ -95,9 +98,19 @@ def _on_rank(rd: RunData, rows: np.ndarray, rank: int | None) -> np.ndarray:
 
 
 def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
-    """Sampled host time (ns) per folded stack over the ``sample`` rows ``rows``."""
+    """Sampled host time (ns) per folded stack over the ``sample`` rows ``rows``, each stack cut at the
+    recorder's own frames (:func:`without_recorder`)."""
     dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
-    return pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
+    by_stack = pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
+    return by_stack.groupby([without_recorder(str(s)) for s in by_stack.index]).sum()
+
+
+def without_recorder(stack: str) -> str:
+    """``stack`` without its innermost frames from the recorder's first frame on: the op the user's line ran
+    while the recorder named it is that line's time, not the recorder's ``__torch_dispatch__``. A stack that is
+    the recorder's alone stays whole."""
+    m = RECORDER_FRAME.search(stack)
+    return stack if m is None or m.start() == 0 else stack[: m.start()]
 
 
 def frame_table(rd: RunData, limit: int = 50, rank: int | None = None) -> pd.DataFrame:
@@ -197,12 +210,17 @@ def _cpu_op_times(rd: RunData, rows: np.ndarray) -> tuple[dict[str, int], dict[s
 def top_frames(rd: RunData, count: int = 3, rank: int | None = None) -> str:
     """The few frames that say where the host's time went (on ``rank`` only, when given), with their share:
     the heaviest frames that are not the loop around everything, each replaced by a frame inside it that holds
-    most of its time, and named with its caller where that is another file's (:func:`_with_caller`). '' without
+    most of its time, and named with its caller where that is another file's (:func:`_with_caller`). A frame
+    around everything whose own line holds a tenth of the time or more is named with that share. '' without
     samples."""
     rows = sample_rows(rd, rank)
     if not len(rows):
         return ""
     table = frame_table(rd, limit=200, rank=rank)
+    # a frame around everything answers nothing, unless its own line holds the time (a loop of ops in C++)
+    own = table["self_ns"] * table["total_frac"] / table["total_ns"].clip(lower=1)
+    lines = table[(table["total_frac"] > OUTER_SHARE) & (own >= 1 - OUTER_SHARE)]
+    own_lines = set(lines["frame"])
     table = table[table["total_frac"] <= OUTER_SHARE]
     by_stack = _stack_times(rd, rows)
     inside: dict[str, set[str]] = {}
@@ -217,9 +235,15 @@ def top_frames(rd: RunData, count: int = 3, rank: int | None = None) -> str:
         for pair in dict.fromkeys(zip(frames, frames[1:], strict=False)):
             pairs[pair] = pairs.get(pair, 0) + int(t)
     share = dict(zip(table["frame"], table["total_frac"], strict=True))
+    share |= dict(zip(lines["frame"], own[lines.index], strict=True))
     chosen: list[str] = []
     named: list[str] = []  # chosen frames and the frames they stand for
-    for frame in table["frame"]:
+    for frame in sorted(share, key=lambda f: -share[f]):
+        if frame in own_lines:
+            chosen.append(frame)  # its own line's time: the frames inside it are the rest, named on their own
+            if len(chosen) == count:
+                break
+            continue
         if any(frame in inside.get(c, ()) for c in named) or any(c in inside.get(frame, ()) for c in named):
             continue
         best = frame
