@@ -94,6 +94,12 @@ class HostBound:
             f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
             "CUDA graphs also pack the kernels closer)."
         )
+        if any(floor is not None for _, _, _, floor in savings):
+            detail += (
+                f" The DataLoader figure assumes each of {LOADER_WORKERS} workers loads a batch as fast as this "
+                "process did, on a core of its own: workers that share cores, or that pay to hand batches to "
+                "this process, save less."
+            )
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(float(bound.sum()) / ctx.n_win)),
