@@ -94,7 +94,7 @@ def find_steps(trace: Trace, step_at: str | None = None) -> Trace:
         found = _repeats(trace, ("graph",)) if graphs.replays_past_marks(trace, MIN_ITERATIONS) else None
         if found is not None:  # the marks were the set-up's (warm-up, capture); the loop replays graphs
             return _trim_first_step(_with_steps(trace, found[0], found[1], "repeat:graph"))
-        return _trim_first_step(trace.with_meta(step_method=trace.meta.step_method or "markers"))
+        return _trim_first_step(_tagged(trace).with_meta(step_method=trace.meta.step_method or "markers"))
     if df.empty:
         return trace.with_meta(step_method="none")
     annotation = _kind(df, IntervalKind.ANNOTATION) & _cpu_rows(trace)
@@ -356,6 +356,19 @@ def _with_steps(trace: Trace, starts: np.ndarray, ends: np.ndarray, method: str)
     nxt = marks.groupby("rank")["start_ns"].shift(-1)
     marks["end_ns"] = nxt.fillna(marks["rank"].map(last_end)).astype(np.int64)
     marks["end_ns"] = np.maximum(marks["end_ns"], marks["start_ns"])
+    step = _placed(trace, marks)
+    others = trace.markers[trace.markers["kind"] != MarkerKind.STEP.value]
+    new = marks.assign(kind=MarkerKind.STEP.value, name="step " + marks["step"].astype(str))
+    markers = conform_markers(pd.concat([others, new], ignore_index=True)) if len(others) else conform_markers(new)
+    intervals = df.assign(step=step.astype(np.int32))
+    return replace(trace, intervals=intervals, markers=markers).with_meta(step_method=method)
+
+
+def _placed(trace: Trace, marks: pd.DataFrame) -> np.ndarray:
+    """Step of each interval under ``marks`` (rank, step, start_ns, end_ns; sorted by rank and start, not
+    overlapping): a host interval's is the step holding its start, GPU work's its launch's (NO_STEP
+    outside every step)."""
+    df = trace.intervals
     rank = df["rank"].to_numpy(np.int64)
     t = df["start_ns"].to_numpy(np.int64)
     base = int(min(t.min(), marks["start_ns"].min()))
@@ -370,11 +383,20 @@ def _with_steps(trace: Trace, starts: np.ndarray, ends: np.ndarray, method: str)
     gpu = ~_cpu_rows(trace)
     linked = gpu & (launch >= 0)
     step[linked] = step[launch[linked]]
-    others = trace.markers[trace.markers["kind"] != MarkerKind.STEP.value]
-    new = marks.assign(kind=MarkerKind.STEP.value, name="step " + marks["step"].astype(str))
-    markers = conform_markers(pd.concat([others, new], ignore_index=True)) if len(others) else conform_markers(new)
-    intervals = df.assign(step=step.astype(np.int32))
-    return replace(trace, intervals=intervals, markers=markers).with_meta(step_method=method)
+    return step
+
+
+def _tagged(trace: Trace) -> Trace:
+    """A trace whose step markers came without its GPU work tagged with them (a converted or hand-made trace):
+    its intervals placed under those markers (:func:`_placed`), so that its steps follow the GPU's pace as a
+    recorded trace's do. Traces with tagged GPU work, or with no GPU work linked to a launch, are returned
+    as they are."""
+    df = trace.intervals
+    gpu = ~_cpu_rows(trace)
+    if df.empty or (df["step"].to_numpy()[gpu] != NO_STEP).any() or not (gpu & (launch_rows(df) >= 0)).any():
+        return trace
+    marks = trace.steps().sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    return replace(trace, intervals=df.assign(step=_placed(trace, marks).astype(np.int32)))
 
 
 # ------------------------------------------------------------------------------------ column helpers
