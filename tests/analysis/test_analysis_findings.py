@@ -297,3 +297,60 @@ def test_host_slower_than_gpu_is_host_bound_after_a_sync_too() -> None:
     f = _by_rule(analyze(_refill_run(launch_us=600)))
     assert "host-bound" in f and "sync-in-loop" in f
     assert "CUDA graphs" in f["host-bound"].detail
+
+
+def _gpu_bound_with_item(n: int, tag: bool) -> Trace:
+    """Per step: ten 5 us launches of 1 ms kernels queued back to back, then the host waits for the last one
+    (``.item()``) and starts the next step 21 us after the wait ends. ``tag=False``: only the step markers say
+    which step anything is in, as in a converted trace."""
+    rows, bounds, t, i = [], [], 0, 0
+    for k in range(n):
+        step = k if tag else -1
+        end = t + 10 * US
+        for j in range(10):
+            rows.append(iv(CPU, "launch", t + j * 10 * US, t + j * 10 * US + 5 * US, id=i, step=step))
+            start = end if j == 0 else end + 1 * US
+            end = start + 1 * MS
+            rows.append(iv(COMPUTE, "kernel", start, end, f"k{j}", launch_id=i, id=i + 1, step=step))
+            i += 2
+        rows.append(iv(CPU, "sync_wait", t + 100 * US, end + 10 * US, cause="item", source="train.py:42", id=i))
+        i += 1
+        bounds.append((t, end + 31 * US))
+        t = end + 31 * US
+    return trace(rows, steps(*bounds))
+
+
+def test_a_sync_on_a_gpu_bound_loop_costs_its_gap_whether_or_not_the_work_is_tagged() -> None:
+    """The GPU runs 10 ms per step and the host 0.1 ms: without the .item() the host runs ahead and the GPU
+    keeps its pace, so the sync costs the 40 us gap it leaves per step. Steps read from markers alone are
+    placed on the GPU's work all the same (its launches say which step it is in), never at the host's pace."""
+    from collector.steps import find_steps
+
+    for tag in (True, False):
+        result = analyze(find_steps(_gpu_bound_with_item(8, tag)))
+        sync = {f.rule: f for f in result.minor_findings}["sync-in-loop"]  # under 0.5% of the step: not a problem
+        assert sync.cost_per_step_ns == pytest.approx(40 * US, abs=6 * US)
+        assert result.what_if["speedup"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_finding_costs_its_saving_over_the_run_not_its_best_windows() -> None:
+    """A fix that saves 3 ms in two windows and moves 3 ms of backlog into the third saves 1 ms per step:
+    the window it made slower counts too."""
+    from webapp.analysis.causal import causal_model
+    from webapp.analysis.context import prepare
+    from webapp.analysis.findings import find_all
+    from webapp.analysis.rules.base import Detection, RuleContext
+
+    class Planted:
+        name, title, fix = "planted", "A planted fix", "Fix it."
+
+        def detect(self, ctx: RuleContext) -> Detection:
+            return Detection("Planted.", lambda graph: graph, saving=np.array([3 * MS, 3 * MS, -3 * MS]))
+
+    rd = prepare(pageable_run(3))
+    cm = causal_model(rd)
+    ctx = RuleContext(rd, cm.graph, cm.steps, cm.base_steps, {}, float("nan"), cm.replayed)
+    found, minor, costs, _ = find_all(ctx, rules=[Planted()])
+    (finding,) = (*found, *minor)
+    assert finding.cost_per_step_ns == 1 * MS and finding.cost_total_ns == 3 * MS
+    assert costs["planted"].tolist() == [3 * MS, 3 * MS, -3 * MS]

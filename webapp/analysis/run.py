@@ -163,9 +163,9 @@ def sync_table(rd: RunData, ctx: RuleContext) -> pd.DataFrame:
         for cause, source in top.index:
             nodes = groups.loc[(groups["cause"] == cause) & (groups["source"] == source), "node"].to_numpy()
             drop = dropped(ctx, nodes)
-            saving = np.maximum(ctx.saving(partial(drop_waits, waits=drop)), 0)
+            saving = ctx.saving(partial(drop_waits, waits=drop))
             hit = (out["cause"] == cause) & (out["source"] == source)
-            out.loc[hit, "saving_ns"] = float(saving.sum()) / ctx.n_win
+            out.loc[hit, "saving_ns"] = max(float(saving.sum()), 0.0) / ctx.n_win
     out = out.sort_values(["saving_ns", "total_ns"], ascending=False, kind="stable", na_position="last")
     return out.reset_index(drop=True)[cols]
 
