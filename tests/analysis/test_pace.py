@@ -51,3 +51,5 @@ def test_a_short_last_window_is_said_against_the_steps_just_before_it_not_the_wh
     assert note.startswith("The last step (4.70 ms, against 25.00 ms for the steps before it) ends with its GPU")
     assert short_last_notes(per_step([25, 25, 26, 25, 25, 4.7]), "host") == ()  # marker windows: as marked
     assert short_last_notes(per_step([25, 4.7]), "gpu") == ()  # too few steps to tell
+    (cpu,) = short_last_notes(per_step([25, 25, 26, 25, 25, 4.7]), "gpu", gpu=False)  # windows on collectives
+    assert "ends with its collectives" in cpu and "GPU" not in cpu

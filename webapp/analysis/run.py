@@ -187,14 +187,15 @@ SHORT_LAST_FRAC = 0.5
 LAST_NEIGHBOURS = 5
 
 
-def short_last_notes(per_step: pd.DataFrame, basis: str) -> tuple[str, ...]:
+def short_last_notes(per_step: pd.DataFrame, basis: str, gpu: bool = True) -> tuple[str, ...]:
     """Where windows follow the GPU, each holds the host work before the next step's GPU work; a rank's last
     has no next step, so a step that begins with host work (loading, a sleep, logging) ends short. One note
     per rank whose last window is under SHORT_LAST_FRAC of the median of the steps just before it (3 steps or
-    more)."""
+    more). ``gpu``: the run has GPU work (else windows follow its collectives, and the note says so)."""
     if basis not in ("gpu", "annotation") or per_step.empty:
         return ()
     several = per_step["rank"].nunique() > 1
+    work = "GPU work" if gpu else "collectives"
     notes = []
     for rank, steps in per_step.sort_values("step").groupby("rank"):
         times = steps["step_time_ns"].to_numpy(np.float64)
@@ -205,7 +206,7 @@ def short_last_notes(per_step: pd.DataFrame, basis: str) -> tuple[str, ...]:
             whose = f"Rank {rank}'s last step" if several else "The last step"
             notes.append(
                 f"{whose} ({last / 1e6:.2f} ms, against {typical / 1e6:.2f} ms for the steps before it) ends with "
-                "its GPU work: each other window also holds the host work before the next step's GPU work, and no "
+                f"its {work}: each other window also holds the host work before the next step's {work}, and no "
                 "next step came. It is kept as measured."
             )
     return tuple(notes)
@@ -275,7 +276,7 @@ def analyze(trace: Trace) -> RunAnalysis:
             ),
             *phase_notes(phases, gpu=not cpu_only),
             *_pace_notes(per_step),
-            *short_last_notes(per_step, rd.step_basis),
+            *short_last_notes(per_step, rd.step_basis, gpu=not cpu_only),
             *timing_note(trace),
             *unknown_note(trace),
             *(() if cpu_only else (*causal.notes, *path_note(len(causal.path)))),
