@@ -96,6 +96,9 @@ class CpuRecorder(Recorder):
         self._prof: Any = None
         self._restore_log: Callable[[], None] = lambda: None  # quiet_kineto's undo, once started
         self._calls: list[tuple[int, int, str]] = []
+        self._groups: set[str] = set()
+        """Labels of the process groups seen while recording (at each step and collective call): a script
+        that destroys its groups before the recorder stops leaves none to look up then."""
 
     def _now(self) -> int:
         return time.time_ns()
@@ -113,12 +116,18 @@ class CpuRecorder(Recorder):
         self._undo.append(groups.install(self._on_collective_call))
 
     def _next_step(self, was_on: bool) -> None:
+        from collector.recording.groups import known_groups
+
+        self._groups.update(known_groups())
         if self.every > 1 and self._on != was_on and self._prof is not None:
             from torch.profiler import ProfilerActivity
 
             self._prof.toggle_collection_dynamic(self._on, [ProfilerActivity.CPU])
 
     def _on_collective_call(self, t0: int, t1: int, group: str) -> None:
+        from collector.recording.groups import known_groups
+
+        self._groups.update((group, *known_groups()))
         if self._on:
             self._calls.append((t0, t1, group))
 
@@ -156,7 +165,7 @@ class CpuRecorder(Recorder):
         frame["step"] = step_at(markers, frame["start_ns"].to_numpy(np.int64))
         from collector.recording.groups import assign_groups, known_groups
 
-        frame["group"] = assign_groups(frame, self._calls, known_groups())
+        frame["group"] = assign_groups(frame, self._calls, sorted(self._groups.union(known_groups())))
         meta = RunMeta.new(
             workload=self.workload,
             source=self.source,
