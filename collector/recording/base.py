@@ -35,7 +35,10 @@ from collector.errors import StreamscopeError
 from collector.model import NO_STEP, MarkerKind, Trace
 
 _R = TypeVar("_R", bound="Recorder")
-NO_CUDA_MESSAGE = "no CUDA device: recording needs an NVIDIA GPU; browsing and analysis work without one"
+NO_CUDA_MESSAGE = (
+    "no CUDA device: recording GPU work needs an NVIDIA GPU (--timing cpu records host ops and collectives "
+    "without one); browsing and analysis work without one"
+)
 
 
 class NoCudaError(StreamscopeError, RuntimeError):

@@ -5,6 +5,7 @@ other change; a source whose ``needs_cuda`` is False records without CUDA."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def test_a_source_that_needs_no_cuda_records_a_script_without_cuda(toys: None, t
 def test_a_source_that_needs_cuda_is_refused_without_it(toys: None, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text("")
-    with pytest.raises(NoCudaError, match=NO_CUDA_MESSAGE):
+    with pytest.raises(NoCudaError, match=re.escape(NO_CUDA_MESSAGE)):
         runner.run_record(_parse("--timing", "needs-cuda", "--out", str(tmp_path / "r.json"), str(script)))
     with pytest.raises(NoCudaError):  # a demo that runs on the GPU needs CUDA whatever times it
         runner.run_record(_parse("--timing", "host-only", "--out", str(tmp_path / "r.json"), "demo:naive"))
