@@ -189,3 +189,14 @@ def test_a_copy_running_on_into_the_first_step_counts_in_the_set_up_only_up_to_i
     setup = result.phases[result.phases["phase"] == "setup"].iloc[0]
     assert setup["copy_count"] == 1
     assert 0 < setup["copy_ns"] <= setup["dur_ns"] < 10 * MS  # not the copy's whole 10 ms
+
+
+def test_found_steps_are_not_called_markers_on_the_page() -> None:
+    """A CPU-only run whose steps were found as the loop's repeats: its notes say so, and never that the
+    windows are step markers it does not have."""
+    from webapp.analysis.run import step_notes
+
+    found, basis = step_notes("repeat:cpu_op", "host")
+    assert found.startswith("No step markers: steps are the iterations of the loop")
+    assert "marker" not in basis and "steps found" in basis
+    assert step_notes("markers", "host") == ("Step windows are the step markers (no GPU work is tagged with its step).",)

@@ -73,6 +73,8 @@ def step_notes(method: str, basis: str) -> tuple[str, ...]:
     found = _METHOD_NOTES.get(method, "")
     if method.startswith("step_at:"):
         found = f"Steps start where --step-at {method[len('step_at:') :]} matches."
+    if found and basis == "host":  # the steps were found, not marked: the windows are those steps
+        return (found, "Each step window is one of the steps found (no GPU work is tagged with its step).")
     return (found, _BASIS_NOTES[basis]) if found else (_BASIS_NOTES[basis],)
 
 
