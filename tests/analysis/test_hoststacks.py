@@ -7,6 +7,7 @@ from analysis_traces import COMPUTE, CPU, FORWARD, LOADING, LOOP, MS, SAMPLES, U
 
 from collector.model import Lane, LaneKind, RunMeta, Trace
 from webapp.analysis import analyze
+from webapp.analysis.context import RunData
 
 
 def test_frame_table_has_self_and_total_time_per_frame() -> None:
@@ -129,3 +130,27 @@ def test_a_loop_whose_own_line_holds_the_time_is_named() -> None:
 
     text = hoststacks.top_frames(prepare(loader_bound(loading=LOOP)))
     assert text == "train_epoch (train.py:30) 75%, forward (model.py:12) 25%"
+
+
+def test_a_cpu_timed_recording_shows_host_time_by_op() -> None:
+    """--timing cpu keeps every host op (and no Python stacks): host time by op stands in, as for a
+    torch.profiler trace; with GPU timing the recorder names ops in its first step only, so it does not."""
+    from webapp.analysis import hoststacks
+    from webapp.analysis.context import prepare
+
+    rows = []
+    for k in range(4):
+        t = k * 10 * MS
+        rows += [
+            iv(CPU, "cpu_op", t, t + 6 * MS, "aten::mm", step=k),
+            iv(CPU, "cpu_op", t + 6 * MS, t + 9 * MS, "aten::add_", step=k),
+        ]
+    marks = steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(4)])
+
+    def run(timing: str) -> RunData:
+        return prepare(Trace.build(RunMeta(source="streamscope", notes={"timing": timing}), lanes(), rows, marks))
+
+    assert hoststacks.frames_basis(run("cupti")) == ""
+    cpu = run("cpu")
+    assert hoststacks.frames_basis(cpu) == "cpu_ops"
+    assert hoststacks.frame_table(cpu).set_index("frame").loc["aten::mm", "self_ns"] == 4 * 6 * MS

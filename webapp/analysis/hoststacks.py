@@ -51,11 +51,13 @@ run page words each (run_parts.js ``HOST_BASES``)."""
 
 def frames_basis(rd: RunData) -> str:
     """Which of BASES the frame table reads, '' for none. CPU ops stand in only where the trace has all of
-    them (torch.profiler's); the recorder names ops in its first step only."""
+    them (torch.profiler's, and the recorder's ``--timing cpu``); with GPU timing the recorder names ops in
+    its first step only."""
     profiler = rd.trace.meta.source == "torch.profiler"
     if len(sample_rows(rd)):
         return "traced" if profiler else "sampled"
-    return "cpu_ops" if profiler and kind_mask(rd.kind, IntervalKind.CPU_OP).any() else ""
+    every_op = profiler or (rd.trace.meta.notes or {}).get("timing") == "cpu"
+    return "cpu_ops" if every_op and kind_mask(rd.kind, IntervalKind.CPU_OP).any() else ""
 
 
 def missing_text(rd: RunData) -> str:
@@ -74,11 +76,13 @@ def missing_text(rd: RunData) -> str:
         return "The trace has no Python stacks to say where the host's time went."
     if "fell back" in str(notes.get("timing_note") or ""):
         return "CUPTI was taken by another tool, so the recorder fell back to CUDA events, which sample no stacks."
-    if timing in ("events", "cpu"):
+    if timing == "cpu":
         return (
-            f"Recorded with --timing {timing}: the recorder samples the host's Python stacks with CUPTI timing "
-            "(the default) only."
+            "Recorded with --timing cpu, which keeps host ops and collectives but no Python stacks (the recorder "
+            "samples stacks when it times GPU work with CUPTI)."
         )
+    if timing == "events":
+        return "Recorded with --timing events: the recorder samples the host's Python stacks with CUPTI timing only."
     if "stack_samples" in notes:
         return "The recorder sampled no Python stack inside the steps (the steps are shorter than its 5 ms period)."
     return (
