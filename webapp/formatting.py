@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from webapp.analysis import catalog
-from webapp.analysis.units import size_text
+from webapp.analysis.units import duration_text, size_text
 
 if TYPE_CHECKING:
     from flask import Flask
@@ -21,7 +21,7 @@ def fmt_ns(value: Any) -> str:
     """Nanoseconds as a short human duration ("12.3 ms"); "—" when missing."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
-    return _scaled(float(value), (("s", 1e9), ("ms", 1e6), ("µs", 1e3)), "ns")
+    return duration_text(float(value))
 
 
 def fmt_pct(value: Any) -> str:

@@ -175,7 +175,7 @@ def test_a_change_that_shows_as_zero_or_within_noise_reads_same() -> None:
         "step_time_median_ns": 10 * MS + 40_000,  # +0.4%: under 0.5%, run-to-run noise
         "step_time_p90_ns": 10 * MS + 60_000,  # +0.6%: a real change
         "exposed_copy_ns": 3_000,  # A is 0: B - A is shown, and it is not 0 (0.003 ms)
-        "gpu_idle_ns": 400,  # 0 and 400 ns both show as 0.000 ms: same, whatever the ratio
+        "gpu_idle_ns": 400,  # shows as 400 ns against 0 ns: a change, however small
     }
     t = metrics_table(a, b).set_index("metric")
     assert t.loc["gpu_busy_frac", "better"] is None and t.loc["step_time_median_ns", "better"] is None
@@ -183,7 +183,10 @@ def test_a_change_that_shows_as_zero_or_within_noise_reads_same() -> None:
     assert t.loc["step_time_median_ns", "change"] == 0.4 and t.loc["step_time_median_ns", "status"] == "same"
     assert t.loc["step_time_p90_ns", "change"] == 0.6 and t.loc["step_time_p90_ns", "status"] == "worse"
     assert t.loc["exposed_copy_ns", "status"] == "worse" and np.isnan(t.loc["exposed_copy_ns", "change"])
-    assert t.loc["gpu_idle_ns", "status"] == "same" and t.loc["gpu_idle_ns", "change"] == 0.0
+    assert t.loc["gpu_idle_ns", "status"] == "worse" and np.isnan(t.loc["gpu_idle_ns", "change"])
+    # two times that show alike read the same, whatever the ratio; one that drops to 0 ns is -100%, not +0.0%
+    t = metrics_table({"gpu_idle_ns": 447.2, "exposed_copy_ns": 447}, {"gpu_idle_ns": 447.4, "exposed_copy_ns": 0})
+    assert t["status"].tolist() == ["same", "better"] and t["change"].tolist() == [0.0, -100.0]
     rows = {r["metric"]: r for r in compare_rows(json.loads(json.dumps(metrics_table(a, b).to_dict("records"))))}
     assert (rows["gpu_busy_frac"]["change"], rows["gpu_busy_frac"]["cls"]) == ("+0.0 pts", "same")
     assert (rows["step_time_median_ns"]["change"], rows["step_time_median_ns"]["cls"]) == ("+0.4%", "same")

@@ -39,7 +39,7 @@ def test_the_what_if_says_why_its_lines_do_not_add_up_to_its_headline() -> None:
     note = what_if_sum_note({"saving_applied_ns": 9.7 * MS}, rows)
     assert "drops by 9.700 ms, not 15.000 ms" in note and "fixes interact" in note
     one = what_if_sum_note({"saving_applied_ns": 0.18 * MS}, rows[:1])
-    assert "drops by 0.180 ms, not 8.000 ms" in one and "some steps" in one
+    assert "drops by 180 µs, not 8.000 ms" in one and "some steps" in one
     assert what_if_sum_note({"saving_applied_ns": 0.0}, []) == ""
 
 

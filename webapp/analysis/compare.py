@@ -15,6 +15,7 @@ from collector.model import Trace
 from webapp.analysis.catalog import Unit, direction, gpu_work, label, shown, unit_of
 from webapp.analysis.records import Finding, RunAnalysis, _plain, frame_records
 from webapp.analysis.run import analyze
+from webapp.analysis.units import table_time_text
 
 SAME_TOLERANCE = 0.05
 """Per-op times per step within 5% count as "same": run-to-run noise of kernel times is a few %."""
@@ -118,8 +119,11 @@ def metrics_table(
 
 
 def _shown_alike(key: str, a: float, b: float) -> bool:
-    """Two times the tables show as the same ms (three decimals): no change to speak of, whatever the ratio."""
-    return unit_of(key) is Unit.NS and math.isfinite(a) and math.isfinite(b) and round(a / 1e6, 3) == round(b / 1e6, 3)
+    """Two times the tables show alike (webapp.analysis.units.table_time_text, which the pages' coarser
+    rendering then shows alike too): no change to speak of, whatever the ratio."""
+    if unit_of(key) is not Unit.NS or not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return table_time_text(a) == table_time_text(b)
 
 
 def _status(key: str, a: float, b: float, delta: float, change: float) -> str:

@@ -11,16 +11,16 @@ from webapp.analysis import catalog
 from webapp.analysis.catalog import Unit
 from webapp.analysis.compare import Comparison, change_text, compared_label
 from webapp.analysis.records import RunAnalysis, rule_key
-from webapp.analysis.units import size_text
+from webapp.analysis.units import size_text, table_time_text
 
 
 def fmt(value: float | None, unit: Unit) -> str:
-    """One value for a table, by its unit: ns as ms, fractions as %, bytes in binary units (``-`` when
-    missing)."""
+    """One value for a table, by its unit: ns as ms (under 1 ms as the pages write it), fractions as %, bytes
+    in binary units (``-`` when missing)."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     if unit is Unit.NS:
-        return f"{value / 1e6:.3f} ms"
+        return table_time_text(float(value))
     if unit is Unit.FRAC:
         return f"{value * 100:.1f} %"
     if unit is Unit.GBPS:

@@ -1,4 +1,5 @@
-"""Sizes as the pages, reports and findings write them: binary units, three significant digits."""
+"""Sizes and durations as the pages, reports and findings write them: three significant digits (sizes in
+binary units); text tables write durations from 1 ms up in ms with three decimals."""
 
 from __future__ import annotations
 
@@ -13,3 +14,22 @@ def size_text(nbytes: float) -> str:
         if abs(nbytes) >= scale:
             return f"{float(f'{nbytes / scale:.3g}'):g} {unit}"
     return f"{nbytes:.0f} B"
+
+
+TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3))
+"""Duration units, largest first, and their ns."""
+
+
+def duration_text(ns: float) -> str:
+    """Nanoseconds in the largest unit they reach, 3 significant digits, never an exponent: "12.3 ms",
+    "447 ns"."""
+    for unit, scale in TIME_UNITS:
+        if abs(ns) >= scale:
+            return f"{float(f'{ns / scale:.3g}'):g} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def table_time_text(ns: float) -> str:
+    """Nanoseconds as a text table writes them: ms with three decimals from 1 ms up ("12.346 ms"), below that
+    as the pages do (:func:`duration_text`), where three decimals of a ms would hide the figure."""
+    return f"{ns / 1e6:.3f} ms" if abs(ns) >= 1e6 or ns == 0 else duration_text(ns)
