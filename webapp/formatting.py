@@ -39,15 +39,6 @@ def fmt_bytes(value: Any) -> str:
     return size_text(float(value))
 
 
-def _scaled(v: float, units: tuple[tuple[str, float], ...], base_unit: str) -> str:
-    """``v`` in the first of ``units`` (largest first) it reaches, 3 significant digits (trailing zeros dropped,
-    never an exponent: 1000 MiB, not 1e+03 MiB); else in ``base_unit``."""
-    for unit, scale in units:
-        if abs(v) >= scale:
-            return f"{float(f'{v / scale:.3g}'):g} {unit}"
-    return f"{v:.0f} {base_unit}"
-
-
 def fmt_change(row: Mapping[str, Any]) -> str:
     """The change a compare table shows for one row of ``webapp.figures.compare_rows``: a fraction metric's
     in percentage points, B − A ("+11.4 pts"; a relative change of a percentage reads as a different number);
