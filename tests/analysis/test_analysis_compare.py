@@ -297,3 +297,18 @@ def test_run_totals_of_ranks_are_compared_per_rank_step() -> None:
     assert row["basis"] == "per_step"
     assert row["a"] == pytest.approx(c.analysis_a.per_step["step_time_ns"].mean())
     assert row["b"] == pytest.approx(c.analysis_b.per_step["step_time_ns"].mean())
+
+
+def test_a_run_without_gpu_work_fixes_no_gpu_finding() -> None:
+    """Against a run with no GPU work at all, A's GPU findings are not compared: neither fixed nor new, and a
+    note says why."""
+    from analysis_traces import CPU, iv, steps, trace
+
+    rows = [iv(CPU, "cpu_op", k * 10 * MS, k * 10 * MS + 6 * MS, "aten::mm", step=k) for k in range(2)]
+    cpu = trace(rows, steps((0, 10 * MS), (10 * MS, 20 * MS)))
+    for a, b in ((pageable_run(2), cpu), (cpu, pageable_run(2))):
+        c = compare(a, b)
+        assert c.findings["fixed"] == [] and c.findings["new"] == []
+        assert {"pageable-copy", "no-copy-overlap"} <= set(c.findings["unseen"])
+        assert any("has GPU work and" in n and "neither fixed nor new" in n for n in c.notes)
+    assert compare(pageable_run(2), clean_run(2)).findings["unseen"] == []

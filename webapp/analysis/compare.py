@@ -189,16 +189,41 @@ def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
     (``minor_findings``: below the listing threshold, webapp.analysis.findings.LIST_FRAC). ``fixed``: listed
     in A, gone from B; ``minor``: listed in A, minor in B (still there, below the threshold now); ``new``:
     listed in B, not in A at all; ``grown``: minor in A, listed in B (above the threshold now);
-    ``unchanged``: listed in both."""
+    ``unchanged``: listed in both; ``unseen``: listed in the one run with GPU work, of a rule about GPU work,
+    which the other run (no GPU work) cannot show, so it is neither fixed nor new there."""
     la, lb = _rules(a.findings), _rules(b.findings)
     ma, mb = _rules(a.minor_findings).keys() - la.keys(), _rules(b.minor_findings).keys() - lb.keys()
+    unseen: list[str] = []
+    if gpu_work(a.metrics) != gpu_work(b.metrics):
+        gpu_rules = {r for r in (*la, *lb) if r not in HOST_RULES}
+        unseen = [r for r in (*la, *lb) if r in gpu_rules]
+        la = {r: None for r in la if r not in gpu_rules}
+        lb = {r: None for r in lb if r not in gpu_rules}
     return {
         "fixed": [r for r in la if r not in lb and r not in mb],
         "minor": [r for r in la if r in mb],
         "new": [r for r in lb if r not in la and r not in ma],
         "grown": [r for r in lb if r in ma],
         "unchanged": [r for r in la if r in lb],
+        "unseen": unseen,
     }
+
+
+HOST_RULES = frozenset({"straggler"})
+"""Rules a run without GPU work can have findings of (CPU ranks: the straggler)."""
+
+
+def gpu_notes(a: RunAnalysis, b: RunAnalysis) -> tuple[str, ...]:
+    """A note when one run has GPU work and the other has none: their GPU figures and findings are not
+    compared."""
+    ga, gb = gpu_work(a.metrics), gpu_work(b.metrics)
+    if ga == gb:
+        return ()
+    has, lacks = ("A", "B") if ga else ("B", "A")
+    return (
+        f"{has} has GPU work and {lacks} has none: the runs record different things. GPU figures are {has}'s "
+        f"alone, and {has}'s GPU findings are neither fixed nor new in {lacks}, which cannot show them.",
+    )
 
 
 def _rules(findings: Iterable[Finding]) -> dict[str, None]:
@@ -366,7 +391,7 @@ def compare_analyses(ra: RunAnalysis, rb: RunAnalysis, a: Trace | None = None, b
         ops,
         findings_diff(ra, rb),
         ranks_table(ra, rb),
-        (*step_notes(steps_a, steps_b), *rank_notes(ra, rb)),
+        (*gpu_notes(ra, rb), *step_notes(steps_a, steps_b), *rank_notes(ra, rb)),
     )
 
 

@@ -70,6 +70,8 @@ def markdown_summary(result: Comparison, name_a: str, name_b: str, verdict: Verd
         if f.get(key):
             lines.append(f"**{title}:** {rules(f[key], True)}  ")
     lines.append(f"**Still there:** {rules(f['unchanged'], True)}")
+    if f.get("unseen"):
+        lines.append(f"**Not compared (GPU work in one run only):** {rules(f['unseen'], False)}")
     if report:
         lines += ["", f"Full report: {md(report)} (one HTML file; open it in any browser, offline)."]
     return "\n".join(lines) + "\n"
