@@ -159,6 +159,13 @@ def test_compare_step_changes_leave_one_live_pair(page, server, traces, shot) ->
     page.wait_for_timeout(600)
     assert len(sent) == 2, sent  # one zoomed view for A, the same view for B
 
+    sent.clear()  # the step list has the focus: its arrows stay its own, W zooms
+    page.focus("#cmp-step")
+    step = page.input_value("#cmp-step")
+    page.keyboard.press("w")
+    page.wait_for_timeout(600)
+    assert len(sent) == 2 and page.input_value("#cmp-step") == step, sent
+
     sent.clear()
     page.set_viewport_size({"width": 1200, "height": 960})
     page.wait_for_timeout(600)

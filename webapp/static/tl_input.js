@@ -20,7 +20,7 @@ export const KEYS_NOTE = "The keys work anywhere on the page unless a text field
 // timeline. An input with no type (or an unknown one) is a text field.
 const TEXT_INPUT_TYPES = new Set(["", "text", "search", "number", "email", "url", "password", "tel",
   "date", "datetime-local", "month", "time", "week"]);
-const TEXT_FIELDS = "textarea, select, [contenteditable=''], [contenteditable='true'], [contenteditable='plaintext-only']";
+const TEXT_FIELDS = "textarea, [contenteditable=''], [contenteditable='true'], [contenteditable='plaintext-only']";
 
 // Whether a key press belongs to the text field it was typed in rather than to the page's timeline.
 export function typingIn(target) {
@@ -31,10 +31,14 @@ export function typingIn(target) {
 
 // Keys a focused slider moves itself with; the timeline leaves them to it.
 const SLIDER_KEYS = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"]);
+// Keys a focused drop-down list opens and walks its options with; letters go to the timeline (its handler
+// takes them before the list's type-ahead can pick an option).
+const SELECT_KEYS = new Set([...SLIDER_KEYS, "Enter", " ", "Escape"]);
 
 // Whether a key press belongs to the element that has the focus rather than to the page's timeline.
 function keyBelongsTo(target, key) {
   if (typingIn(target)) return true;
+  if (target && target.tagName === "SELECT") return SELECT_KEYS.has(key);
   return !!(target && target.tagName === "INPUT" && target.type === "range" && SLIDER_KEYS.has(key));
 }
 
