@@ -81,7 +81,9 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     lines.append("Metrics")
     gpu = catalog.gpu_work(m)
     for metric in catalog.headline(gpu):
-        lines.append(f"  {metric.label:<28} {fmt(m.get(metric.key), metric.unit):>16}")
+        value = m.get(metric.key)
+        if isinstance(value, (int, float)) and math.isfinite(value):  # a figure the run does not have is left out
+            lines.append(f"  {metric.label:<28} {fmt(value, metric.unit):>16}")
     if len(result.per_rank) > 1:
         lines.append("")
         lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14}" + (" GPU busy" if gpu else ""))
