@@ -324,6 +324,14 @@ def test_keys_work_page_wide_and_the_wheel_zooms_only_over_the_timeline(site, pa
                    document.querySelector('.metrics').dispatchEvent(e); return e.defaultPrevented; }"""
     )
     assert taken is False and _span(page) == pytest.approx(span)
+    # over the lane names (the canvas's left gutter) the wheel scrolls the page too
+    taken = page.evaluate(
+        """() => { const c = document.querySelector('#timeline canvas'), r = c.getBoundingClientRect();
+                   const e = new WheelEvent('wheel', { deltaY: 300, bubbles: true, cancelable: true,
+                                                       clientX: r.left + 10, clientY: r.top + 60 });
+                   c.dispatchEvent(e); return e.defaultPrevented; }"""
+    )
+    assert taken is False and _span(page) == pytest.approx(span)
 
 
 def test_a_gpu_start_before_its_launch_returned_is_said_not_a_negative_delay(site, page) -> None:

@@ -48,8 +48,9 @@ export const Input = {
   bind() {
     const c = this.canvas;
     c.addEventListener("wheel", (e) => {
-      e.preventDefault();
       const r = c.getBoundingClientRect();
+      if (e.clientX - r.left < this.opts.gutter) return;  // over the lane names: the page scrolls
+      e.preventDefault();
       this.lastMouse = { clientX: e.clientX, clientY: e.clientY };
       if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) this.pan((e.deltaX || e.deltaY) / 800);
       else this.zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
