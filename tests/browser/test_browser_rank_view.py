@@ -112,6 +112,10 @@ def test_four_ranks_open_expanded_by_default(page, server, four_ranks) -> None:
     page.goto(f"{server}/runs/{four_ranks['id']}")
     page.wait_for_function(FIRST_PAINT)
     assert page.evaluate(SUMMARY_ROWS) == [] and page.evaluate(LANE_RANKS) == [0, 1, 2, 3]
+    page.select_option("#tl-rank", "2")  # one rank's lanes: nothing to fold, no fold button
+    assert page.locator("#tl-fold").is_hidden()
+    page.select_option("#tl-rank", "")
+    assert page.locator("#tl-fold").is_visible()
 
 
 def test_heatmap_cell_click_moves_the_timeline_to_that_ranks_step(page, server, four_ranks, shot) -> None:

@@ -56,13 +56,14 @@ if (ranks.length > 1) {
   document.getElementById("tl-rank-pick").hidden = false;
   const fold = document.getElementById("tl-fold");
   const label = () => { fold.textContent = tl.collapsed.size ? "Expand ranks" : "Collapse ranks"; };
-  fold.hidden = false;
+  fold.hidden = rank !== undefined;  // one rank's lanes shown: nothing to fold
   label();
   fold.onclick = () => tl.setCollapsed(tl.collapsed.size ? [] : ranks);
   root.addEventListener("tl-ranks", label);
   pick.addEventListener("change", () => {
     const r = pick.value === "" ? undefined : Number(pick.value);
     tl.setLanes(r === undefined ? P.lanes : P.lanes.filter((l) => l.rank === r), r);
+    fold.hidden = r !== undefined;
     if (tl.search && tl.search.q) tl.setSearch(tl.search.q, tl.search.regex);  // count the matches of these lanes
     tl.writeViewHash();
   });
