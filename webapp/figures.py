@@ -28,12 +28,16 @@ _FORMATS: dict[Unit, Callable[[Any], str]] = {
 
 def metric_cards(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     """The run page's number cards (the catalogue's ``card`` entries for a run with or without GPU work):
-    [{key, label, value}] for those present in ``metrics``."""
+    [{key, label, value}] for those the run has a figure of (present in ``metrics``, not NaN)."""
     return [
         {"key": m.key, "label": m.label, "value": format_value(m.key, metrics[m.key])}
         for m in catalog.cards(catalog.gpu_work(metrics))
-        if m.key in metrics
+        if metrics.get(m.key) is not None and not _missing(metrics[m.key])
     ]
+
+
+def _missing(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def all_metric_rows(metrics: Mapping[str, Any]) -> list[dict[str, str]]:

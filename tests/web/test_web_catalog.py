@@ -125,3 +125,18 @@ def test_a_failed_analysis_is_stored_as_an_empty_analysis(store, client, monkeyp
     assert store.analysis(info.id)["notes"] == ["analysis failed: boom"]
     assert client.get(f"/runs/{info.id}").status_code == 200
     assert client.get(f"/compare?a={info.id}&b={info.id}").status_code == 200
+
+
+def test_a_run_without_collectives_has_no_collectives_card() -> None:
+    """A single CPU process has host figures, no collective ones; CPU ranks have both."""
+    from analysis.analysis_traces import CPU, MS, iv, steps, trace
+    from ranks.ranks_traces import job
+
+    from collector.ranks.merge import merge_traces
+    from webapp.analysis import analyze
+
+    rows = [iv(CPU, "cpu_op", k * 10 * MS, k * 10 * MS + 6 * MS, "aten::mm", step=k) for k in range(3)]
+    alone = analyze(trace(rows, steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(3)]))).metrics
+    ranks = analyze(merge_traces(job(world=2, steps=4))).metrics
+    assert "collective_step_median_ns" not in [c["key"] for c in metric_cards(alone)]
+    assert "collective_step_median_ns" in [c["key"] for c in metric_cards(ranks)]

@@ -204,6 +204,8 @@ def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
         prefix = name if name == "step_time" else f"{name}_step"
         m[f"{prefix}_median_ns"] = float(values.median()) if len(values) else math.nan
         m[f"{prefix}_p90_ns"] = float(values.quantile(0.9)) if len(values) else math.nan
+    if not kind_mask(rd.kind, IntervalKind.COLLECTIVE).any():  # a run without collectives has no such figure
+        m["collective_step_median_ns"] = m["collective_step_p90_ns"] = math.nan
     m.update(_path_of_median_step(per_step, m["step_time_median_ns"]))
     depth = per_step["queue_depth_median"].dropna()
     m["queue_depth_step_median"] = float(depth.median()) if len(depth) else math.nan
