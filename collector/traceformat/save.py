@@ -13,6 +13,7 @@ one), then a fresh folder in the system's temporary folder, the working folder a
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -58,7 +59,8 @@ def prepare_out(path: str) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        reason = _reason(exc)
+        # a folder that exists yet answers "no such file" takes no new files (/proc, some mounts)
+        reason = "it takes no new files" if exc.errno == errno.ENOENT and os.path.isdir(folder) else _reason(exc)
         raise OutPathError(f"cannot write --out {path}: {folder} is not writable ({reason}); nothing was run") from None
 
 

@@ -91,6 +91,9 @@ def test_prepare_out_refuses_a_folder_and_names_the_file_in_the_way(tmp_path: Pa
         prepare_out(str(tmp_path / "f" / "g" / "run.json"))
     prepare_out(str(tmp_path / "a" / "b" / "run.json"))
     assert (tmp_path / "a" / "b").is_dir() and not list((tmp_path / "a" / "b").iterdir())
+    if Path("/proc").is_dir():  # a folder that takes no new files: why, not "No such file or directory"
+        with pytest.raises(OutPathError, match=r"/proc is not writable \(it takes no new files\)"):
+            prepare_out("/proc/run.json.gz")
 
 
 def _full_first(monkeypatch: pytest.MonkeyPatch) -> list[str]:
