@@ -195,10 +195,8 @@ def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
     ma, mb = _rules(a.minor_findings).keys() - la.keys(), _rules(b.minor_findings).keys() - lb.keys()
     unseen: list[str] = []
     if gpu_work(a.metrics) != gpu_work(b.metrics):
-        gpu_rules = {r for r in (*la, *lb) if r not in HOST_RULES}
-        unseen = [r for r in (*la, *lb) if r in gpu_rules]
-        la = {r: None for r in la if r not in gpu_rules}
-        lb = {r: None for r in lb if r not in gpu_rules}
+        unseen = [r for r in (*la, *lb) if r not in HOST_RULES]
+        la, lb = (dict.fromkeys(r for r in rules if r in HOST_RULES) for rules in (la, lb))
     return {
         "fixed": [r for r in la if r not in lb and r not in mb],
         "minor": [r for r in la if r in mb],
