@@ -37,6 +37,7 @@ def test_pageable_copy_cost_uses_the_bandwidth_probe() -> None:
     assert page.severity == "critical" and page.cost_per_step_ns / (28 * MS) >= CRITICAL_FRAC
     assert page.sources == ("train.py:10",)
     assert "pin_memory=True" in page.fix and "non_blocking=True" in page.fix
+    assert "at 53.7 GB/s (the bandwidth probe)" in page.detail
     ev = page.evidence[0]
     assert (ev.rank, ev.start_ns, ev.end_ns, ev.interval_ids) == (0, 0, 12 * MS, (1, 0))
 
@@ -45,6 +46,42 @@ def test_pageable_copy_without_probe_uses_a_modest_fallback() -> None:
     t = pageable_run().with_meta(bandwidth_probe={})
     page = _by_rule(analyze(t))["pageable-copy"]
     assert page.cost_per_step_ns == 6 * MS + 20 * US - 1 * US  # FALLBACK_PINNED_SPEEDUP = 2
+
+
+def test_pageable_copy_without_probe_names_the_runs_own_pinned_rate() -> None:
+    """No probe, but pinned copies in the run: their rate is the one replayed, and the text says whose."""
+    rows = []
+    for k, memory in enumerate(("pageable", "pageable", "pinned")):
+        t = k * 20 * MS
+        rows += [
+            iv(CPU, "sync_wait", t, t + 12 * MS, "aten::to", cause="blocking_copy", source="a.py:3", id=10 * k, step=k),
+            iv(
+                COMPUTE,
+                "memcpy_h2d",
+                t,
+                t + 12 * MS,
+                "copy",
+                bytes=64 << 20,
+                memory_kind=memory,
+                launch_id=10 * k,
+                id=10 * k + 1,
+                step=k,
+            ),
+            iv(CPU, "launch", t + 12 * MS, t + 12 * MS + 5 * US, id=10 * k + 2, step=k),
+            iv(
+                COMPUTE,
+                "kernel",
+                t + 12 * MS + 10 * US,
+                t + 20 * MS,
+                "gemm",
+                launch_id=10 * k + 2,
+                id=10 * k + 3,
+                step=k,
+            ),
+        ]
+    run = trace(rows, steps(*[(k * 20 * MS, (k + 1) * 20 * MS) for k in range(3)]), probe=False)
+    page = {f.rule: f for f in (*analyze(run).findings, *analyze(run).minor_findings)}["pageable-copy"]
+    assert "(this run's own pinned copies)" in page.detail and "bandwidth probe" not in page.detail
 
 
 def _pinned_blocking_run(n_steps: int = 4) -> Trace:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from collector.model import IntervalKind
@@ -52,8 +54,10 @@ class PageableCopy:
         def size(sel: np.ndarray) -> str:
             return size_text(g.g_bytes[sel].mean()) + ("" if len(sel) == 1 else " on average")
 
+        probe = ctx.metrics.get("h2d_pinned_probe_gbps", math.nan)
+        source = "the bandwidth probe" if probe == probe and probe > 0 else "this run's own pinned copies"
         replay = (
-            f"from pinned memory at {gbps:.1f} GB/s (the bandwidth probe)"
+            f"from pinned memory at {gbps:.1f} GB/s ({source})"
             if probed
             else f"from pinned memory, assumed {FALLBACK_PINNED_SPEEDUP:.0f}x faster"
         )
