@@ -11,7 +11,7 @@ import pytest
 from analysis_traces import COMPUTE, CPU, MS, US, iv, steps, trace
 
 from collector.load import load_trace
-from collector.model import Trace
+from collector.model import IntervalKind, Trace
 from webapp.analysis.causal import CausalModel, causal_model, fixes
 from webapp.analysis.causal.critical import PARTS
 from webapp.analysis.causal.graph import Graph
@@ -32,7 +32,8 @@ def _parts(cm: CausalModel, step: int) -> dict[str, int]:
 
 
 def _steps_after(rd: RunData, cm: CausalModel, change: Callable[[Graph], Graph]) -> np.ndarray:
-    return step_times(rd, cm.steps, replay(change(cm.graph)))
+    changed = change(cm.graph)
+    return step_times(rd, cm.steps, replay(changed), changed.g_stream)
 
 
 def gpu_bound(n: int = 5) -> Trace:
@@ -295,3 +296,52 @@ def test_a_launch_held_by_a_full_queue_waits_for_the_gpu_not_host_work() -> None
     assert np.abs(halved[1:] - 5 * MS).max() <= 50 * US
     # the host's own work is not what bounds these steps
     assert cm.critical[:, PARTS.index("host")].sum() == 0
+
+
+def _copy_opened(n: int = 4) -> Trace:
+    """Per 18 ms step: a 2 ms upload opens the step on the compute stream, a 5 ms kernel, then an 11 ms
+    download the host waits for (``.cpu()``), all tagged with their step; the next step's upload follows."""
+    rows = []
+    for k in range(n):
+        t, i = k * 18 * MS, 10 * k
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, "cudaMemcpyAsync", id=i, step=k),
+            iv(COMPUTE, "memcpy_h2d", t + 10 * US, t + 2 * MS, "up", bytes=1 << 20, launch_id=i, id=i + 1, step=k),
+            iv(CPU, "launch", t + 10 * US, t + 15 * US, id=i + 2, step=k),
+            iv(COMPUTE, "kernel", t + 2 * MS, t + 7 * MS, "gemm", launch_id=i + 2, id=i + 3, step=k),
+            iv(CPU, "sync_wait", t + 20 * US, t + 18 * MS - 10 * US, "aten::to", cause="cpu", id=i + 4, step=k),
+            iv(
+                COMPUTE,
+                "memcpy_d2h",
+                t + 7 * MS,
+                t + 18 * MS - 20 * US,
+                "down",
+                bytes=64 << 20,
+                memory_kind="pageable",
+                launch_id=i + 4,
+                id=i + 5,
+                step=k,
+            ),
+        ]
+    return trace(rows, steps(*[(k * 18 * MS, (k + 1) * 18 * MS) for k in range(n)]))
+
+
+def test_a_step_opened_by_a_copy_keeps_its_own_saving() -> None:
+    """Each step's download is sped up in the replay: the step whose download it is gets the saving, not the
+    next one (the window still opens at its upload, which moves with the run)."""
+    rd, cm = _model(_copy_opened())
+    assert rd.step_basis == "gpu" and rd.win.starts[1] == 18 * MS + 10 * US  # the upload opens the step
+    downloads = np.flatnonzero(rd.kind[cm.graph.g_row] == rd.code(IntervalKind.MEMCPY_D2H))
+    saved = cm.base_steps - _steps_after(rd, cm, lambda g: fixes.pin_copies(g, downloads, 53.7))
+    assert saved[0] > 8 * MS and saved[:-1] == pytest.approx([saved[0]] * (len(saved) - 1), rel=0.01)
+
+
+def test_gpu_work_without_launch_links_moves_with_the_host_around_it() -> None:
+    """A host-bound loop whose trace links no kernel to its launch: the kernels keep their distance from the
+    host's calls before them, so cutting the host's time between launches still shortens the steps."""
+    t = host_bound()
+    t = replace(t, intervals=t.intervals.assign(launch_id=-1))
+    rd, cm = _model(t)
+    assert cm.graph.linked_frac == 0
+    saved = cm.base_steps - _steps_after(rd, cm, fixes.faster_host)
+    assert saved[:-1] == pytest.approx([6 * MS - 10 * US] * (len(saved) - 1), abs=20 * US)

@@ -29,7 +29,8 @@ SAMPLE_BLOCKS = 16
 SELF_CHECK_FRAC = 0.02
 """The unchanged replay must reproduce each step within 2%; beyond it the page says costs are approximate."""
 MIN_LINKED_FRAC = 0.5
-"""Below this share of GPU work linked to its launch, host-side fixes cannot move GPU work in the replay."""
+"""Below this share of GPU work linked to its launch, the page says the replay moves most GPU work by where it
+ran beside the host's calls, not by what launched it."""
 
 __all__ = ["PARTS", "CausalModel", "causal_model"]
 
@@ -61,7 +62,7 @@ def causal_model(rd: RunData) -> CausalModel:
     """Build, check and replay the run's dependency graph."""
     keep, replayed = _sample(rd)
     raw = build_graph(rd, keep)
-    sm = StepMap(raw, on_gpu=rd.step_basis in ("gpu", "annotation", "span"))
+    sm = StepMap(raw, on_gpu=rd.step_basis in ("gpu", "annotation", "span"), rd=rd)
     measured = (rd.win.ends - rd.win.starts).astype(np.int64)
     raw_rep = replay(raw)
     raw_steps = step_times(rd, sm, raw_rep)
@@ -151,8 +152,8 @@ def _notes(g: Graph, error: np.ndarray, call_ns: float) -> tuple[str, ...]:
     if g.n_gpu and g.linked_frac < MIN_LINKED_FRAC:
         out.append(
             f"Only {g.linked_frac:.0%} of the GPU work is linked to the host call that launched it (the trace "
-            "has no correlation ids or flows for the rest): that work keeps its measured start in the replay, so "
-            "host-side fixes are estimated low."
+            "has no correlation ids or flows for the rest): the replay moves that work with the host call it "
+            "ran after, keeping its measured distance from it, so the costs of host-side fixes are estimates."
         )
     if g.n_gpu and not g.h_sync.any():
         out.append("The trace records no host waits (syncs): their cost cannot be replayed.")

@@ -174,8 +174,8 @@ class _Walker:
         self.idx = np.zeros(n, dtype=np.int64)
         # start each walk at the event the window's end is tied to: the GPU op that opens the next window (any
         # class: a copy may open it), else the latest event before the end
-        i = np.searchsorted(sm.meas, hi_meas, side="right") - 1
-        ok = (i >= 0) & (sm.rank[np.maximum(i, 0)] == rd.win_rank)
+        i = sm.latest(hi_meas, rd.win_rank)
+        ok = i >= 0
         ev = sm.order[np.maximum(i, 0)]
         H, K = g.n_host, g.n_gpu
         if K and sm.on_gpu:

@@ -5,12 +5,13 @@ Per rank, the graph has
 - **host nodes**: the issuing host thread's CUDA calls (launches, copies) and waits, in start order. The
   main thread and threads that take turns with it (PyTorch's autograd thread runs backward while the main
   thread waits in ``backward()``) form one issuing sequence; threads that run beside it (communication,
-  pin-memory) are not part of it and their GPU work keeps its measured start, except a communication
-  backend's worker (gloo's): its collectives start as the issuing thread enqueues them, and its CUDA work
-  follows the collective it serves. Where the issuing thread resumes as such a collective ends, after a gap
-  with no CUDA call (``work.wait()``), the node before the gap is a wait for that collective. Host nodes split into
-  *epochs* at each wait: inside an epoch every node keeps its offset from the epoch's start (the host's own
-  work, ``h_delta`` start to start), and an epoch starts when the wait that closes the previous one ends.
+  pin-memory) are not part of it and their GPU work keeps its measured distance from the issuing thread's
+  latest node before it (``g_anchor``), except a communication backend's worker (gloo's): its collectives
+  start as the issuing thread enqueues them, and its CUDA work follows the collective it serves. Where the
+  issuing thread resumes as such a collective ends, after a gap with no CUDA call (``work.wait()``), the node
+  before the gap is a wait for that collective. Host nodes split into *epochs* at each wait: inside an epoch
+  every node keeps its offset from the epoch's start (the host's own work, ``h_delta`` start to start), and
+  an epoch starts when the wait that closes the previous one ends.
 - **GPU ops**: kernels, copies, memsets and collectives, per stream in FIFO order. An op starts at the
   latest of: the previous op on its stream ending (plus the usual bubble), its launch (the launching host
   node's start plus a launch latency), and a cross-stream dependency (an op on another stream it waited
@@ -81,6 +82,10 @@ class Graph:
     g_stream: stream id (replay lane). g_dur, g_bubble: run time, and gap after the previous op when queued.
     g_launch: host node that launched it (-1: the op keeps ``g_fixed_ready``). g_latency: launch to start.
     g_fixed_ready: earliest start for ops not launched by the issuing thread (NEG otherwise).
+    g_anchor: for such an op, the issuing thread's latest node of its rank starting at or before it (-1: none):
+    a replay keeps the op's measured distance from that node, so the op moves with the program around it
+    (another thread's copy, a backend's collective whose enqueue is unseen, a kernel of a trace without
+    launch links) instead of staying at its measured time while the rest of the run moves.
     g_cross: op on another stream it waited for; g_cross_lat: that op's end to this op's start.
     g_class: COMPUTE, COPY or COMM. g_bytes: bytes of copies.
     e_start: measured start of each epoch (the previous wait's end); e_wait: the wait that closes it.
@@ -108,6 +113,7 @@ class Graph:
     g_launch: np.ndarray
     g_latency: np.ndarray
     g_fixed_ready: np.ndarray
+    g_anchor: np.ndarray
     g_cross: np.ndarray
     g_cross_lat: np.ndarray
     g_class: np.ndarray
@@ -256,6 +262,7 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
         g_launch=g_launch,
         g_latency=g_latency,
         g_fixed_ready=g_fixed_ready,
+        g_anchor=_anchors(h_rank, h_start, g_rank, g_start, g_fixed_ready > NEG),
         g_cross=g_cross,
         g_cross_lat=g_cross_lat,
         g_class=g_class,
@@ -439,6 +446,21 @@ def _gpu_params(
         bubble[unexplained] = gap[unexplained]  # a delay after the previous op that the trace does not explain
     fixed = np.where(linked, NEG, g_start).astype(np.int64)
     return bubble, latency, fixed, cross, cross_lat, latency_ns
+
+
+def _anchors(
+    h_rank: np.ndarray, h_start: np.ndarray, g_rank: np.ndarray, g_start: np.ndarray, unlaunched: np.ndarray
+) -> np.ndarray:
+    """Graph.g_anchor: for each ``unlaunched`` op, the latest host node of its rank starting at or before it
+    (host nodes are sorted by rank, then start); -1 for the others and where none is."""
+    out = np.full(len(g_start), -1, dtype=np.int64)
+    ops = np.flatnonzero(unlaunched)
+    for r in np.unique(g_rank[ops]).tolist():
+        lo, hi = np.searchsorted(h_rank, r, side="left"), np.searchsorted(h_rank, r, side="right")
+        mine = ops[g_rank[ops] == r]
+        i = np.searchsorted(h_start[lo:hi], g_start[mine], side="right") - 1
+        out[mine] = np.where(i >= 0, lo + i, -1)
+    return out
 
 
 def _event_edges(

@@ -43,6 +43,7 @@ class _Streams:
     d: np.ndarray
     static: np.ndarray  # prefix max of fixed-start terms per position
     issue_term: np.ndarray  # host offset + latency - (Q - D) per position (NEG: not launched by the issuer)
+    launch: np.ndarray  # the node each position follows (its launch or anchor; -1: none)
     epoch: np.ndarray  # epoch of the launch (-1: none) per position
     seg: np.ndarray  # (stream, launch epoch) segment per position, -1 before the stream's first launch
     seg_cummax: np.ndarray  # running max of issue_term inside the segment, per position
@@ -64,6 +65,7 @@ class _Layout:
     d: np.ndarray
     base: np.ndarray
     static: np.ndarray
+    launch: np.ndarray  # the node each op follows, by position: its launch, or its anchor (-1: none)
     linked: np.ndarray
     epoch: np.ndarray
     seg: np.ndarray
@@ -77,7 +79,7 @@ _LAYOUT_CACHE = 4
 
 
 def _layout(g: Graph) -> _Layout:
-    key = (g.g_start, g.g_stream, g.g_rank, g.g_dur, g.g_bubble, g.g_fixed_ready, g.g_launch, g.h_epoch)
+    key = (g.g_start, g.g_stream, g.g_rank, g.g_dur, g.g_bubble, g.g_fixed_ready, g.g_launch, g.g_anchor, g.h_epoch)
     for lay in _LAYOUTS:
         if all(a is b for a, b in zip(lay.key, key, strict=True)):
             return lay
@@ -93,8 +95,10 @@ def _layout(g: Graph) -> _Layout:
     d = g.g_dur[order]
     q = seg_cumsum(np.where(new_stream, 0, g.g_bubble[order]) + d, stream_key)
     base = q - d
-    fixed = g.g_fixed_ready[order]
-    launch = g.g_launch[order]
+    # an op no issuing node launched follows its anchor (Graph.g_anchor) as a launched op follows its launch
+    anchored = (g.g_launch < 0) & (g.g_anchor >= 0)
+    fixed = np.where(anchored, NEG, g.g_fixed_ready)[order]
+    launch = np.where(anchored, g.g_anchor, g.g_launch)[order]
     linked = launch >= 0
     epoch = take(g.h_epoch, launch, -1)
     # the launch epoch along each stream (carried over unlinked ops); an op launched in an earlier epoch
@@ -113,7 +117,21 @@ def _layout(g: Graph) -> _Layout:
     n_seg = len(first_pos)
     seg_prev = np.where(np.concatenate(([False], seg_stream[1:] == seg_stream[:-1])), np.arange(n_seg) - 1, -1)
     lay = _Layout(
-        key, order, pos_of, stream_key, q, d, base, static, linked, epoch, seg, first_pos, seg_prev, carried[first_pos]
+        key,
+        order,
+        pos_of,
+        stream_key,
+        q,
+        d,
+        base,
+        static,
+        launch,
+        linked,
+        epoch,
+        seg,
+        first_pos,
+        seg_prev,
+        carried[first_pos],
     )
     _LAYOUTS.insert(0, lay)
     del _LAYOUTS[_LAYOUT_CACHE:]
@@ -122,8 +140,10 @@ def _layout(g: Graph) -> _Layout:
 
 def _streams(g: Graph, rel: np.ndarray) -> _Streams:
     lay = _layout(g)
-    launch = g.g_launch[lay.order]
-    issue = np.where(lay.linked, take(rel, launch, 0) + g.g_latency[lay.order] - lay.base, NEG)
+    launch = lay.launch
+    anchored = lay.linked & (g.g_launch[lay.order] < 0)  # its measured distance from its anchor
+    latency = np.where(anchored, g.g_start[lay.order] - take(g.h_start, launch, 0), g.g_latency[lay.order])
+    issue = np.where(lay.linked, take(rel, launch, 0) + latency - lay.base, NEG)
     has = lay.seg >= 0
     seg_run = seg_cummax(issue, np.where(has, lay.seg, -1 - lay.stream_key))
     # a segment's max is the running max at its last position: segments are contiguous, and each runs to the
@@ -142,6 +162,7 @@ def _streams(g: Graph, rel: np.ndarray) -> _Streams:
         d=lay.d,
         static=lay.static,
         issue_term=issue,
+        launch=launch,
         epoch=np.where(lay.linked, lay.epoch, -1),
         seg=lay.seg,
         seg_cummax=seg_run,
@@ -191,7 +212,7 @@ def _walk(
     dst_epoch = st.epoch[dst_pos]
     keep = dst_epoch >= 0
     dst_pos, dst_epoch = dst_pos[keep], dst_epoch[keep]
-    dst_launch = g.g_launch[st.order[dst_pos]]
+    dst_launch = st.launch[dst_pos]
     by_epoch = np.lexsort((dst_pos, g.h_start[dst_launch] if len(dst_launch) else dst_pos, dst_epoch))
     dst_pos, dst_epoch = dst_pos[by_epoch], dst_epoch[by_epoch]
     src_pos = st.pos_of[g.g_cross[st.order[dst_pos]]]

@@ -104,8 +104,9 @@ class RuleContext:
     def saving(self, change: Change) -> np.ndarray:
         """Replayed step time saved by ``change`` in each step window (ns; negative if it made a step slower;
         0 in windows the graph does not cover)."""
-        rep = replay(change(self.graph))
-        return np.where(self.covered, self.base_steps - step_times(self.rd, self.steps, rep), 0)
+        changed = change(self.graph)
+        replayed = step_times(self.rd, self.steps, replay(changed), changed.g_stream)
+        return np.where(self.covered, self.base_steps - replayed, 0)
 
     def column(self, name: str, rows: np.ndarray) -> np.ndarray:
         """A column of the run DataFrame at ``rows`` as an object array of str."""
