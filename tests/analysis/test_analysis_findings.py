@@ -174,14 +174,16 @@ def test_sync_in_loop_fires_with_cost_and_lines() -> None:
     assert len(f.evidence) == 4
 
 
-def test_sync_in_loop_names_recurring_syncs_but_not_one_offs() -> None:
-    """item() every step; print() every 4th step (named, 'less often'); one synchronize() (left out)."""
+def test_sync_in_loop_names_recurring_syncs_that_cost_but_not_one_offs() -> None:
+    """item() every step; every 4th step a copy read back (.cpu() of a 2 ms kernel's output: named, 'less
+    often'), in others a print() of a value already there (waits 10 us for nothing: not named); one
+    synchronize() (left out)."""
     rows, markers = [], []
     for k in range(12):
         t = k * 10 * MS
         rows += [
-            iv(CPU, "launch", t, t + 5 * US, id=10 * k),
-            iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1),
+            iv(CPU, "launch", t, t + 5 * US, id=10 * k, step=k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1, step=k),
             iv(
                 CPU,
                 "sync_wait",
@@ -191,8 +193,34 @@ def test_sync_in_loop_names_recurring_syncs_but_not_one_offs() -> None:
                 cause="item",
                 source="loop.py:7",
                 id=10 * k + 2,
+                step=k,
             ),
         ]
+        if k % 4 == 2:  # launch a 2 ms kernel and read its result back at once
+            rows += [
+                iv(CPU, "launch", t + 7 * MS + 10 * US, t + 7 * MS + 15 * US, id=10 * k + 4, step=k),
+                iv(
+                    COMPUTE,
+                    "kernel",
+                    t + 7 * MS + 20 * US,
+                    t + 9 * MS,
+                    "k2",
+                    launch_id=10 * k + 4,
+                    id=10 * k + 5,
+                    step=k,
+                ),
+                iv(
+                    CPU,
+                    "sync_wait",
+                    t + 7 * MS + 20 * US,
+                    t + 9 * MS + 5 * US,
+                    "cpu",
+                    cause="cpu",
+                    source="loop.py:11",
+                    id=10 * k + 6,
+                    step=k,
+                ),
+            ]
         extra = {
             0: ("print", "loop.py:9"),
             4: ("print", "loop.py:9"),
@@ -210,14 +238,14 @@ def test_sync_in_loop_names_recurring_syncs_but_not_one_offs() -> None:
                     cause=extra[0],
                     source=extra[1],
                     id=10 * k + 3,
+                    step=k,
                 )
             )
         markers.append((t, t + 10 * MS))
     f = _by_rule(analyze(trace(rows, steps(*markers))))["sync-in-loop"]
-    assert f.sources == ("loop.py:7", "loop.py:9")
-    assert "Also in the loop, less often: print at loop.py:9 (every ~4 steps)" in f.detail
-    assert "loop.py:20" not in f.detail
-    assert "print(t)" in f.fix
+    assert f.sources == ("loop.py:7", "loop.py:11")
+    assert "Also in the loop, less often: cpu at loop.py:11 (in 3 of 12 steps)" in f.detail
+    assert "loop.py:9" not in f.detail and "loop.py:20" not in f.detail
 
 
 def test_sync_seen_once_is_not_in_the_loop() -> None:

@@ -16,6 +16,9 @@ IN_LOOP_STEP_FRAC = 0.5
 RECURRING_MIN_STEPS = 3
 """A sync in fewer steps but in at least this many (logging every N steps) is named beside the per-step
 ones: the same fix applies, and one-offs stay out."""
+RECURRING_MIN_FRAC = 0.005
+"""A less frequent sync is named only where reading less often there saves this share of a step (0.5%, the
+least a finding is shown for)."""
 READ_EVERY = 10
 """The fix keeps one read every READ_EVERY steps: the value is still read, just not every step."""
 
@@ -45,6 +48,14 @@ def dropped(ctx: RuleContext, nodes: np.ndarray) -> np.ndarray:
     return nodes[step % READ_EVERY != 0]
 
 
+def _pays(ctx: RuleContext, frame: pd.DataFrame, key: tuple[str, str]) -> bool:
+    """Whether reading less often at one source of syncs saves RECURRING_MIN_FRAC of a step or more (a sync
+    that waits for a copy the host reads later, as advised, saves nothing)."""
+    nodes = dropped(ctx, frame.loc[(frame["cause"] == key[0]) & (frame["source"] == key[1]), "node"].to_numpy())
+    saved = float(ctx.saving(lambda graph: fixes.drop_waits(graph, nodes)).sum()) / ctx.n_win
+    return saved >= RECURRING_MIN_FRAC * ctx.step_ref
+
+
 class SyncInLoop:
     name = "sync-in-loop"
     title = "Host syncs inside the loop"
@@ -59,9 +70,10 @@ class SyncInLoop:
         per = frame.groupby(["cause", "source"]).agg(steps=("win", "nunique"), count=("win", "size"))
         loop = per[per["steps"] >= IN_LOOP_STEP_FRAC * n_win]
         recurring = per[(per["steps"] < IN_LOOP_STEP_FRAC * n_win) & (per["steps"] >= RECURRING_MIN_STEPS)]
-        named = pd.concat([loop.sort_values("count", ascending=False), recurring.sort_values("steps", ascending=False)])
         if loop.empty:
             return None
+        recurring = recurring.loc[np.array([_pays(ctx, frame, key) for key in recurring.index], dtype=bool)]
+        named = pd.concat([loop.sort_values("count", ascending=False), recurring.sort_values("steps", ascending=False)])
         keep = frame.set_index(["cause", "source"]).index.isin(named.index)
         nodes = frame["node"].to_numpy()[keep]
         drop = dropped(ctx, nodes)
@@ -77,7 +89,7 @@ class SyncInLoop:
         detail = f"Host syncs in the loop: {'; '.join(parts)}."
         if len(recurring):
             more = [
-                f"{c or 'sync'} at {s or 'unknown source'} (every ~{n_win / k:.0f} steps)"
+                f"{c or 'sync'} at {s or 'unknown source'} (in {k} of {n_win} steps)"
                 for (c, s), k in zip(recurring.index, recurring["steps"], strict=True)
             ][:5]
             detail += f" Also in the loop, less often: {'; '.join(more)}."
