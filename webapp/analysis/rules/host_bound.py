@@ -49,7 +49,11 @@ class HostBound:
             return None
         nodes = np.flatnonzero(inside)
         calls = nodes[rd.kind[g.h_row[nodes]] == rd.code(IntervalKind.LAUNCH)]
-        per_step = float(np.sum(rd.win_rank[win[calls]] == top)) / max(int(np.sum(rd.win_rank == top)), 1)
+        # the calls that launched GPU work (cudaFuncGetAttributes, event queries and the like launch none);
+        # every CUDA call where the trace links no GPU work to its launch
+        launching = calls[np.isin(calls, g.g_launch)] if g.linked_frac > 0 else calls
+        what, each_is = ("launches", "launch") if g.linked_frac > 0 else ("CUDA calls", "call")
+        per_step = float(np.sum(rd.win_rank[win[launching]] == top)) / max(int(np.sum(rd.win_rank == top)), 1)
         candidates: list[tuple[str, Change, np.ndarray | None]] = []
         if len(calls):
             candidates.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", _graphs(calls, win), None))
@@ -72,9 +76,9 @@ class HostBound:
             + f" took {ms(top_host)} per step to issue work the GPU ran in {ms(top_gpu)}"
             f" ({top_host / max(top_gpu, 1):.1f}x)"
         )
-        if len(calls):
+        if len(launching):
             each = top_host / max(per_step, 1) / 1e3
-            facts += f"; {per_step:.0f} launches per step, {each:.1f} us of host time each"
+            facts += f"; {per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
         others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
         if others:
             more = len(ranks) - MAX_RANKS_SAID
