@@ -26,7 +26,8 @@ def test_rocm_trace_loads_with_hip_names() -> None:
     assert waits["hipDeviceSynchronize"] == "synchronize"
     assert (df.loc[df["kind"] == "kernel", "launch_id"] >= 0).all()
     result = analyze(trace)
-    assert result.metrics["steps"] == 2 and result.metrics["compute_busy_ns"] > 0
+    # the second ProfilerStep opened as the profiler stopped: nothing ran in it, so it is no step
+    assert result.metrics["steps"] == 1 and result.metrics["compute_busy_ns"] > 0
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["msgspec", "stdlib"])

@@ -123,6 +123,18 @@ def _spans(rank: np.ndarray, start: np.ndarray, end: np.ndarray, gpu: np.ndarray
     return pd.DataFrame({"rank": present, "start_ns": lo[present], "end_ns": hi[present]})
 
 
+def _with_work(steps: pd.DataFrame, rank: np.ndarray, start: np.ndarray) -> pd.DataFrame:
+    """``steps`` without the windows that hold no interval of their rank (a profiler's last step marker, opened
+    as it stopped), where their rank has other windows."""
+    held = np.zeros(len(steps), dtype=bool)
+    for r, rows in steps.groupby("rank").indices.items():
+        t = np.sort(start[rank == r])
+        a, b = steps["start_ns"].to_numpy()[rows], steps["end_ns"].to_numpy()[rows]
+        held[rows] = np.searchsorted(t, b, side="left") > np.searchsorted(t, a, side="left")
+    alone = steps.groupby("rank")["step"].transform("size").to_numpy() == 1
+    return steps[held | alone]
+
+
 def step_windows(
     trace: Trace,
     kind: np.ndarray,
@@ -168,7 +180,7 @@ def step_windows(
         steps = steps.assign(start_ns=ws).sort_values(["rank", "start_ns"], kind="stable")
         nxt = steps.astype({"start_ns": "Int64"}).groupby("rank")["start_ns"].shift(-1)
         steps["end_ns"] = nxt.fillna(last_end.loc[steps.index].astype("Int64")).astype("int64")
-        steps = steps[["rank", "step", "start_ns", "end_ns"]]
+        steps = _with_work(steps[["rank", "step", "start_ns", "end_ns"]], rank, start)
     with_steps = set(steps["rank"].tolist())
     if {ln.rank for ln in trace.lanes} <= with_steps:
         return steps.sort_values(["rank", "start_ns"]).reset_index(drop=True).astype("int64"), basis
