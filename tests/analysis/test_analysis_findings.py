@@ -419,3 +419,39 @@ def test_a_finding_costs_its_saving_over_the_run_not_its_best_windows() -> None:
     (finding,) = (*found, *minor)
     assert finding.cost_per_step_ns == 1 * MS and finding.cost_total_ns == 3 * MS
     assert costs["planted"].tolist() == [3 * MS, 3 * MS, -3 * MS]
+
+
+def test_copy_fixes_say_only_what_the_copies_lack() -> None:
+    """Pinned copies are not told to pin; non-blocking pageable uploads are told they lack pinned memory, not
+    non_blocking."""
+    found = {f.rule: f for r in (analyze(_pinned_blocking_run()),) for f in (*r.findings, *r.minor_findings)}
+    assert "Needs pinned host memory" not in found["no-copy-overlap"].fix
+    page = {f.rule: f for f in analyze(pageable_run(3)).findings}
+    assert "Needs pinned host memory" in page["no-copy-overlap"].fix
+    assert "already pass non_blocking" not in page["pageable-copy"].fix  # these uploads held the host
+    rows = []
+    for k in range(3):
+        t = k * 28 * MS
+        rows += [
+            iv(CPU, "launch", t, t + 10 * US, "cudaMemcpyAsync", id=10 * k, step=k),
+            iv(
+                COMPUTE,
+                "memcpy_h2d",
+                t + 20 * US,
+                t + 12 * MS,
+                "up",
+                bytes=64 << 20,
+                memory_kind="pageable",
+                launch_id=10 * k,
+                id=10 * k + 1,
+                step=k,
+            ),
+            iv(CPU, "launch", t + 20 * US, t + 25 * US, id=10 * k + 2, step=k),
+            iv(COMPUTE, "kernel", t + 12 * MS, t + 28 * MS, "gemm", launch_id=10 * k + 2, id=10 * k + 3, step=k),
+        ]
+    quiet = {
+        f.rule: f
+        for r in (analyze(trace(rows, steps(*[(k * 28 * MS, (k + 1) * 28 * MS) for k in range(3)]))),)
+        for f in (*r.findings, *r.minor_findings)
+    }
+    assert "already pass non_blocking=True" in quiet["pageable-copy"].fix

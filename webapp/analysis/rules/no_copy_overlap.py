@@ -23,9 +23,9 @@ class NoCopyOverlap:
     fix = (
         "Prefetch the next batch on a side stream: copy_stream = torch.cuda.Stream(); with "
         "torch.cuda.stream(copy_stream): nxt = batch.to(device, non_blocking=True); before using it, "
-        "torch.cuda.current_stream().wait_stream(copy_stream) and nxt.record_stream(torch.cuda.current_stream()). "
-        "Needs pinned host memory."
+        "torch.cuda.current_stream().wait_stream(copy_stream) and nxt.record_stream(torch.cuda.current_stream())."
     )
+    PINNED_NEEDED = " Needs pinned host memory (DataLoader(pin_memory=True), or tensor.pin_memory())."
 
     def detect(self, ctx: RuleContext) -> Detection | None:
         rd, g = ctx.rd, ctx.graph
@@ -59,4 +59,5 @@ class NoCopyOverlap:
             change,
             top_sources(ctx.sources(rows), exposed),
             ctx.evidence(rows, exposed, (ctx.launch_rows(rows),)),
+            fix=self.fix + (self.PINNED_NEEDED if len(pageable) else ""),  # pinned already: nothing to add
         )

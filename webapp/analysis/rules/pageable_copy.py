@@ -75,9 +75,16 @@ class PageableCopy:
                 f"Replayed {replay}, with {tail}"
             )
         dur = g.g_dur[ops]
+        fix = self.fix
+        if len(uploads) and not len(held):  # the uploads did not hold the host: non_blocking is there already
+            fix += (
+                " The uploads here already pass non_blocking=True: from pageable memory the driver copies through a "
+                "staging buffer of its own, at the pageable rate; pinned memory is what they lack."
+            )
         return Detection(
             detail,
             change,
             top_sources(ctx.sources(rows), dur),
             ctx.evidence(rows, dur, (ctx.launch_rows(rows),)),
+            fix=fix,
         )
