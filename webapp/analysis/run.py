@@ -50,6 +50,8 @@ _METHOD_NOTES = {
     "repeat:cpu_op": "No step markers: steps are the iterations of the loop, found as the repeating sequence "
     "of host ops.",
     "repeat:gpu": "No step markers: steps are the iterations of the loop, found as the repeating sequence of GPU work.",
+    "repeat:graph": "The step markers covered only the set-up (warm-up, capture): steps are the loop's CUDA graph "
+    "replays, found as their repeating sequence.",
 }
 
 
