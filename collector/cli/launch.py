@@ -211,11 +211,21 @@ def script_status(error: str) -> int:
     return 130 if kind == "KeyboardInterrupt" else 1
 
 
+STOPPED_ERROR = "stopped by torchrun (SIGTERM) as another rank failed"
+"""The error a rank's trace keeps when torchrun stopped it because another rank failed."""
+
+
+def _causes(errors: Mapping[int, str]) -> Mapping[int, str]:
+    """The ranks' errors that caused the failure: those of ranks torchrun stopped left out (all if none is)."""
+    return {r: e for r, e in errors.items() if e != STOPPED_ERROR} or errors
+
+
 def exit_status(status: int, errors: Mapping[int, str]) -> int:
-    """The job's exit status: the script's own on the first rank that failed (torchrun's is always 1)."""
+    """The job's exit status: the script's own on the first rank that failed of itself (torchrun's is always 1)."""
     if status == 0 or not errors:
         return status
-    return script_status(errors[min(errors)]) or status
+    causes = _causes(errors)
+    return script_status(causes[min(causes)]) or status
 
 
 def _ranks_text(ranks: Sequence[int]) -> str:
@@ -225,7 +235,8 @@ def _ranks_text(ranks: Sequence[int]) -> str:
 def job_error(errors: Mapping[int, str]) -> str:
     """``RuntimeError: boom (ranks 0, 1)``; different errors joined by ``; ``."""
     by_error: dict[str, list[int]] = {}
-    for rank, error in sorted(errors.items()):
+    causes = _causes(errors)
+    for rank, error in sorted(errors.items(), key=lambda re: (re[0] not in causes, re[0])):  # the causes first
         by_error.setdefault(error, []).append(rank)
     return "; ".join(f"{error} ({_ranks_text(ranks)})" for error, ranks in by_error.items())
 

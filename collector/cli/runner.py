@@ -22,12 +22,14 @@ import argparse
 import os
 import runpy
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from collector.cli.launch import add_launch_arguments, launch, rank_out, torchrun_flags
+from collector.cli.launch import STOPPED_ERROR, add_launch_arguments, launch, rank_out, torchrun_flags
 from collector.errors import StreamscopeError
 from collector.recording.api import record
 from collector.recording.base import NoCudaError, require_cuda
@@ -265,8 +267,13 @@ def run_record(req: RecordRequest) -> int:
         raise RecordUsageError(f"no such script: {req.target}")
     _require_device(req.timing, cpu_ok=True)
     prepare_out(out)
+    rank_child = bool(os.environ.get("STREAMSCOPE_RANK_CHILD"))
+    if rank_child:
+        # torchrun stops every rank (SIGTERM) as soon as one fails: a rank still running ends its script there
+        # and writes its trace up to that point; one already writing finishes first
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
     status = run_script(req.target, req.args, out, every=req.every, probe=req.probe, timing=req.timing)
-    if os.environ.get("STREAMSCOPE_RANK_CHILD"):
+    if rank_child:
         # a rank launched by `record --nproc`: its trace is written; leave without tearing down the script's
         # process group at interpreter exit, which can hang (gloo's worker threads wait for the GIL)
         sys.stdout.flush()
@@ -302,6 +309,8 @@ def run_script(
         # keep the script's objects alive: a process group freed here, with the GIL held, can deadlock with
         # its own worker threads (seen with gloo and DDP); ranks leave with os._exit (run_record)
         namespace = runpy.run_path(path, run_name="__main__")
+    except _Stopped:
+        status, error = 128 + signal.SIGTERM, STOPPED_ERROR
     except SystemExit as exc:
         status, error = _exit_status(exc)
     except KeyboardInterrupt:
@@ -311,12 +320,28 @@ def run_script(
         status, error = 1, f"{type(exc).__name__}: {exc}"
         _print_script_traceback(path)
     finally:
+        _STOPPING.set()  # a SIGTERM from here on waits for the trace to be written
         sys.argv, sys.path[:] = saved_argv, saved_path
         sys.stdout.flush()
         rec.stop(error=error)
     _report(rec)
     _KEPT.append(namespace)
     return status
+
+
+_STOPPING = threading.Event()
+"""Set once the script has ended and its trace is being written."""
+
+
+class _Stopped(SystemExit):
+    """The script of a rank ended by torchrun's SIGTERM."""
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM in a rank of ``record --nproc``: end the script as python's default would (exit 143), so that
+    its trace is written up to here; ignored while the trace is being written (the rank leaves after)."""
+    if not _STOPPING.is_set():
+        raise _Stopped(128 + signum)
 
 
 _KEPT: list[dict[str, Any]] = []

@@ -224,3 +224,34 @@ def test_one_real_rank_writes_out_with_no_warning(tmp_path: Path) -> None:
     said = [ln for ln in done.stderr.splitlines() if "streamscope:" in ln]
     assert len(said) == 1 and said[0].startswith("streamscope: wrote job.json.gz ("), said
     assert _files(tmp_path) == ["job.json.gz"]
+
+
+STOPPED = """\
+import sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(64)
+for _ in range(3):
+    dist.all_reduce(t)
+if dist.get_rank() == 1:
+    raise RuntimeError("boom on rank 1")
+for _ in range(600):  # rank 0 works on alone until torchrun stops it
+    time.sleep(0.1)
+"""
+
+
+@pytest.mark.multiprocess
+def test_a_rank_torchrun_stops_as_another_fails_keeps_its_trace(tmp_path: Path) -> None:
+    """Rank 1 fails; torchrun then stops rank 0 (SIGTERM) in the middle of its work: rank 0 ends there and
+    writes its trace up to that point, and both are merged."""
+    pytest.importorskip("torch.distributed")
+    (tmp_path / "job.py").write_text(STOPPED)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    cmd = [sys.executable, "-m", "webapp.cli", "record", "--nproc", "2", "--out", "job.json.gz", "job.py"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=50, check=False)
+    assert done.returncode == 1, done.stderr[-3000:]  # the failing rank's status, not the stopped one's 143
+    assert _files(tmp_path) == ["job.json.gz", "job.rank0.json.gz", "job.rank1.json.gz"], done.stderr[-3000:]
+    assert load_trace(str(tmp_path / "job.json.gz")).ranks == [0, 1]
+    assert (
+        "the script failed (exit status 1): RuntimeError: boom on rank 1 (rank 1); "
+        "stopped by torchrun (SIGTERM) as another rank failed (rank 0)" in done.stderr
+    )
