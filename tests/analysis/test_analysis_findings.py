@@ -455,3 +455,57 @@ def test_copy_fixes_say_only_what_the_copies_lack() -> None:
         for f in (*r.findings, *r.minor_findings)
     }
     assert "already pass non_blocking=True" in quiet["pageable-copy"].fix
+
+
+def test_a_sync_already_read_every_ten_steps_is_left_as_it_is() -> None:
+    """item() every step; a print() of a value the GPU computes, every 10th step from step 3 on (as
+    `if i % 10 == 0` does when the recording starts mid-loop): the fix keeps the print as it is, so it is
+    neither named nor dropped."""
+    rows = []
+    for k in range(30):
+        t = k * 10 * MS
+        rows += [
+            iv(CPU, "launch", t, t + 5 * US, id=10 * k, step=k),
+            iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1, step=k),
+            iv(
+                CPU,
+                "sync_wait",
+                t + 6 * MS,
+                t + 7 * MS + 5 * US,
+                "item",
+                cause="item",
+                source="loop.py:7",
+                id=10 * k + 2,
+                step=k,
+            ),
+        ]
+        if k % 10 == 3:
+            rows += [
+                iv(CPU, "launch", t + 7 * MS + 10 * US, t + 7 * MS + 15 * US, id=10 * k + 4, step=k),
+                iv(
+                    COMPUTE,
+                    "kernel",
+                    t + 7 * MS + 20 * US,
+                    t + 9 * MS,
+                    "k2",
+                    launch_id=10 * k + 4,
+                    id=10 * k + 5,
+                    step=k,
+                ),
+                iv(
+                    CPU,
+                    "sync_wait",
+                    t + 7 * MS + 20 * US,
+                    t + 9 * MS + 5 * US,
+                    "print",
+                    cause="print",
+                    source="loop.py:9",
+                    id=10 * k + 6,
+                    step=k,
+                ),
+            ]
+    result = analyze(trace(rows, steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(30)])))
+    f = _by_rule(result)["sync-in-loop"]
+    assert f.sources == ("loop.py:7",) and "loop.py:9" not in f.detail
+    table = result.sync_sources.set_index("source")
+    assert table.loc["loop.py:9", "saving_ns"] == 0

@@ -39,13 +39,27 @@ def sync_groups(ctx: RuleContext) -> pd.DataFrame:
     return frame[~frame["cause"].isin(list(COPY_SYNC_CAUSES))]
 
 
-def dropped(ctx: RuleContext, nodes: np.ndarray) -> np.ndarray:
-    """The waits the fix removes: all but those in every READ_EVERY-th step (all of them in a run of no more
-    than READ_EVERY steps)."""
+def dropped(ctx: RuleContext, nodes: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """The waits the fix removes (all of them in a run of no more than READ_EVERY steps): of each source's
+    (``groups``: a label per node; None: one source), on each rank, those of its first step are kept, then
+    those of the next step it waits in at least READ_EVERY steps later, and so on. A sync already read every
+    READ_EVERY steps or less often loses nothing."""
     if len(ctx.rd.win) <= READ_EVERY:
         return nodes
-    step = ctx.rd.win_step[ctx.host_win()[nodes]]
-    return nodes[step % READ_EVERY != 0]
+    win = ctx.host_win()[nodes]
+    step, rank = ctx.rd.win_step[win], ctx.rd.win_rank[win]
+    labels = np.zeros(len(nodes), dtype=np.int64) if groups is None else pd.factorize(groups)[0]
+    key, _ = pd.factorize(pd.MultiIndex.from_arrays([labels, rank]))
+    keep = np.zeros(len(nodes), dtype=bool)
+    for k in range(int(key.max()) + 1 if len(key) else 0):
+        mine = key == k
+        read, last = [], None
+        for s in np.unique(step[mine]).tolist():
+            if last is None or s - last >= READ_EVERY:
+                read.append(s)
+                last = s
+        keep[mine] = np.isin(step[mine], read)
+    return nodes[~keep]
 
 
 def _pays(ctx: RuleContext, frame: pd.DataFrame, key: tuple[str, str]) -> bool:
@@ -76,15 +90,15 @@ class SyncInLoop:
         named = pd.concat([loop.sort_values("count", ascending=False), recurring.sort_values("steps", ascending=False)])
         keep = frame.set_index(["cause", "source"]).index.isin(named.index)
         nodes = frame["node"].to_numpy()[keep]
-        drop = dropped(ctx, nodes)
+        drop = dropped(ctx, nodes, (frame["cause"] + "|" + frame["source"]).to_numpy()[keep])
 
         def change(graph: Graph) -> Graph:
             return fixes.drop_waits(graph, drop)
 
         waited = int((g.h_end[nodes] - g.h_start[nodes]).sum())
         parts = [
-            f"{c or 'sync'} at {s or 'unknown source'} ({n / n_win:.1f}/step)"
-            for (c, s), n in zip(loop.index, loop["count"], strict=True)
+            f"{c or 'sync'} at {s or 'unknown source'} ({'every step' if k >= n_win else f'in {k} of {n_win} steps'})"
+            for (c, s), k in zip(loop.index, loop["steps"], strict=True)
         ][:5]
         detail = f"Host syncs in the loop: {'; '.join(parts)}."
         if len(recurring):
