@@ -74,6 +74,11 @@ class PageableCopy:
                 f"{_count(ctx, ops)} of {size(ops)} went through pageable memory at {achieved:.1f} GB/s. "
                 f"Replayed {replay}, with {tail}"
             )
+        if probed and gbps <= achieved:  # pin_copies never slows a copy: the saving is the host's waits alone
+            detail += (
+                f" Pinned copies run no faster here ({gbps:.1f} against {achieved:.1f} GB/s): what the replay saves is "
+                "the host no longer waiting for them."
+            )
         dur = g.g_dur[ops]
         fix = self.fix
         if len(uploads) and not len(held):  # the uploads did not hold the host: non_blocking is there already
