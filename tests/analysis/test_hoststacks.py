@@ -154,3 +154,10 @@ def test_a_cpu_timed_recording_shows_host_time_by_op() -> None:
     cpu = run("cpu")
     assert hoststacks.frames_basis(cpu) == "cpu_ops"
     assert hoststacks.frame_table(cpu).set_index("frame").loc["aten::mm", "self_ns"] == 4 * 6 * MS
+
+
+def test_a_replayed_fix_that_slows_the_steps_says_so() -> None:
+    from webapp.analysis.rules.host_bound import _saves
+
+    assert _saves("CUDA graphs", 2_500_000) == "CUDA graphs saves 2.50 ms"
+    assert _saves("CUDA graphs", -40_000) == "CUDA graphs would add 0.04 ms"

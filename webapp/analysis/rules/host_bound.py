@@ -92,7 +92,7 @@ class HostBound:
         else:
             missing = hoststacks.missing_text(rd)
             detail += f" {missing}" if missing else ""
-        replayed = "; ".join(f"{label} saves {ms(float(s.sum()) / ctx.n_win)}" for label, s, _, _ in savings)
+        replayed = "; ".join(_saves(label, float(s.sum()) / ctx.n_win) for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
             f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
@@ -111,8 +111,14 @@ class HostBound:
         if not savings:
             return Detection(detail, lambda graph: graph, saving=np.zeros(n, dtype=np.int64), options=options)
         best = max(savings, key=lambda x: float(x[1].mean()))
-        fix = f"Best replayed fix: {best[0]}. " + self.fix
+        lead = f"Best replayed fix: {best[0]}. " if best[1].sum() > 0 else "No replayed fix saves time here. "
+        fix = lead + self.fix
         return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
+
+
+def _saves(label: str, per_step_ns: float) -> str:
+    """``label`` and its replayed saving per step; one that would make the steps slower says so."""
+    return f"{label} saves {ms(per_step_ns)}" if per_step_ns >= 0 else f"{label} would add {ms(-per_step_ns)}"
 
 
 def _by_rank(win_rank: np.ndarray, host: np.ndarray, gpu: np.ndarray) -> list[tuple[int, float, float]]:
