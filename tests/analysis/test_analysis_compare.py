@@ -312,3 +312,13 @@ def test_a_run_without_gpu_work_fixes_no_gpu_finding() -> None:
         assert {"pageable-copy", "no-copy-overlap"} <= set(c.findings["unseen"])
         assert any("has GPU work and" in n and "neither fixed nor new" in n for n in c.notes)
     assert compare(pageable_run(2), clean_run(2)).findings["unseen"] == []
+
+
+def test_a_finding_in_both_runs_shows_its_cost_in_each() -> None:
+    from webapp.analysis.report import comparison_text
+
+    c = compare(pageable_run(2), pageable_run(3))
+    cost_a = {f.rule: f.cost_per_step_ns for f in c.analysis_a.findings}["pageable-copy"]
+    cost_b = c.finding_costs["pageable-copy"]
+    line = next(x for x in comparison_text(c).splitlines() if x.startswith("findings in both: "))
+    assert f"pageable-copy ({cost_a / 1e6:.3f} ms -> {cost_b / 1e6:.3f} ms/step)" in line

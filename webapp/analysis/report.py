@@ -153,8 +153,14 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
             name = row.name if len(row.name) <= 60 else row.name[:57] + "..."
             lines.append(f"  {row.status:<8} {row.kind:<11} {name:<60} {row.delta_step_ns / 1e6:+10.3f} ms/step")
         lines.append("")
-    for key in ("fixed", "new", "unchanged"):
+    for key in ("fixed", "new"):
         lines.append(f"findings {key}: {', '.join(c.findings[key]) or '-'}")
+    a_costs = {f.rule: f.cost_per_step_ns for f in c.analysis_a.findings}
+    both = (
+        f"{r} ({fmt(a_costs.get(r), Unit.NS)} -> {fmt(c.finding_costs.get(r), Unit.NS)}/step)"
+        for r in c.findings["unchanged"]
+    )
+    lines.append(f"findings in both: {', '.join(both) or '-'}")
     if c.findings.get("unseen"):
         lines.append(f"findings not compared (GPU work in one run only): {', '.join(c.findings['unseen'])}")
     costs = c.finding_costs
