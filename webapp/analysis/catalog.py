@@ -147,7 +147,7 @@ CATALOG: tuple[Metric, ...] = (
     Metric("host_busy_step_median_ns", "Host busy / step", NS, host_card=True),
     Metric("host_busy_step_p90_ns", "Host busy / step, p90", NS),
     Metric("collective_ns", "Collectives", NS, host_step_column=True),
-    Metric("collective_step_median_ns", "Collectives / step", NS, card=True, host_card=True),  # where any ran
+    Metric("collective_step_median_ns", "Collectives / step", NS, headline=True, card=True, host_card=True),
     Metric("collective_step_p90_ns", "Collectives / step, p90", NS),
     # GPU ops launched and not finished (webapp.analysis.queue): a deeper queue keeps the GPU fed
     Metric("queue_depth_step_median", "Median queue depth / step", COUNT, HIGHER, headline=True, gpu=True),
