@@ -277,8 +277,8 @@ def _cause(per_rank: pd.DataFrame, straggler: int, cols: list[str]) -> tuple[str
 
 def _replayed(rd: RunData, ctx: RuleContext, cf: pd.DataFrame, straggler: int) -> tuple[Change, np.ndarray] | None:
     """The straggler's fix as a graph change (every other rank's collectives shortened by their wait for it)
-    and its replayed saving per step window (the straggler's own windows take the other ranks' median saving
-    at the same step: ranks step together). None where the graph holds under half of those collectives (they
+    and its replayed saving per step window (the straggler's own windows come down to the other ranks' median
+    fixed step at the same step: ranks step together). None where the graph holds under half of those collectives (they
     ran on host threads, which the graph does not replay)."""
     g = ctx.graph
     late = late_for(cf, straggler)
@@ -292,7 +292,10 @@ def _replayed(rd: RunData, ctx: RuleContext, cf: pd.DataFrame, straggler: int) -
         return None
     change = partial(shorten, ops=ops[ops >= 0], by_ns=late[waiting][ops >= 0].round().astype(np.int64))
     saving = np.maximum(ctx.saving(change), 0).astype(np.float64)
-    return change, lockstep(rd, saving, straggler)
+    # the straggler's own steps keep pace with the others' fixed steps: a short window of its (its last) saves
+    # only what takes it down to theirs
+    base = ctx.base_steps.astype(np.float64)
+    return change, np.maximum(base - lockstep(rd, base - saving, straggler), 0)
 
 
 def lockstep(rd: RunData, per_win: np.ndarray, rank: int) -> np.ndarray:

@@ -28,6 +28,8 @@ EXTRA_STEP_COLUMNS: dict[str, str] = {
     "step_time_unrecorded_ns": "step time without the recorder's own host cost, as replayed, ns",
     "replay_error_frac": "|replayed - measured| / measured step time of the unchanged dependency graph",
     **{rule_key("cost", r.name): f"step time the {r.name} fix saves in this step, replayed, ns" for r in RULES},
+    rule_key("cost", "straggler"): "step time the straggler's fix saves in this step, replayed (runs of several "
+    "ranks whose collectives the dependency graph holds), ns",
     "step_time_fixed_ns": "step time with every listed finding's fix replayed together (webapp.analysis.whatif), ns",
 }
 """Columns analyze() adds to the per-step table after the findings."""
@@ -234,6 +236,9 @@ def analyze(trace: Trace) -> RunAnalysis:
     minor: tuple[Finding, ...] = ()
     costs = {r.name: np.zeros(len(rd.win), dtype=np.int64) for r in RULES}
     changes: dict[str, Detection] = {}
+    rk = analyze_ranks(rd, None if cpu_only else ctx) if len(trace.ranks) > 1 else None
+    if rk is not None and rk.finding is not None:
+        ctx.straggler = int(rk.section["straggler"]["rank"])
     if not cpu_only:
         findings, minor, costs, changes = find_all(ctx)
     applied = [f for f in findings if f.rule in changes]
@@ -248,9 +253,10 @@ def analyze(trace: Trace) -> RunAnalysis:
     rank_notes: tuple[str, ...] = ()
     if cpu_only:
         rank_notes = (cpu_only_note(rd),)
-    if len(trace.ranks) > 1:
-        rk = analyze_ranks(rd, None if cpu_only else ctx)
+    if rk is not None:
         ranks, rank_notes = rk.section, (*rank_notes, *rk.notes)
+        if rk.saving is not None:
+            per_step[rule_key("cost", "straggler")] = np.where(covered, rk.saving[order], np.nan)
         if rk.finding is not None:
             if listed(rk.finding.cost_per_step_ns, share_of_steps(ctx, rk.finding.cost_total_ns)):
                 fixed = straggler_fixed(ctx, rk, now, fixed, [changes[f.rule] for f in applied])

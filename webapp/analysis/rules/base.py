@@ -71,6 +71,8 @@ class RuleContext:
     pinned_gbps: float
     replayed: np.ndarray | None = None
     """The windows the graph covers (None: all)."""
+    straggler: int | None = None
+    """The rank the straggler finding names (webapp.analysis.ranks), if any: its extra time is that finding's."""
     _cache: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property

@@ -44,7 +44,10 @@ class HostBound:
         host = np.bincount(win[inside], weights=np.maximum(g.h_delta[inside], 0), minlength=n)
         gpu = rd.gpu.measure_in(rd.win.starts, rd.win.ends)
         ranks = _by_rank(rd.win_rank, host, gpu)  # the most host-bound rank first
+        if ctx.straggler is not None and len(ranks) > 1:  # its extra host time is the straggler finding's
+            ranks = [r for r in ranks if r[0] != ctx.straggler] + [r for r in ranks if r[0] == ctx.straggler]
         top, top_host, top_gpu = ranks[0]
+        but = f" but the straggler (rank {ctx.straggler})" if ctx.straggler is not None and len(ranks) > 1 else ""
         if not top_host > top_gpu:
             return None
         nodes = np.flatnonzero(inside)
@@ -72,7 +75,7 @@ class HostBound:
                 saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
             savings.append((label, saved, change, floor))
         facts = (
-            ("The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)}, the host")
+            ("The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)}{but}, the host")
             + f" took {ms(top_host)} per step to issue work the GPU ran in {ms(top_gpu)}"
             f" ({top_host / max(top_gpu, 1):.1f}x)"
         )
