@@ -50,7 +50,8 @@ class NoCopyOverlap:
 
         overlap = ctx.metrics.get("copy_compute_overlap_frac", math.nan)
         detail = (
-            f"{len(ops)} host-to-device copies ran while no kernel ran, {ms(exposed.sum() / ctx.n_win)} per step; "
+            f"{len(ops)} host-to-device copies ran while no kernel ran, {ms(exposed.sum() / ctx.n_win)} per step on "
+            "average; "
             f"overlap with compute was {overlap * 100:.0f}% of copy time. Replayed with each copy issued a step "
             "ahead on its own stream" + (" from pinned memory" if len(pageable) else "") + "."
         )
