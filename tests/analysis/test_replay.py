@@ -345,3 +345,16 @@ def test_gpu_work_without_launch_links_moves_with_the_host_around_it() -> None:
     assert cm.graph.linked_frac == 0
     saved = cm.base_steps - _steps_after(rd, cm, fixes.faster_host)
     assert saved[:-1] == pytest.approx([6 * MS - 10 * US] * (len(saved) - 1), abs=20 * US)
+
+
+def test_a_collective_the_backend_starts_just_after_its_enqueue_holds_the_host() -> None:
+    """The issuing thread enqueues a collective (its call ends at 0.1 ms), the backend's thread starts it
+    33 us later and runs it to 20 ms, and the thread's next call comes 0.2 ms after that: it waited for it
+    (work.wait()), though the collective was not yet running when the thread's last call ended."""
+    from webapp.analysis.causal.graph import _collective_holds
+
+    us = np.int64(US)
+    h_rank, h_start, h_end = np.zeros(2, np.int64), np.array([0, 20_200]) * us, np.array([100, 20_210]) * us
+    g_rank, g_start, g_end = np.zeros(1, np.int64), np.array([133]) * us, np.array([20_000]) * us
+    held, on = _collective_holds(h_rank, h_start, h_end, np.zeros(2, bool), g_rank, g_start, g_end, np.ones(1, bool))
+    assert held.tolist() == [True, False] and on.tolist() == [0, -1]

@@ -576,7 +576,8 @@ def _collective_holds(
     """Host nodes after which the issuing thread waited for a collective without a CUDA call (gloo's
     ``work.wait()`` on CUDA tensors): a gap of at least BLOCKED_LAUNCH_NS before the next node that ends within
     COLLECTIVE_WAKE_NS after a collective of a backend's thread (``by_thread``) ends, the collective in flight
-    when the gap began. Per node: held, and the collective it waited for (-1)."""
+    when the gap began (or begun within COLLECTIVE_WAKE_NS after). Per node: held, and the collective it waited
+    for (-1)."""
     m = len(h_start)
     held = np.zeros(m, dtype=bool)
     on = np.full(m, -1, dtype=np.int64)
@@ -591,7 +592,10 @@ def _collective_holds(
     order = coll[np.argsort(g_end[coll], kind="stable")]
 
     def in_flight(q: np.ndarray, cand: np.ndarray) -> np.ndarray:
-        return (g_rank[cand] == h_rank[p[q]]) & (g_start[cand] <= gap_start[q]) & (g_end[cand] >= gap_start[q])
+        # in flight as the gap began, or started by the backend's thread right after the call before it (the
+        # enqueue), within COLLECTIVE_WAKE_NS
+        began = g_start[cand] <= gap_start[q] + COLLECTIVE_WAKE_NS
+        return (g_rank[cand] == h_rank[p[q]]) & began & (g_end[cand] >= gap_start[q])
 
     found = _latest_before(g_end[order], order, gap_end, gap_end - COLLECTIVE_WAKE_NS, in_flight)
     ok = found >= 0
