@@ -14,6 +14,7 @@ from collector.model import IntervalKind
 from webapp.analysis import hoststacks
 from webapp.analysis.causal import fixes
 from webapp.analysis.causal.graph import Graph
+from webapp.analysis.context import RunData
 from webapp.analysis.rules.base import Change, Detection, RuleContext, ms
 
 LOADER_WORKERS = 4
@@ -74,27 +75,9 @@ class HostBound:
             if floor is not None:
                 saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
             savings.append((label, saved, change, floor))
-        facts = (
-            ("The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)}{but}, the host")
-            + f" took {ms(top_host)} per step to issue work the GPU ran in {ms(top_gpu)}"
-            f" ({top_host / max(top_gpu, 1):.1f}x)"
-        )
-        if len(launching):
-            each = top_host / max(per_step, 1) / 1e3
-            facts += f"; {per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
-        others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
-        if others:
-            more = len(ranks) - MAX_RANKS_SAID
-            facts += "; " + ", ".join(others) + (f" and {more} more ranks" if more > 0 else "")
-        detail = facts + "."
-        one = len(ranks) == 1
-        frames = hoststacks.top_frames(rd, rank=None if one else top)
-        if frames:
-            whose = "the host's time" if one else f"rank {top}'s host time"
-            detail += f" Where {whose} went: {frames}."
-        else:
-            missing = hoststacks.missing_text(rd)
-            detail += f" {missing}" if missing else ""
+        each = top_host / max(per_step, 1) / 1e3
+        calls_said = f"{per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
+        detail = _facts(ranks, but, calls_said if len(launching) else "") + _where(rd, ranks)
         replayed = "; ".join(_saves(label, float(s.sum()) / ctx.n_win) for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
@@ -117,6 +100,31 @@ class HostBound:
         lead = f"Best replayed fix: {best[0]}. " if best[1].sum() > 0 else "No replayed fix saves time here. "
         fix = lead + self.fix
         return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
+
+
+def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
+    """The host's and the GPU's time per step on the rank judged (the first of ``ranks``; ``but``: the rank
+    passed over), its ``calls`` sentence, and the other ranks' times."""
+    top, host, gpu = ranks[0]
+    who = "The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)}{but}, the host"
+    facts = f"{who} took {ms(host)} per step to issue work the GPU ran in {ms(gpu)} ({host / max(gpu, 1):.1f}x)"
+    facts += f"; {calls}" if calls else ""
+    others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
+    if others:
+        more = len(ranks) - MAX_RANKS_SAID
+        facts += "; " + ", ".join(others) + (f" and {more} more ranks" if more > 0 else "")
+    return facts + "."
+
+
+def _where(rd: RunData, ranks: list[tuple[int, float, float]]) -> str:
+    """Where the judged rank's host time went (its top frames), or why the trace cannot say."""
+    one, top = len(ranks) == 1, ranks[0][0]
+    frames = hoststacks.top_frames(rd, rank=None if one else top)
+    if frames:
+        whose = "the host's time" if one else f"rank {top}'s host time"
+        return f" Where {whose} went: {frames}."
+    missing = hoststacks.missing_text(rd)
+    return f" {missing}" if missing else ""
 
 
 def _saves(label: str, per_step_ns: float) -> str:
