@@ -19,6 +19,7 @@ def test_frame_table_has_self_and_total_time_per_frame() -> None:
     assert table.loc[forward, "total_ns"] == table.loc[forward, "self_ns"] == 5 * 2 * MS
     assert table.loc["train_epoch (train.py:30)", "total_frac"] == pytest.approx(1.0)
     assert table.loc[loading, "total_frac"] == pytest.approx(0.75)
+    assert "sample" not in set(analyze(loader_bound()).kernels["kind"])  # stacks are this table's, not the ops'
 
 
 def test_host_bound_names_the_loader_and_replays_more_workers() -> None:

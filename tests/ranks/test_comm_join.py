@@ -245,3 +245,16 @@ def test_a_straggler_whose_steps_begin_with_host_work_has_its_short_last_window_
     assert last[-1] < 0.2 * last[-2]
     said = [n for n in result.notes if "last step (" in n]
     assert len(said) == 1 and said[0].startswith(f"Rank 1's last step ({last[-1] / 1e6:.2f} ms, against ")
+
+
+def test_the_ops_table_gives_no_gpu_share_to_host_run_collectives() -> None:
+    """gloo's collectives run on host threads: their share of GPU busy time is none of the GPU's (it read
+    7331% on a real run); kernels keep theirs."""
+    from webapp.analysis.run import analyze
+
+    table = analyze(merge_traces([rank_trace(r, r.calls) for r in ddp_job(2, steps=6)])).kernels
+    gloo = table[table["name"].str.startswith("gloo:")]
+    assert len(gloo) and gloo["gpu_frac"].isna().all()
+    kernels = table[table["kind"] == "kernel"]
+    assert len(kernels) and (kernels["gpu_frac"] <= 1).all() and (kernels["gpu_frac"] > 0).all()
+    assert "sample" not in set(table["kind"])

@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from collector.importers.collectives import is_host_collective
 from collector.model import GPU_KINDS, INTERVAL_KIND_DTYPE, IntervalKind
 from webapp.analysis import intervals as iv
 from webapp.analysis.causal.critical import PARTS
@@ -238,9 +239,10 @@ def _path_of_median_step(per_step: pd.DataFrame, median_ns: float) -> dict[str, 
 def kernel_table(rd: RunData) -> pd.DataFrame:
     """Per (kind, name) over the whole run, biggest total first. Columns: ``kind``, ``name``, ``count``,
     ``total_ns``, ``mean_ns``, ``max_ns`` (ns), ``bytes`` (summed), ``gpu_frac`` (total_ns over the run's
-    GPU busy time; NaN for host kinds). Annotations are left out."""
+    GPU busy time; NaN for host kinds and for collectives a host thread ran, gloo's). Annotations and sampled
+    Python stacks (the Host time table's) are left out."""
     names, name_cats = rd.codes_of("name")
-    keep = rd.kind != rd.code(IntervalKind.ANNOTATION)
+    keep = (rd.kind != rd.code(IntervalKind.ANNOTATION)) & (rd.kind != rd.code(IntervalKind.SAMPLE))
     n_names = max(len(name_cats), 1)
     key = rd.kind.astype(np.int64) * (n_names + 1) + (names.astype(np.int64) + 1)
     dur = rd.e - rd.s
@@ -265,6 +267,10 @@ def kernel_table(rd: RunData) -> pd.DataFrame:
     kinds = np.asarray(INTERVAL_KIND_DTYPE.categories, dtype=object)
     name_arr = np.asarray([*name_cats, ""], dtype=object)
     gpu_kinds = np.isin(kind_code, [rd.code(k) for k in GPU_KINDS])
+    host_run = (kind_code == rd.code(IntervalKind.COLLECTIVE)) & np.array(
+        [is_host_collective(str(nm)) for nm in name_arr[name_code]], dtype=bool
+    )
+    gpu_kinds &= ~host_run
     busy = rd.gpu.total
     out = pd.DataFrame(
         {
