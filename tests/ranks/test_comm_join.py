@@ -258,3 +258,18 @@ def test_the_ops_table_gives_no_gpu_share_to_host_run_collectives() -> None:
     kernels = table[table["kind"] == "kernel"]
     assert len(kernels) and (kernels["gpu_frac"] <= 1).all() and (kernels["gpu_frac"] > 0).all()
     assert "sample" not in set(table["kind"])
+
+
+def test_a_cpu_run_s_set_up_says_its_collectives_time() -> None:
+    """CPU ranks: the set-up note's device work is the collectives run in it (the barrier), not a GPU figure
+    that is 0 on a run without a GPU."""
+    from ranks.ranks_traces import job
+
+    from webapp.analysis.run import analyze
+
+    result = analyze(merge_traces(job(world=2, steps=8, slow_rank=1, delay_ns=3_000_000)))
+    phases = result.phases
+    setup = phases[phases["phase"] == "setup"]
+    assert setup["gpu_busy_ns"].sum() == 0 and setup["collective_ns"].sum() > 0
+    (note,) = [n for n in result.notes if n.startswith("Set-up before the first step")]
+    assert f"in collectives {setup['collective_ns'].sum() / 1e6:.2f} ms" in note

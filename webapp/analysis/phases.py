@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from webapp.analysis.context import RunData
+from collector.model import IntervalKind
+from webapp.analysis import intervals as iv
+from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.units import size_text
 
 PHASE_COLUMNS: dict[str, str] = {
@@ -20,6 +22,7 @@ PHASE_COLUMNS: dict[str, str] = {
     "end_ns": "phase end, ns on the run clock",
     "dur_ns": "end_ns - start_ns, ns",
     "gpu_busy_ns": "union of GPU intervals in the phase, ns",
+    "collective_ns": "union of collectives in the phase (gloo's on host threads too), ns",
     "copy_count": "host-to-device and device-to-host copies starting in the phase",
     "copy_bytes": "their bytes",
     "copy_ns": "their summed duration within the phase, ns",
@@ -65,6 +68,7 @@ def phase_frame(rd: RunData) -> pd.DataFrame:
     nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
     dur = np.minimum(rd.e, b[np.maximum(which, 0)]) - rd.s  # within the phase: a copy may run on into a step
     copies = inside & rd.copy_mask
+    coll = kind_mask(rd.kind, IntervalKind.COLLECTIVE)
     n = len(a)
     count = np.bincount(which[copies], minlength=n)
     cbytes = np.bincount(which[copies], weights=nbytes[copies].astype(np.float64), minlength=n)
@@ -77,6 +81,7 @@ def phase_frame(rd: RunData) -> pd.DataFrame:
             "end_ns": rd.tb.from_axis(rank, b),
             "dur_ns": b - a,
             "gpu_busy_ns": rd.gpu.measure_in(a, b),
+            "collective_ns": iv.union(rd.s[coll], rd.e[coll]).measure_in(a, b),
             "copy_count": count.astype(np.int64),
             "copy_bytes": cbytes.astype(np.int64),
             "copy_ns": cdur.astype(np.int64),
@@ -112,7 +117,7 @@ def phase_notes(phases: pd.DataFrame, gpu: bool = True) -> tuple[str, ...]:
         if rows.empty:
             continue
         longest = int(rows["dur_ns"].max())
-        busy = int(rows["gpu_busy_ns"].sum()) / 1e6
+        busy = int(rows["gpu_busy_ns" if gpu else "collective_ns"].sum()) / 1e6
         ranks = int(rows["rank"].nunique())
         over = f" on the longest of {ranks} ranks; over all ranks, " if ranks > 1 else ", "
         span = f"{longest / 1e6:.2f} ms{over}"
