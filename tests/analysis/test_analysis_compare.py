@@ -322,3 +322,15 @@ def test_a_finding_in_both_runs_shows_its_cost_in_each() -> None:
     cost_b = c.finding_costs["pageable-copy"]
     line = next(x for x in comparison_text(c).splitlines() if x.startswith("findings in both: "))
     assert f"pageable-copy ({cost_a / 1e6:.3f} ms -> {cost_b / 1e6:.3f} ms/step)" in line
+
+
+def test_a_straggler_is_not_new_against_a_run_of_one_rank() -> None:
+    """A one-rank run cannot have a straggler: against it, a run of several ranks' straggler is not compared."""
+    from ranks.ranks_traces import job
+
+    from collector.ranks.merge import merge_traces
+
+    two = merge_traces(job(world=2, steps=8, slow_rank=1, delay_ns=3_000_000))
+    one = job(world=1, steps=8)[0]
+    c = compare(one, two)
+    assert "straggler" not in c.findings["new"] and "straggler" in c.findings["unseen"]

@@ -189,14 +189,17 @@ def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
     (``minor_findings``: below the listing threshold, webapp.analysis.findings.LIST_FRAC). ``fixed``: listed
     in A, gone from B; ``minor``: listed in A, minor in B (still there, below the threshold now); ``new``:
     listed in B, not in A at all; ``grown``: minor in A, listed in B (above the threshold now);
-    ``unchanged``: listed in both; ``unseen``: listed in the one run with GPU work, of a rule about GPU work,
-    which the other run (no GPU work) cannot show, so it is neither fixed nor new there."""
+    ``unchanged``: listed in both; ``unseen``: listed in one run, of a rule the other cannot show (a GPU rule
+    against a run without GPU work, the straggler against a run of one rank), so neither fixed nor new."""
     la, lb = _rules(a.findings), _rules(b.findings)
     ma, mb = _rules(a.minor_findings).keys() - la.keys(), _rules(b.minor_findings).keys() - lb.keys()
     unseen: list[str] = []
     if gpu_work(a.metrics) != gpu_work(b.metrics):
         unseen = [r for r in (*la, *lb) if r not in HOST_RULES]
         la, lb = (dict.fromkeys(r for r in rules if r in HOST_RULES) for rules in (la, lb))
+    if min(int(a.metrics.get("ranks", 1) or 1), int(b.metrics.get("ranks", 1) or 1)) < 2:  # one rank: no straggler
+        unseen += [r for r in (*la, *lb) if r in RANK_RULES]
+        la, lb = (dict.fromkeys(r for r in rules if r not in RANK_RULES) for rules in (la, lb))
     return {
         "fixed": [r for r in la if r not in lb and r not in mb],
         "minor": [r for r in la if r in mb],
@@ -209,6 +212,8 @@ def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
 
 HOST_RULES = frozenset({"straggler"})
 """Rules a run without GPU work can have findings of (CPU ranks: the straggler)."""
+RANK_RULES = frozenset({"straggler"})
+"""Rules only a run of several ranks can have findings of."""
 
 
 def gpu_notes(a: RunAnalysis, b: RunAnalysis) -> tuple[str, ...]:

@@ -162,7 +162,7 @@ def comparison_text(c: Comparison, ops_limit: int = 10) -> str:
     )
     lines.append(f"findings in both: {', '.join(both) or '-'}")
     if c.findings.get("unseen"):
-        lines.append(f"findings not compared (GPU work in one run only): {', '.join(c.findings['unseen'])}")
+        lines.append(f"findings not compared (the other run cannot show them): {', '.join(c.findings['unseen'])}")
     costs = c.finding_costs
     for key, say in (("minor", "below the threshold now (minor in B)"), ("grown", "above the threshold now")):
         if c.findings.get(key):

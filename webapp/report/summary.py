@@ -71,7 +71,7 @@ def markdown_summary(result: Comparison, name_a: str, name_b: str, verdict: Verd
             lines.append(f"**{title}:** {rules(f[key], True)}  ")
     lines.append(f"**Still there:** {rules(f['unchanged'], True)}")
     if f.get("unseen"):
-        lines.append(f"**Not compared (GPU work in one run only):** {rules(f['unseen'], False)}")
+        lines.append(f"**Not compared (the other run cannot show them):** {rules(f['unseen'], False)}")
     if report:
         lines += ["", f"Full report: {md(report)} (one HTML file; open it in any browser, offline)."]
     return "\n".join(lines) + "\n"
