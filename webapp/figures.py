@@ -195,7 +195,8 @@ def compare_metric_rows(
     ones (catalog.compared_headline of the two runs' metrics) and the others, where a run total (``basis``
     "total") is named as one (webapp.formatting.total_labels); GPU metrics only when a run has GPU work."""
     gpu = catalog.gpu_work(metrics_a) or catalog.gpu_work(metrics_b)
-    rows = {r["metric"]: r for r in compare_rows(metrics) if catalog.shown(r["metric"], gpu)}
+    shown = [r for r in compare_rows(metrics) if catalog.shown(r["metric"], gpu)]
+    rows = {r["metric"]: r for r in shown if not r["a"] == r["b"] == "—"}  # a figure neither run has
     headline = {m.key for m in catalog.compared_headline(metrics_a, metrics_b)}
     keys = catalog.ordered(rows)
     others = [rows[k] for k in keys if k not in headline]

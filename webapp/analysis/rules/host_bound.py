@@ -48,7 +48,7 @@ class HostBound:
         if ctx.straggler is not None and len(ranks) > 1:  # its extra host time is the straggler finding's
             ranks = [r for r in ranks if r[0] != ctx.straggler] + [r for r in ranks if r[0] == ctx.straggler]
         top, top_host, top_gpu = ranks[0]
-        but = f" but the straggler (rank {ctx.straggler})" if ctx.straggler is not None and len(ranks) > 1 else ""
+        but = f" besides the straggler, rank {ctx.straggler}" if ctx.straggler is not None and len(ranks) > 1 else ""
         if not top_host > top_gpu:
             return None
         nodes = np.flatnonzero(inside)
@@ -106,7 +106,7 @@ def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
     """The host's and the GPU's time per step on the rank judged (the first of ``ranks``; ``but``: the rank
     passed over), its ``calls`` sentence, and the other ranks' times."""
     top, host, gpu = ranks[0]
-    who = "The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)}{but}, the host"
+    who = "The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)} ranks{but}, the host"
     facts = f"{who} took {ms(host)} per step to issue work the GPU ran in {ms(gpu)} ({host / max(gpu, 1):.1f}x)"
     facts += f"; {calls}" if calls else ""
     others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
