@@ -273,3 +273,18 @@ def test_a_cpu_run_s_set_up_says_its_collectives_time() -> None:
     assert setup["gpu_busy_ns"].sum() == 0 and setup["collective_ns"].sum() > 0
     (note,) = [n for n in result.notes if n.startswith("Set-up before the first step")]
     assert f"in collectives {setup['collective_ns'].sum() / 1e6:.2f} ms" in note
+
+
+def test_the_straggler_s_cause_is_its_typical_excess() -> None:
+    """Rank 1 loads 3 ms more per step; its last window holds no next step's loading: the cause says 3 ms,
+    not a mean pulled down by that window."""
+    import re
+
+    from ranks.ranks_traces import job
+
+    from webapp.analysis.run import analyze
+
+    result = analyze(merge_traces(job(world=2, steps=8, slow_rank=1, delay_ns=3_000_000)))
+    f = {x.rule: x for x in result.findings}["straggler"]
+    said = re.search(r"Cause on rank 1: data loading \(([\d.]+) ms more per step", f.detail)
+    assert said and 2.9 <= float(said.group(1)) <= 3.1, f.detail

@@ -232,7 +232,8 @@ def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
                 f"{STRAGGLER_MIN_FRAC:.0%} a straggler finding needs: ranks differ that much without one).",
             )
         return RankAnalysis(None, section, notes)
-    cause_col, excess = _cause(per_rank, straggler, cols)
+    # per rank, its typical step (medians): a rank's short last window (no next step's loading) is no cause
+    cause_col, excess = _cause(steps.groupby("rank")[cols].median().reset_index(), straggler, cols)
     replayed = _replayed(rd, ctx, cf, straggler) if ctx is not None else None
     if replayed is None:  # the measured wait
         cost, total = wait, float(others["wait_for_straggler_ns"].sum())
