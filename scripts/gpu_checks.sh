@@ -16,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-gpu-checks}"
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"  # absolute: some parts run from benchmarks/
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD" PYTHONUNBUFFERED=1
 case "${1:-}" in
 tests)
@@ -26,16 +27,15 @@ truth)
         tee "$out/whatif_truth.log"
     ;;
 overhead)
-    (cd benchmarks && python3 overhead.py --quick --md "../$out/overhead_quick.md") 2>&1 | tee "$out/overhead.log"
-    (cd benchmarks && python3 stack_sampling.py --md "../$out/stack_sampling.md") 2>&1 | tee -a "$out/overhead.log"
+    (cd benchmarks && python3 overhead.py --quick --md "$out/overhead_quick.md") 2>&1 | tee "$out/overhead.log"
+    (cd benchmarks && python3 stack_sampling.py --md "$out/stack_sampling.md") 2>&1 | tee -a "$out/overhead.log"
     ;;
 fidelity)
     python3 benchmarks/fidelity.py --md "$out/fidelity.md" 2>&1 | tee "$out/fidelity.log"
     ;;
 ddp)
-    where="$(cd "$out" && pwd)"
     (cd tests/gpu/scripts && python3 -m collector record --nproc 2 --no-probe ddp_ranks.py gloo \
-        --out "$where/ddp.json.gz") 2>&1 | tee "$out/ddp.log"
+        --out "$out/ddp.json.gz") 2>&1 | tee "$out/ddp.log"
     ;;
 samples)
     python3 benchmarks/demos.py --demos naive,pinned,overlap,sync-trap,d2h --traces sample_traces \
