@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -176,12 +177,11 @@ def test_sync_in_loop_fires_with_cost_and_lines() -> None:
     assert len(f.evidence) == 4
 
 
-def test_sync_in_loop_names_recurring_syncs_that_cost_but_not_one_offs() -> None:
-    """item() every step; every 4th step a copy read back (.cpu() of a 2 ms kernel's output: named, 'less
-    often'), in others a print() of a value already there (waits 10 us for nothing: not named); one
-    synchronize() (left out)."""
-    rows, markers = [], []
-    for k in range(12):
+def _item_loop(n: int, read_back: Callable[[int], tuple[str, str] | None]) -> list[Any]:
+    """Per 10 ms step: a 7 ms kernel and ``.item()`` on it (loop.py:7); in the steps where ``read_back(k)`` gives
+    (cause, source), a 2 ms kernel launched after it and its result read back at once (a 2 ms wait)."""
+    rows: list[Any] = []
+    for k in range(n):
         t = k * 10 * MS
         rows += [
             iv(CPU, "launch", t, t + 5 * US, id=10 * k, step=k),
@@ -198,7 +198,8 @@ def test_sync_in_loop_names_recurring_syncs_that_cost_but_not_one_offs() -> None
                 step=k,
             ),
         ]
-        if k % 4 == 2:  # launch a 2 ms kernel and read its result back at once
+        read = read_back(k)
+        if read:
             rows += [
                 iv(CPU, "launch", t + 7 * MS + 10 * US, t + 7 * MS + 15 * US, id=10 * k + 4, step=k),
                 iv(
@@ -216,35 +217,43 @@ def test_sync_in_loop_names_recurring_syncs_that_cost_but_not_one_offs() -> None
                     "sync_wait",
                     t + 7 * MS + 20 * US,
                     t + 9 * MS + 5 * US,
-                    "cpu",
-                    cause="cpu",
-                    source="loop.py:11",
+                    read[0],
+                    cause=read[0],
+                    source=read[1],
                     id=10 * k + 6,
                     step=k,
                 ),
             ]
-        extra = {
-            0: ("print", "loop.py:9"),
-            4: ("print", "loop.py:9"),
-            8: ("print", "loop.py:9"),
-            5: ("synchronize", "loop.py:20"),
-        }.get(k)
-        if extra:
-            rows.append(
-                iv(
-                    CPU,
-                    "sync_wait",
-                    t + 7 * MS + 10 * US,
-                    t + 7 * MS + 20 * US,
-                    extra[0],
-                    cause=extra[0],
-                    source=extra[1],
-                    id=10 * k + 3,
-                    step=k,
-                )
+    return rows
+
+
+def test_sync_in_loop_names_recurring_syncs_that_cost_but_not_one_offs() -> None:
+    """item() every step; every 4th step a copy read back (.cpu() of a 2 ms kernel's output: named, 'less
+    often'), in others a print() of a value already there (waits 10 us for nothing: not named); one
+    synchronize() (left out)."""
+    rows = _item_loop(12, lambda k: ("cpu", "loop.py:11") if k % 4 == 2 else None)
+    extra = {
+        0: ("print", "loop.py:9"),
+        4: ("print", "loop.py:9"),
+        8: ("print", "loop.py:9"),
+        5: ("synchronize", "loop.py:20"),
+    }
+    for k, (cause, source) in extra.items():
+        t = k * 10 * MS
+        rows.append(
+            iv(
+                CPU,
+                "sync_wait",
+                t + 7 * MS + 10 * US,
+                t + 7 * MS + 20 * US,
+                cause,
+                cause=cause,
+                source=source,
+                id=10 * k + 3,
+                step=k,
             )
-        markers.append((t, t + 10 * MS))
-    f = _by_rule(analyze(trace(rows, steps(*markers))))["sync-in-loop"]
+        )
+    f = _by_rule(analyze(trace(rows, steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(12)]))))["sync-in-loop"]
     assert f.sources == ("loop.py:7", "loop.py:11")
     assert "Also in the loop, less often: cpu at loop.py:11 (in 3 of 12 steps)" in f.detail
     assert "loop.py:9" not in f.detail and "loop.py:20" not in f.detail
@@ -463,49 +472,7 @@ def test_a_sync_already_read_every_ten_steps_is_left_as_it_is() -> None:
     """item() every step; a print() of a value the GPU computes, every 10th step from step 3 on (as
     `if i % 10 == 0` does when the recording starts mid-loop): the fix keeps the print as it is, so it is
     neither named nor dropped."""
-    rows = []
-    for k in range(30):
-        t = k * 10 * MS
-        rows += [
-            iv(CPU, "launch", t, t + 5 * US, id=10 * k, step=k),
-            iv(COMPUTE, "kernel", t + 10 * US, t + 7 * MS, "k", launch_id=10 * k, id=10 * k + 1, step=k),
-            iv(
-                CPU,
-                "sync_wait",
-                t + 6 * MS,
-                t + 7 * MS + 5 * US,
-                "item",
-                cause="item",
-                source="loop.py:7",
-                id=10 * k + 2,
-                step=k,
-            ),
-        ]
-        if k % 10 == 3:
-            rows += [
-                iv(CPU, "launch", t + 7 * MS + 10 * US, t + 7 * MS + 15 * US, id=10 * k + 4, step=k),
-                iv(
-                    COMPUTE,
-                    "kernel",
-                    t + 7 * MS + 20 * US,
-                    t + 9 * MS,
-                    "k2",
-                    launch_id=10 * k + 4,
-                    id=10 * k + 5,
-                    step=k,
-                ),
-                iv(
-                    CPU,
-                    "sync_wait",
-                    t + 7 * MS + 20 * US,
-                    t + 9 * MS + 5 * US,
-                    "print",
-                    cause="print",
-                    source="loop.py:9",
-                    id=10 * k + 6,
-                    step=k,
-                ),
-            ]
+    rows = _item_loop(30, lambda k: ("print", "loop.py:9") if k % 10 == 3 else None)
     result = analyze(trace(rows, steps(*[(k * 10 * MS, (k + 1) * 10 * MS) for k in range(30)])))
     f = _by_rule(result)["sync-in-loop"]
     assert f.sources == ("loop.py:7",) and "loop.py:9" not in f.detail
