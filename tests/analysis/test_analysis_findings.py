@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,11 @@ from webapp.analysis.findings import CRITICAL_FRAC
 
 def _by_rule(result: Any) -> dict[str, Any]:
     return {f.rule: f for f in result.findings}
+
+
+def _all_by_rule(result: Any) -> dict[str, Any]:
+    """Listed and minor findings by rule."""
+    return {f.rule: f for f in (*result.findings, *result.minor_findings)}
 
 
 def test_clean_run_has_no_findings() -> None:
@@ -81,7 +87,7 @@ def test_pageable_copy_without_probe_names_the_runs_own_pinned_rate() -> None:
             ),
         ]
     run = trace(rows, steps(*[(k * 20 * MS, (k + 1) * 20 * MS) for k in range(3)]), probe=False)
-    page = {f.rule: f for f in (*analyze(run).findings, *analyze(run).minor_findings)}["pageable-copy"]
+    page = _all_by_rule(analyze(run))["pageable-copy"]
     assert "(this run's own pinned copies)" in page.detail and "bandwidth probe" not in page.detail
     # its pinned copies ran at the pageable ones' rate: the saving is the waits, and the text says so
     assert "Pinned copies run no faster here (5.6 against 5.6 GB/s)" in page.detail
@@ -435,36 +441,19 @@ def test_a_finding_costs_its_saving_over_the_run_not_its_best_windows() -> None:
 def test_copy_fixes_say_only_what_the_copies_lack() -> None:
     """Pinned copies are not told to pin; non-blocking pageable uploads are told they lack pinned memory, not
     non_blocking."""
-    found = {f.rule: f for r in (analyze(_pinned_blocking_run()),) for f in (*r.findings, *r.minor_findings)}
-    assert "Needs pinned host memory" not in found["no-copy-overlap"].fix
-    page = {f.rule: f for f in analyze(pageable_run(3)).findings}
+    assert "Needs pinned host memory" not in _all_by_rule(analyze(_pinned_blocking_run()))["no-copy-overlap"].fix
+    page = _by_rule(analyze(pageable_run(3)))
     assert "Needs pinned host memory" in page["no-copy-overlap"].fix
     assert "already pass non_blocking" not in page["pageable-copy"].fix  # these uploads held the host
-    rows = []
-    for k in range(3):
-        t = k * 28 * MS
-        rows += [
-            iv(CPU, "launch", t, t + 10 * US, "cudaMemcpyAsync", id=10 * k, step=k),
-            iv(
-                COMPUTE,
-                "memcpy_h2d",
-                t + 20 * US,
-                t + 12 * MS,
-                "up",
-                bytes=64 << 20,
-                memory_kind="pageable",
-                launch_id=10 * k,
-                id=10 * k + 1,
-                step=k,
-            ),
-            iv(CPU, "launch", t + 20 * US, t + 25 * US, id=10 * k + 2, step=k),
-            iv(COMPUTE, "kernel", t + 12 * MS, t + 28 * MS, "gemm", launch_id=10 * k + 2, id=10 * k + 3, step=k),
-        ]
-    quiet = {
-        f.rule: f
-        for r in (analyze(trace(rows, steps(*[(k * 28 * MS, (k + 1) * 28 * MS) for k in range(3)]))),)
-        for f in (*r.findings, *r.minor_findings)
-    }
+    # the same uploads with non_blocking=True: their call returns at once, and the host waits for nothing
+    run = pageable_run(3)
+    rows = run.intervals.copy()
+    held = (rows["kind"] == "sync_wait").to_numpy()
+    rows.loc[held, "kind"] = "launch"
+    rows.loc[held, "cause"] = ""
+    rows.loc[held, "end_ns"] = rows.loc[held, "start_ns"] + 10 * US
+    rows.loc[held, "dur_ns"] = 10 * US
+    quiet = _all_by_rule(analyze(dataclasses.replace(run, intervals=rows)))
     assert "already pass non_blocking=True" in quiet["pageable-copy"].fix
 
 
