@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from collector.model import IntervalKind, LaneKind
-from webapp.analysis.causal.segs import NEG, take
+from webapp.analysis.causal.segs import NEG, latest_in_rank, take
 from webapp.analysis.context import RunData, kind_mask
 
 QUEUE_SLACK_NS = 2_000
@@ -455,11 +455,7 @@ def _anchors(
     (host nodes are sorted by rank, then start); -1 for the others and where none is."""
     out = np.full(len(g_start), -1, dtype=np.int64)
     ops = np.flatnonzero(unlaunched)
-    for r in np.unique(g_rank[ops]).tolist():
-        lo, hi = np.searchsorted(h_rank, r, side="left"), np.searchsorted(h_rank, r, side="right")
-        mine = ops[g_rank[ops] == r]
-        i = np.searchsorted(h_start[lo:hi], g_start[mine], side="right") - 1
-        out[mine] = np.where(i >= 0, lo + i, -1)
+    out[ops] = latest_in_rank(h_rank, h_start, g_rank[ops], g_start[ops])
     return out
 
 

@@ -67,3 +67,15 @@ def take(values: np.ndarray, idx: np.ndarray, fill: int) -> np.ndarray:
     if not len(values):
         return np.full(idx.shape, fill, dtype=np.int64)
     return np.where(idx >= 0, values[np.maximum(idx, 0)], fill)
+
+
+def latest_in_rank(rank: np.ndarray, t: np.ndarray, q_rank: np.ndarray, q_t: np.ndarray) -> np.ndarray:
+    """For each query (``q_rank``, ``q_t``): the index of the latest entry of its rank at or before ``q_t`` in
+    (``rank``, ``t``), sorted by rank then time; -1 where its rank has none."""
+    out = np.full(len(q_t), -1, dtype=np.int64)
+    for r in np.unique(q_rank).tolist():
+        lo, hi = np.searchsorted(rank, r, side="left"), np.searchsorted(rank, r, side="right")
+        q = q_rank == r
+        i = np.searchsorted(t[lo:hi], q_t[q], side="right") - 1
+        out[q] = np.where(i >= 0, lo + i, -1)
+    return out

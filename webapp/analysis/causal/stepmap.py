@@ -17,6 +17,7 @@ import pandas as pd
 
 from webapp.analysis.causal.graph import COMPUTE, Graph
 from webapp.analysis.causal.replay import Replayed
+from webapp.analysis.causal.segs import latest_in_rank
 from webapp.analysis.context import RunData
 
 _NONE = np.iinfo(np.int64).max
@@ -78,14 +79,7 @@ class StepMap:
     def latest(self, t: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """Per measured time ``t`` (axis ns) of ``rank``: the index into ``meas`` of its rank's latest event at
         or before it (a start winning ties), -1 where there is none."""
-        t, rank = np.asarray(t, dtype=np.int64), np.asarray(rank, dtype=np.int64)
-        out = np.full(len(t), -1, dtype=np.int64)
-        for r in np.unique(rank).tolist():
-            lo, hi = np.searchsorted(self.rank, r, side="left"), np.searchsorted(self.rank, r, side="right")
-            q = rank == r
-            i = np.searchsorted(self.meas[lo:hi], t[q], side="right") - 1
-            out[q] = np.where(i >= 0, lo + i, -1)
-        return out
+        return latest_in_rank(self.rank, self.meas, np.asarray(rank, dtype=np.int64), np.asarray(t, dtype=np.int64))
 
     def warp(self, rep: Replayed, t: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """Replayed time of each measured time ``t`` (axis ns) of ``rank``: its latest event's replayed time
