@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from collector.model import RunMeta, Trace, conform_intervals, conform_markers, step_at
+from collector.recording import groups
 from collector.recording.base import Recorder
 from collector.recording.kineto_capture import event_table, quiet_kineto
 from collector.recording.threadnames import live_thread_labels, relabel_threads
@@ -97,7 +98,7 @@ class CpuRecorder(Recorder):
         self._restore_log: Callable[[], None] = lambda: None  # quiet_kineto's undo, once started
         self._calls: list[tuple[int, int, str]] = []
         self._groups: set[str] = set()
-        """Labels of the process groups seen while recording (at each step and collective call): a script
+        """Labels of the process groups seen while recording (each step's, each call's): a script
         that destroys its groups before the recorder stops leaves none to look up then."""
 
     def _now(self) -> int:
@@ -111,23 +112,17 @@ class CpuRecorder(Recorder):
         self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=False)
         self._restore_log = quiet_kineto()
         self._prof.start()
-        from collector.recording import groups
-
         self._undo.append(groups.install(self._on_collective_call))
 
     def _next_step(self, was_on: bool) -> None:
-        from collector.recording.groups import known_groups
-
-        self._groups.update(known_groups())
+        self._groups.update(groups.known_groups())
         if self.every > 1 and self._on != was_on and self._prof is not None:
             from torch.profiler import ProfilerActivity
 
             self._prof.toggle_collection_dynamic(self._on, [ProfilerActivity.CPU])
 
     def _on_collective_call(self, t0: int, t1: int, group: str) -> None:
-        from collector.recording.groups import known_groups
-
-        self._groups.update((group, *known_groups()))
+        self._groups.add(group)  # the groups that exist are read at each step, not on this path of every call
         if self._on:
             self._calls.append((t0, t1, group))
 
@@ -163,9 +158,7 @@ class CpuRecorder(Recorder):
             )
         )
         frame["step"] = step_at(markers, frame["start_ns"].to_numpy(np.int64))
-        from collector.recording.groups import assign_groups, known_groups
-
-        frame["group"] = assign_groups(frame, self._calls, sorted(self._groups.union(known_groups())))
+        frame["group"] = groups.assign_groups(frame, self._calls, sorted(self._groups.union(groups.known_groups())))
         meta = RunMeta.new(
             workload=self.workload,
             source=self.source,
