@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from collector.model import IntervalKind, Trace
 from webapp.analysis.causal import causal_model
-from webapp.analysis.causal.fixes import drop_waits
 from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import find_all, listed, ranked, share_of_steps
 from webapp.analysis.hoststacks import frame_table, frame_tables_by_rank, frames_basis, missing_text
@@ -21,7 +19,7 @@ from webapp.analysis.ranks import analyze_ranks
 from webapp.analysis.records import Finding, RunAnalysis, frame_records, rule_key
 from webapp.analysis.rules import RULES, RuleContext
 from webapp.analysis.rules.base import Detection, pinned_gbps
-from webapp.analysis.rules.sync_in_loop import dropped, sync_groups
+from webapp.analysis.rules.sync_in_loop import source_saving, sync_groups
 from webapp.analysis.whatif import fixed_per_step, straggler_fixed, what_if
 
 EXTRA_STEP_COLUMNS: dict[str, str] = {
@@ -167,9 +165,7 @@ def sync_table(rd: RunData, ctx: RuleContext) -> pd.DataFrame:
         groups = groups.assign(dur=waited[groups["node"].to_numpy()])
         top = groups.groupby(["cause", "source"])["dur"].sum().nlargest(SYNC_SAVING_GROUPS)
         for cause, source in top.index:
-            nodes = groups.loc[(groups["cause"] == cause) & (groups["source"] == source), "node"].to_numpy()
-            drop = dropped(ctx, nodes)
-            saving = ctx.saving(partial(drop_waits, waits=drop))
+            saving = source_saving(ctx, groups, cause, source)
             hit = (out["cause"] == cause) & (out["source"] == source)
             out.loc[hit, "saving_ns"] = max(float(saving.sum()), 0.0) / ctx.n_win
     out = out.sort_values(["saving_ns", "total_ns"], ascending=False, kind="stable", na_position="last")

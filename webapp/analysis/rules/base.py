@@ -103,6 +103,12 @@ class RuleContext:
             self._cache["gpu_win"] = np.where(launched >= 0, launched, own)
         return self._cache["gpu_win"]
 
+    def cached(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()``, once per ``key`` for this run (a replay two parts of the analysis ask for)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
     def saving(self, change: Change) -> np.ndarray:
         """Replayed step time saved by ``change`` in each step window (ns; negative if it made a step slower;
         0 in windows the graph does not cover)."""

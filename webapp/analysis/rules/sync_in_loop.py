@@ -62,11 +62,21 @@ def dropped(ctx: RuleContext, nodes: np.ndarray, groups: np.ndarray | None = Non
     return nodes[~keep]
 
 
+def source_saving(ctx: RuleContext, frame: pd.DataFrame, cause: str, source: str) -> np.ndarray:
+    """Per step window, the replayed saving (ns) of reading less often at one source of syncs (``frame``:
+    :func:`sync_groups`); replayed once per source and run (the rule and the sync table both ask)."""
+
+    def replayed() -> np.ndarray:
+        nodes = dropped(ctx, frame.loc[(frame["cause"] == cause) & (frame["source"] == source), "node"].to_numpy())
+        return ctx.saving(lambda graph: fixes.drop_waits(graph, nodes))
+
+    return ctx.cached(f"sync-source:{cause}|{source}", replayed)
+
+
 def _pays(ctx: RuleContext, frame: pd.DataFrame, key: tuple[str, str]) -> bool:
     """Whether reading less often at one source of syncs saves RECURRING_MIN_FRAC of a step or more (a sync
     that waits for a copy the host reads later, as advised, saves nothing)."""
-    nodes = dropped(ctx, frame.loc[(frame["cause"] == key[0]) & (frame["source"] == key[1]), "node"].to_numpy())
-    saved = float(ctx.saving(lambda graph: fixes.drop_waits(graph, nodes)).sum()) / ctx.n_win
+    saved = float(source_saving(ctx, frame, *key).sum()) / ctx.n_win
     return saved >= RECURRING_MIN_FRAC * ctx.step_ref
 
 
