@@ -94,6 +94,12 @@ class RunData:
         pos = np.minimum(np.searchsorted(self.ids[order], wanted), n - 1)
         return np.where(self.ids[order][pos] == wanted, order[pos], -1)
 
+    def ints(self, column: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """An integer column of the run DataFrame (at ``rows``, all rows if None) as int64; only the rows
+        asked for are converted (``step`` and ``lane`` are int32)."""
+        values = np.asarray(self.trace.intervals[column])
+        return (values if rows is None else values[np.asarray(rows, dtype=np.int64)]).astype(np.int64, copy=False)
+
     def strings(self, column: str, rows: np.ndarray) -> np.ndarray:
         """A text column of the run DataFrame at ``rows``, as an object array of str ('' for missing), read
         through the categorical codes (no conversion of the whole column)."""
@@ -120,14 +126,16 @@ class RunData:
         by_time = self.win_row[rows]
         if not len(self.win) or not len(rows):
             return by_time
-        tag = np.asarray(self.trace.intervals["step"], dtype=np.int64)[rows]
+        tag = self.ints("step", rows)
+        tagged = np.flatnonzero(tag >= 0)
         span = int(self.win_step.max()) + 2
         key = self.win_rank * span + self.win_step
         order = np.argsort(key, kind="stable")
-        want = self.rank[rows] * span + tag
+        want = self.rank[rows[tagged]] * span + tag[tagged]
         pos = np.minimum(np.searchsorted(key[order], want), len(key) - 1)
-        hit = (tag >= 0) & (key[order][pos] == want)
-        return np.where(hit, order[pos], by_time)
+        hit = key[order][pos] == want
+        by_time[tagged[hit]] = order[pos[hit]]
+        return by_time
 
     def codes_of(self, column: str) -> tuple[np.ndarray, list[str]]:
         """Category codes and categories (as str) of a categorical column of the run DataFrame."""

@@ -183,7 +183,7 @@ def _cpu_op_times(rd: RunData, rows: np.ndarray) -> tuple[dict[str, int], dict[s
     time."""
     if not len(rows):
         return {}, {}, 0
-    lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[rows]
+    lane = rd.ints("lane", rows)
     order = np.lexsort((-(rd.e[rows] - rd.s[rows]), rd.s[rows], lane))
     rows, lane = rows[order], lane[order]
     s, e = rd.s[rows].tolist(), rd.e[rows].tolist()

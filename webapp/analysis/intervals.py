@@ -32,7 +32,10 @@ class Timebase:
         return cls(int(lo), stride)
 
     def to_axis(self, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
-        return t - self.origin + rank.astype(np.int64) * self.stride
+        out = np.asarray(rank, dtype=np.int64) * self.stride  # one array for the result, not one per term
+        out += t
+        out -= self.origin
+        return out
 
     def from_axis(self, rank: np.ndarray | int, t: np.ndarray | int) -> np.ndarray:
         return np.asarray(t, dtype=np.int64) + self.origin - np.asarray(rank, dtype=np.int64) * self.stride

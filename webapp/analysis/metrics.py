@@ -29,7 +29,7 @@ from collector.model import GPU_KINDS, INTERVAL_KIND_DTYPE, IntervalKind
 from webapp.analysis import intervals as iv
 from webapp.analysis.causal.critical import PARTS
 from webapp.analysis.context import RunData, kind_mask
-from webapp.analysis.queue import LaneQueue, enqueue_times, windowed_median
+from webapp.analysis.queue import enqueue_times, median_depth
 
 MIN_BANDWIDTH_BYTES = 1 << 20
 """Copies smaller than 1 MiB are latency-bound; they are left out of achieved-bandwidth figures."""
@@ -97,9 +97,8 @@ def queue_depth_median(rd: RunData) -> np.ndarray:
     """Per step window: time-weighted median count of the rank's GPU ops queued and unfinished, over all
     its streams (an op is queued from min(launch end, GPU start) to its GPU end)."""
     gpu = np.flatnonzero(rd.gpu_mask)
-    launch = rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64)[gpu])
-    queue = LaneQueue.build(enqueue_times(rd.s[gpu], launch, rd.e), rd.e[gpu], lead=False)
-    return windowed_median(queue, rd.win.starts, rd.win.ends)
+    launch = rd.rows_of_ids(rd.ints("launch_id", gpu))
+    return median_depth(enqueue_times(rd.s[gpu], launch, rd.e), rd.e[gpu], rd.win.starts, rd.win.ends)
 
 
 def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:
@@ -181,7 +180,7 @@ def per_rank_frame(per_step: pd.DataFrame) -> pd.DataFrame:
 def _bandwidth(rd: RunData, memory: str) -> tuple[float, float]:
     """Achieved H2D bandwidth (GB/s) and bytes over copies >= MIN_BANDWIDTH_BYTES of that memory kind."""
     rows = np.flatnonzero(rd.copy_mask)
-    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)[rows]
+    nbytes = rd.ints("bytes", rows)
     m = (rd.kind[rows] == rd.code(IntervalKind.MEMCPY_H2D)) & (rd.mem[rows] == rd.mem_code(memory))
     m &= nbytes >= MIN_BANDWIDTH_BYTES
     total_b, total_t = float(nbytes[m].sum()), float((rd.e[rows] - rd.s[rows])[m].sum())
@@ -244,7 +243,10 @@ def kernel_table(rd: RunData) -> pd.DataFrame:
     names, name_cats = rd.codes_of("name")
     keep = (rd.kind != rd.code(IntervalKind.ANNOTATION)) & (rd.kind != rd.code(IntervalKind.SAMPLE))
     n_names = max(len(name_cats), 1)
-    key = rd.kind.astype(np.int64) * (n_names + 1) + (names.astype(np.int64) + 1)
+    key = rd.kind.astype(np.int64)
+    key *= n_names + 1
+    key += names
+    key += 1
     dur = rd.e - rd.s
     nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
     if not keep.all():

@@ -62,16 +62,16 @@ def phase_frame(rd: RunData) -> pd.DataFrame:
     order = np.argsort(a, kind="stable")
     rank, a, b, phase = rank[order], a[order], b[order], phase[order]
     # copies and syncs outside every step window, each given to the phase holding its start
-    outside = rd.win_row < 0
-    which = np.searchsorted(a, rd.s, side="right") - 1
-    inside = outside & (which >= 0) & (rd.s < b[np.maximum(which, 0)])
-    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
-    dur = np.minimum(rd.e, b[np.maximum(which, 0)]) - rd.s  # within the phase: a copy may run on into a step
-    copies = inside & rd.copy_mask
+    rows = np.flatnonzero((rd.win_row < 0) & (rd.copy_mask | rd.sync_mask))
+    which = np.searchsorted(a, rd.s[rows], side="right") - 1
+    inside = (which >= 0) & (rd.s[rows] < b[np.maximum(which, 0)])
+    rows, which = rows[inside], which[inside]
+    dur = np.minimum(rd.e[rows], b[which]) - rd.s[rows]  # within the phase: a copy may run on into a step
+    copies = rd.copy_mask[rows]
     coll = kind_mask(rd.kind, IntervalKind.COLLECTIVE)
     n = len(a)
     count = np.bincount(which[copies], minlength=n)
-    cbytes = np.bincount(which[copies], weights=nbytes[copies].astype(np.float64), minlength=n)
+    cbytes = np.bincount(which[copies], weights=rd.ints("bytes", rows[copies]).astype(np.float64), minlength=n)
     cdur = np.bincount(which[copies], weights=dur[copies].astype(np.float64), minlength=n)
     return pd.DataFrame(
         {
@@ -86,18 +86,18 @@ def phase_frame(rd: RunData) -> pd.DataFrame:
             "copy_bytes": cbytes.astype(np.int64),
             "copy_ns": cdur.astype(np.int64),
             "sync_wait_ns": rd.sync.measure_in(a, b),
-            "top_source": _top_source(rd, which, inside & (rd.copy_mask | rd.sync_mask), dur, n),
+            "top_source": _top_source(rd, rows, which, dur, n),
         }
     )
 
 
-def _top_source(rd: RunData, which: np.ndarray, mask: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
-    rows = np.flatnonzero(mask)
+def _top_source(rd: RunData, rows: np.ndarray, which: np.ndarray, dur: np.ndarray, n: int) -> np.ndarray:
+    """Per phase, the source whose copies and syncs (``rows``, in phase ``which``, lasting ``dur`` ns there)
+    took longest ('' for none)."""
     out = np.full(n, "", dtype=object)
     if not len(rows):
         return out
-    src = rd.trace.intervals["source"].iloc[rows].astype(str).to_numpy(dtype=object)
-    frame = pd.DataFrame({"phase": which[rows], "source": src, "dur": dur[rows]})
+    frame = pd.DataFrame({"phase": which, "source": rd.strings("source", rows), "dur": dur})
     frame = frame[frame["source"] != ""]
     if frame.empty:
         return out

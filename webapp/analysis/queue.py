@@ -21,6 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 _NEG = np.iinfo(np.int64).min // 2
+CHUNK_OPS = 1 << 17
+"""Ops :func:`median_depth` takes at a time: arrays of a few MB are reused by the allocator, where arrays
+of the whole run are fresh memory the kernel must fault in each time (most of a long run's cost)."""
 
 
 def enqueue_times(start_ns: np.ndarray, launch_row: np.ndarray, launch_end_ns: np.ndarray) -> np.ndarray:
@@ -141,4 +144,25 @@ def windowed_median(queue: LaneQueue, a: np.ndarray, b: np.ndarray) -> np.ndarra
     at = np.searchsorted(cum, before + total / 2, side="left")  # first bin where half the window is reached
     ok = total > 0
     out[ok] = (at - base + dmin)[ok]
+    return out
+
+
+def median_depth(enqueue_ns: np.ndarray, end_ns: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`windowed_median` of the queue of ops that join at ``enqueue_ns`` and leave at ``end_ns``, over
+    windows ``[a[i], b[i])`` sorted by ``a``, built a group of windows at a time from only the ops that can be
+    queued in the group (about CHUNK_OPS): the same answer in memory that does not grow with the run."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    order = np.argsort(np.asarray(enqueue_ns, dtype=np.int64), kind="stable")
+    q = np.asarray(enqueue_ns, dtype=np.int64)[order]
+    e = np.maximum(np.asarray(end_ns, dtype=np.int64)[order], q)
+    reach = np.maximum.accumulate(e) if len(e) else e
+    first = np.searchsorted(reach, a, side="right")  # every op before it has left by the window's start
+    stop = np.searchsorted(q, b, side="left")  # every op from it on joins at or after the window's end
+    out = np.full(len(a), np.nan)
+    i = 0
+    while i < len(a):
+        k = max(int(np.searchsorted(stop, first[i] + CHUNK_OPS, side="right")), i + 1)
+        lo, hi = int(first[i]), max(int(stop[i:k].max()), int(first[i]))
+        out[i:k] = windowed_median(LaneQueue.build(q[lo:hi], e[lo:hi], lead=False), a[i:k], b[i:k])
+        i = k
     return out

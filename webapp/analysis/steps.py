@@ -156,7 +156,7 @@ def step_windows(
     """
     steps = trace.steps()
     steps = steps[steps["end_ns"] >= steps["start_ns"]].astype("int64")
-    step_col = np.asarray(trace.intervals["step"], dtype=np.int64)
+    step_col = np.asarray(trace.intervals["step"])  # int32: the step tags are converted where taken
     basis = "host" if len(steps) else "span"
     if steps.empty:
         steps, step_col = _annotation_steps(trace, kind, start, end)

@@ -133,7 +133,7 @@ def critical_path(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> tuple[np
 
 def _walk(rd: RunData, g: Graph, rep: Replayed, sm: StepMap) -> _Acc:
     n = len(rd.win)
-    host_lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[g.h_row]
+    host_lane = rd.ints("lane", g.h_row)
     acc = _Acc(n, host_lane)
     if not n or (not g.n_host and not g.n_gpu):  # nothing the graph knows: the whole of each step is other
         acc.parts[:, OTHER] = np.maximum(rd.win.ends - rd.win.starts, 0)

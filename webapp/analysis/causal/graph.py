@@ -140,7 +140,7 @@ def issuer_lanes(rd: RunData, host_rows: np.ndarray) -> np.ndarray:
     OVERLAP_FRAC of their time (threads taking turns, like the autograd thread). A communication backend's
     worker thread (a CPU lane with a collective lane of the same thread) runs beside it and is never taken."""
     lanes = rd.trace.lanes
-    lane = np.asarray(rd.trace.intervals["lane"], dtype=np.int64)[host_rows]
+    lane = rd.ints("lane", host_rows)
     counts = np.bincount(lane, minlength=len(lanes))
     worker = _on_worker_lanes(rd, np.arange(len(lanes)))
     chosen: list[int] = []

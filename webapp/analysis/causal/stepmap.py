@@ -58,7 +58,7 @@ class StepMap:
     def _place(self, rd: RunData, g: Graph, on_kernels: np.ndarray) -> None:
         n = len(rd.win)
         wins = pd.MultiIndex.from_arrays([rd.win_rank, rd.win_step])
-        tag = np.asarray(rd.trace.intervals["step"], dtype=np.int64)[g.g_row]
+        tag = rd.ints("step", g.g_row)
         op_win = wins.get_indexer(pd.MultiIndex.from_arrays([g.g_rank, tag])).astype(np.int64)
         op_win[~on_kernels] = -1
         first = np.full(n, _NONE, dtype=np.int64)

@@ -123,7 +123,7 @@ class RuleContext:
     def sources(self, rows: np.ndarray) -> np.ndarray:
         """User source of each row: its own, else that of the CPU interval that launched it."""
         own = self.column("source", rows)
-        lid = np.asarray(self.rd.trace.intervals["launch_id"], dtype=np.int64)[rows]
+        lid = self.rd.ints("launch_id", rows)
         lrow = self.rd.rows_of_ids(lid)
         missing = (own == "") & (lrow >= 0)
         if missing.any():
@@ -132,7 +132,7 @@ class RuleContext:
 
     def launch_rows(self, rows: np.ndarray) -> np.ndarray:
         """Row of the CPU interval that launched each row (-1 where unknown)."""
-        return self.rd.rows_of_ids(np.asarray(self.rd.trace.intervals["launch_id"], dtype=np.int64)[rows])
+        return self.rd.rows_of_ids(self.rd.ints("launch_id", rows))
 
     def evidence(self, rows: np.ndarray, weight: np.ndarray, extra: Sequence[np.ndarray] = ()) -> tuple[Evidence, ...]:
         """The EVIDENCE_LIMIT heaviest rows as evidence (their own time range; ``extra`` rows as more ids)."""
