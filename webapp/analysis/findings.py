@@ -85,7 +85,9 @@ def find_all(
         hit = int((saving >= INFO_FRAC * step_ref).sum()) if step_ref > 0 else 0
         if sev != "info" and hit < IN_LOOP_STEP_FRAC * n_win:
             sev = "info"
-            detail += f" Only {hit} of {n_win} steps are affected."
+            detail += (
+                f" It saves {INFO_FRAC:.1%} of a step or more in only {hit} of the {n_win} steps, so it is rated info."
+            )
         finding = Finding(
             rule.name,
             rule.title,
