@@ -15,7 +15,8 @@ on, and how CUPTI's thread ids map to the trace's).
   work and are passed over), and becomes a ``collective`` interval named after the call, from its enqueue
   (when this rank arrived) to the run's end, on a ``gloo comm (thread N)`` lane. Without the flight recorder
   each run is a ``<backend>:collective``.
-* The worker's waits get cause ``collective`` and the collective's name as source; its copies, and the
+* The worker's waits get cause ``collective`` and the collective's name as source (``<backend>:collective``
+  for a run that pairs with no call); its copies, and the
   enqueuing thread's copies launched just before the call was enqueued (gloo makes the work, which starts
   them, then enqueues it), get the same source and cause, so no finding blames them on the user's code.
 
@@ -96,9 +97,12 @@ def join_comm(trace: Trace, calls: Sequence[CollectiveCall] | None, threads: Thr
     comm_lane: dict[int, int] = {}
     paired = _pair(runs, gloo) if calls is not None else [None] * len(runs.start)
     for r, call in enumerate(paired):
+        name = call.name if call is not None else f"{backend or 'gloo'}:collective"
         if call is None and (calls is not None or not backend):
+            # no call to pair with (a call the ring missed, clocks apart): no collective is made up, but the
+            # worker's waits and copies are still the communication's, never the user's
+            edits.mark(runs.rows[r], name)
             continue
-        name = call.name if call is not None else f"{backend}:collective"
         li = int(runs.lane[r])
         if li not in comm_lane:
             cpu = lanes[li]

@@ -105,6 +105,19 @@ def test_a_call_of_host_tensors_is_passed_over() -> None:
     assert len(coll) == 6 and set(coll["bytes"]) == {BUCKET_BYTES}
 
 
+def test_a_run_the_flight_recorder_missed_keeps_its_waits_off_the_user() -> None:
+    """A worker run with no call to pair with (here the ring lost the last step's calls) makes no collective,
+    but its waits and copies are still the communication's."""
+    rank = ddp_job(steps=4, buckets=2)[0]
+    iv = rank_trace(rank, rank.calls[:-2]).intervals
+    coll = iv[iv["kind"] == "collective"]
+    assert len(coll) == 6
+    waits = _by_lane(iv, f"gloo worker (thread {WORKER})")
+    waits = waits[waits["kind"] == "sync_wait"]
+    assert len(waits) == 8 and set(waits["cause"].astype(str)) == {COLLECTIVE_CAUSE}
+    assert set(waits["source"].astype(str)) == {"gloo:all_reduce", "gloo:collective"}
+
+
 def test_nccl_kernels_take_the_group_and_bytes_of_their_call() -> None:
     from collector.synthetic.cupti import EventRows
 
