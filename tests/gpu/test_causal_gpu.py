@@ -46,8 +46,10 @@ def test_samples_show_where_the_host_time_goes_and_the_replay_holds() -> None:
     hot = [f for f in frames.index if f.startswith("prepare_batch (tests/gpu/test_causal_gpu.py:")]
     assert hot and frames.loc[hot[0], "total_frac"] > 0.5
     assert result.metrics["replay_error_max_frac"] <= 0.02
-    f = {x.rule: x for x in result.findings}["host-bound"]
-    assert "prepare_batch" in f.detail
+    # listed or minor: its cost is the best replayed fix (CUDA graphs cut a few launches of a step that is
+    # Python), a fraction of a percent that falls either side of the listing threshold by GPU
+    f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
+    assert "prepare_batch" in f.detail and "a host with no time of its own would save" in f.detail
     # the critical path of a host-bound step is mostly host work
     per = result.per_step
     assert float(np.median(per["cp_host_ns"])) > 0.5 * float(np.median(per["step_time_ns"]))

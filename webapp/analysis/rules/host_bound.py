@@ -87,8 +87,8 @@ class HostBound:
         if any(floor is not None for _, _, _, floor in savings):
             detail += (
                 f" The DataLoader figure assumes each of {LOADER_WORKERS} workers loads a batch as fast as this "
-                "process did, on a core of its own: workers that share cores, or that pay to hand batches to "
-                "this process, save less."
+                "process did, on a core of its own: a worker runs torch ops on one thread (this process may have "
+                "used several), and workers that share cores or pay to hand batches over save less."
             )
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
