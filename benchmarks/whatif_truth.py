@@ -1,12 +1,12 @@
-"""Does the advice hold? Each loop of benchmarks/whatif_loops.py is recorded as it is, its finding's replayed
-saving read off the analysis, and then the loop and the loop with that one fix applied are timed unrecorded,
-alternating, over several rounds. Run on a GPU:
+"""Does the advice hold? In each of several rounds, each loop of benchmarks/whatif_loops.py is recorded as it
+is and its finding's replayed saving read off the analysis (a prediction), and then the loop and the loop with
+that one fix applied are timed unrecorded (a measurement). Run on a GPU:
 
     PYTHONPATH=. python3 benchmarks/whatif_truth.py --md /tmp/whatif.md [--pairs NAME,NAME] [--rounds 3]
 
 Per pair: the finding's severity and replayed saving (its own fix alone; for a finding with several fixes,
 the one applied), the step time unrecorded as the analysis estimates it and as the plain run measured it,
-the predicted speedup ``now / (now - saving)`` and the measured one (median over rounds, lowest and highest
+the predicted speedup ``now / (now - saving)`` and the measured one (medians over rounds; lowest and highest
 round). Bounds: every prediction within 10% of the measured speedup; a fix that measured under 3% is never
 above info; and where the fix saved nothing, the fixed loop, recorded too, keeps the same top finding.
 Prints a Markdown section (``## whatif_truth``), written to ``--md`` if given.
@@ -66,62 +66,83 @@ def _recorded(pair: Pair, loop: Any, suffix: str = "") -> Any:
     return _analyze(rec)
 
 
+def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
+    """What one recorded run of the base loop predicts: the finding, its saving, the step now (unrecorded, as the
+    analysis estimates it) and with the fix, by medians (``predicted``) and by means over the steps a plain
+    timing counts (``pace``)."""
+    finding, sev = _finding(result, pair.rule)
+    saving = 0.0
+    if finding is not None:
+        saving = float(finding.cost_per_step_ns)
+        if pair.option:
+            saving = float(next((ns for label, ns in finding.options if pair.option in label), 0))
+    # per step: the step unrecorded and that step with the fix (the finding's own replayed saving there);
+    # medians, as the what-if, so that a recorded step slowed by the recorder's buffer flush counts once
+    per = result.per_step
+    now_k = per["step_time_unrecorded_ns"].to_numpy(float)
+    cost = per.get(f"cost_{pair.rule.replace('-', '_')}_ns")
+    fixes = [o for o in (finding.options if finding is not None else ()) if "(bound)" not in o[0]]
+    best = not pair.option or (fixes and pair.option in max(fixes, key=lambda o: o[1])[0])
+    per_step = cost is not None and best  # the finding's cost per step is this fix's saving there
+    fixed_k = now_k - (np.nan_to_num(cost.to_numpy(float)) if per_step else saving)
+    now = float(np.nanmedian(now_k))
+    return {
+        "finding": finding,
+        "severity": sev,
+        "saving": saving,
+        "now": now,
+        "predicted": now / max(float(np.nanmedian(fixed_k)), 1.0),
+        "pace": float(np.nanmean(now_k[warm:])) / max(float(np.nanmean(fixed_k[warm:])), 1.0),
+        "recorded": float(result.metrics.get("step_time_median_ns", math.nan)),
+    }
+
+
 def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
+    """Per round: the base loop recorded (a prediction), then the base loop and the fixed one timed plain, so
+    that each prediction and its measurement see the host as it was in that round (a host-bound loop's speed
+    drifts by 10-30% between minutes on a shared host). The figures are medians over the rounds."""
     import torch
 
     base, fixed = pair.make(False), pair.make(True)
     try:
         base.run(min(pair.steps, 8))
         fixed.run(min(pair.steps, 8))
-        result = _recorded(pair, base)
-        finding, sev = _finding(result, pair.rule)
-        saving = 0.0
-        if finding is not None:
-            saving = float(finding.cost_per_step_ns)
-            if pair.option:
-                saving = float(next((ns for label, ns in finding.options if pair.option in label), 0))
-        # per step: the step unrecorded and that step with the fix (the finding's own replayed saving there);
-        # medians, as the what-if, so that a recorded step slowed by the recorder's buffer flush counts once
-        per = result.per_step
-        now_k = per["step_time_unrecorded_ns"].to_numpy(float)
-        cost = per.get(f"cost_{pair.rule.replace('-', '_')}_ns")
-        fixes = [o for o in (finding.options if finding is not None else ()) if "(bound)" not in o[0]]
-        best = not pair.option or (fixes and pair.option in max(fixes, key=lambda o: o[1])[0])
-        per_step = cost is not None and best  # the finding's cost per step is this fix's saving there
-        fixed_k = now_k - (np.nan_to_num(cost.to_numpy(float)) if per_step else saving)
-        now = float(np.nanmedian(now_k))
-        times_b, times_f = [], []
-        for _ in range(rounds):
+        warm = getattr(base, "warm", WARM)
+        preds, times_b, times_f = [], [], []
+        result = None
+        for i in range(rounds):
+            result = _recorded(pair, base, "" if i == 0 else f"-{i}")
+            preds.append(_predict(pair, result, warm))
             times_b.append(base.run(pair.steps))
             times_f.append(fixed.run(pair.steps))
         ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
         measured = statistics.median(ratios)
-        predicted = now / max(float(np.nanmedian(fixed_k)), 1.0)
-        # the same as a pace: means over the steps the plain timing counts (it leaves out the first `warm`),
-        # as the measured side is; which of the two predicts better is for the measurements to say
-        warm = getattr(base, "warm", WARM)
-        pace = float(np.nanmean(now_k[warm:])) / max(float(np.nanmean(fixed_k[warm:])), 1.0)
+        last = preds[-1]
+        finding = last["finding"]
         out = {
             "pair": pair.name,
             "fix": pair.fix,
             "rule": pair.rule + (f" ({pair.option})" if pair.option else ""),
-            "severity": sev,
-            "saving_ms": saving / 1e6,
-            "now_ms": now / 1e6,
-            "recorded_ms": float(result.metrics.get("step_time_median_ns", math.nan)) / 1e6,
+            "severity": last["severity"],
+            "saving_ms": statistics.median(p["saving"] for p in preds) / 1e6,
+            "now_ms": statistics.median(p["now"] for p in preds) / 1e6,
+            "recorded_ms": statistics.median(p["recorded"] for p in preds) / 1e6,
             "plain_ms": statistics.median(times_b) * 1e3,
             "fixed_ms": statistics.median(times_f) * 1e3,
-            "predicted": predicted,
-            "predicted_pace": pace,
+            "predicted": statistics.median(p["predicted"] for p in preds),
+            "predicted_each": [p["predicted"] for p in preds],
+            "predicted_pace": statistics.median(p["pace"] for p in preds),
             "measured": measured,
             "lo": min(ratios),
             "hi": max(ratios),
-            "top": result.findings[0].rule if result.findings else "-",
+            "top": result.findings[0].rule if result is not None and result.findings else "-",
             "top_fixed": "",
-            "replay_error": float(result.metrics.get("replay_error_max_frac", math.nan)),
-            "frames": "; ".join(f"{r.frame} {r.total_frac:.0%}" for r in result.host_frames.head(6).itertuples()),
+            "replay_error": float(result.metrics.get("replay_error_max_frac", math.nan)) if result else math.nan,
+            "frames": "; ".join(f"{r.frame} {r.total_frac:.0%}" for r in result.host_frames.head(6).itertuples())
+            if result is not None
+            else "",
             "detail": finding.detail if finding is not None else "",
-            "recorder_call_ns": float(result.metrics.get("recorder_call_ns", 0.0)),
+            "recorder_call_ns": float(result.metrics.get("recorder_call_ns", 0.0)) if result else 0.0,
         }
         if measured < 1 + NOISE_FLOOR:  # a fix that saves nothing: the fixed loop keeps the same top finding
             fixed_result = _recorded(pair, fixed, "-fixed")
@@ -155,9 +176,10 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         "## whatif_truth",
         "",
         f"Measured {when} on {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python "
-        f"{platform.python_version()} (`PYTHONPATH=. python3 benchmarks/whatif_truth.py`, {rounds} alternating "
-        "rounds per pair). Each loop is recorded, its finding's replayed saving read off the analysis, then "
-        "the loop and the loop with that one fix are timed unrecorded. `now` is the analysis's step time "
+        f"{platform.python_version()} (`PYTHONPATH=. python3 benchmarks/whatif_truth.py`, {rounds} rounds per "
+        "pair). In each round the loop is recorded, its finding's replayed saving read off the analysis, then "
+        "the loop and the loop with that one fix are timed unrecorded; figures are medians over the rounds. "
+        "`now` is the analysis's step time "
         "unrecorded (the recorder's own cost per CUDA call taken out), `plain` the loop's measured step. "
         "`predicted` is the median step now over the median step with the fix (the bound reads it); `pace` the "
         "same from means over the steps the plain timing counts, as the measured side is.",
