@@ -181,7 +181,8 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         "the loop and the loop with that one fix are timed unrecorded; figures are medians over the rounds. "
         "`now` is the analysis's step time "
         "unrecorded (the recorder's own cost per CUDA call taken out), `plain` the loop's measured step. "
-        "`predicted` is the median step now over the median step with the fix (the bound reads it); `pace` the "
+        "`predicted` is the median step now over the median step with the fix (the bound reads it; lowest and "
+        "highest round); `pace` the "
         "same from means over the steps the plain timing counts, as the measured side is.",
         "",
         "| loop | fix | finding (severity) | saving | now / plain / recorded | predicted | pace | measured (rounds) "
@@ -193,7 +194,8 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         top = r["top"] + (f" ({r['top_fixed']})" if r["top_fixed"] else "")
         lines.append(
             f"| {r['pair']} | {r['fix']} | {r['rule']} ({r['severity']}) | {r['saving_ms']:.2f} ms | "
-            f"{r['now_ms']:.2f} / {r['plain_ms']:.2f} / {r['recorded_ms']:.2f} ms | {r['predicted']:.2f}x | "
+            f"{r['now_ms']:.2f} / {r['plain_ms']:.2f} / {r['recorded_ms']:.2f} ms | {r['predicted']:.2f}x "
+            f"({min(r['predicted_each']):.2f}-{max(r['predicted_each']):.2f}) | "
             f"{r['predicted_pace']:.2f}x | "
             f"{r['measured']:.2f}x ({r['lo']:.2f}-{r['hi']:.2f}) | {top} | {'; '.join(bad) or 'hold'} |"
         )
