@@ -95,10 +95,10 @@ class RunData:
         return np.where(self.ids[order][pos] == wanted, order[pos], -1)
 
     def ints(self, column: str, rows: np.ndarray | None = None) -> np.ndarray:
-        """An integer column of the run DataFrame (at ``rows``, all rows if None) as int64; only the rows
-        asked for are converted (``step`` and ``lane`` are int32)."""
+        """An integer column of the run DataFrame (at ``rows``: positions or a mask; all rows if None) as int64;
+        only the rows asked for are converted (``step`` and ``lane`` are int32)."""
         values = np.asarray(self.trace.intervals[column])
-        return (values if rows is None else values[np.asarray(rows, dtype=np.int64)]).astype(np.int64, copy=False)
+        return (values if rows is None else values[np.asarray(rows)]).astype(np.int64, copy=False)
 
     def strings(self, column: str, rows: np.ndarray) -> np.ndarray:
         """A text column of the run DataFrame at ``rows``, as an object array of str ('' for missing), read
