@@ -26,14 +26,35 @@ _FORMATS: dict[Unit, Callable[[Any], str]] = {
 }
 
 
-def metric_cards(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
+RANKS_APART = 1.25
+"""A card of several ranks names its lowest and highest rank where their medians differ by more than this."""
+
+
+def metric_cards(metrics: Mapping[str, Any], per_rank: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, str]]:
     """The run page's number cards (the catalogue's ``card`` entries for a run with or without GPU work):
-    [{key, label, value}] for those the run has a figure of (present in ``metrics``, not NaN)."""
+    [{key, label, value, ranks}] for those the run has a figure of (present in ``metrics``, not NaN). A run's
+    figure is over every rank's steps; where ``per_rank`` (RunAnalysis.per_rank records) holds the ranks' own
+    medians and they stand apart, ``ranks`` names the lowest and the highest ('' otherwise)."""
     return [
-        {"key": m.key, "label": m.label, "value": format_value(m.key, metrics[m.key])}
+        {
+            "key": m.key,
+            "label": m.label,
+            "value": format_value(m.key, metrics[m.key]),
+            "ranks": _ranks_apart(m.key, per_rank),
+        }
         for m in catalog.cards(catalog.gpu_work(metrics))
         if metrics.get(m.key) is not None and not _missing(metrics[m.key])
     ]
+
+
+def _ranks_apart(key: str, per_rank: Sequence[Mapping[str, Any]]) -> str:
+    values = [(float(r[key]), int(r["rank"])) for r in per_rank if key in r and not _missing(float(r[key]))]
+    if len(values) < 2:
+        return ""
+    (lo, lo_rank), (hi, hi_rank) = min(values), max(values)
+    if hi <= RANKS_APART * lo or hi <= 0:
+        return ""
+    return f"rank {lo_rank} {format_value(key, lo)}, rank {hi_rank} {format_value(key, hi)}"
 
 
 def _missing(value: Any) -> bool:

@@ -85,7 +85,7 @@ def run_page(run_id: str) -> str:
         run=info.to_dict(),
         page=page,
         notes=analysis.get("notes") or [],
-        cards=metric_cards(metrics),
+        cards=metric_cards(metrics, analysis.get("per_rank") or []),
         findings=light["findings"],
         minor_findings=analysis.get("minor_findings") or [],
         what_if=what_if,

@@ -115,10 +115,12 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     # number cards: exactly the catalogue's cards for this kind of run, with the analysis' values
     cards = page.eval_on_selector_all(
         ".metrics .metric",
-        "els => els.map(e => [e.dataset.key, e.querySelector('.v').textContent, e.querySelector('.k').textContent])",
+        "els => els.map(e => [e.dataset.key, e.querySelector('.v').textContent, e.querySelector('.k').textContent, "
+        "(e.querySelector('.r') || {}).textContent || ''])",
     )
-    assert cards == [[c["key"], c["value"], c["label"]] for c in metric_cards(metrics)]
-    keys = [k for k, _, _ in cards]
+    per_rank = analysis.get("per_rank") or []
+    assert cards == [[c["key"], c["value"], c["label"], c["ranks"]] for c in metric_cards(metrics, per_rank)]
+    keys = [k for k, _, _, _ in cards]
     assert ("gpu_busy_frac" in keys) == gpu and all(catalog.shown(k, gpu) for k in keys)
     assert ("host_busy_step_median_ns" in keys) == (not gpu)
     # findings, each with the cost it states

@@ -47,7 +47,7 @@ def test_cards_and_compare_rows_follow_the_catalogue(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(catalog, "CATALOG", (*catalog.CATALOG, NEW))
     cards = metric_cards({"step_time_median_ns": 21_500_000, "intervals": 9, NEW.key: 2_500_000})
     assert [c["key"] for c in cards] == ["step_time_median_ns", NEW.key]  # intervals is no card
-    assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms"}
+    assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms", "ranks": ""}
     rows = compare_rows(frame_records(metrics_table({NEW.key: 2e6}, {NEW.key: 1e6})))
     assert rows[0]["label"] == "Brand-new stall" and rows[0]["a"] == "2 ms" and rows[0]["cls"] == "better"
     assert format_value("gpu_busy_frac", 0.5) == "50.0%" and format_value("pageable_copy_bytes", 2e9) == "1.86 GiB"
@@ -148,3 +148,22 @@ def test_a_run_without_collectives_has_no_collectives_card() -> None:
     ranks = analyze(merge_traces(job(world=2, steps=4))).metrics
     assert "collective_step_median_ns" not in [c["key"] for c in metric_cards(alone)]
     assert "collective_step_median_ns" in [c["key"] for c in metric_cards(ranks)]
+
+
+def test_a_card_of_ranks_that_stand_apart_names_the_lowest_and_highest() -> None:
+    """Two ranks, rank 1 20 ms late each step: rank 0 waits about 20 ms in each collective and rank 1 under
+    1 ms, so the run's median over both ranks' steps is true of neither; the card names each one's own."""
+    from ranks.ranks_traces import job
+
+    from collector.ranks.merge import merge_traces
+    from webapp.analysis import analyze
+
+    result = analyze(merge_traces(job(world=2, steps=8, slow_rank=1, delay_ns=20_000_000)))
+    per_rank = result.to_dict()["per_rank"]
+    cards = {c["key"]: c for c in metric_cards(result.metrics, per_rank)}
+    waits = {int(r["rank"]): r["collective_step_median_ns"] for r in per_rank}
+    assert waits[0] > 15e6 and waits[1] < 2e6, waits
+    text = cards["collective_step_median_ns"]["ranks"]
+    assert text.startswith("rank 1 ") and ", rank 0 " in text, text
+    assert cards["step_time_median_ns"]["ranks"] == ""  # the ranks step together: nothing to tell apart
+    assert all(c["ranks"] == "" for c in metric_cards(result.metrics))  # a stored analysis without them

@@ -167,13 +167,17 @@ def _fracs(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_rank_frame(per_step: pd.DataFrame) -> pd.DataFrame:
-    """One row per rank: ``steps``, ``step_time_median_ns``, ``step_time_p90_ns`` and the per-step sums
-    (same names and units as :data:`PER_STEP_COLUMNS`, summed over the rank's steps), fractions recomputed."""
+    """One row per rank: ``steps``, ``step_time_median_ns``, ``step_time_p90_ns``, the rank's own median of
+    each other STAT_COLUMNS entry (``<name>_step_median_ns``, as the run's metric of that name) and the per-step
+    sums (same names and units as :data:`PER_STEP_COLUMNS`, summed over the rank's steps), fractions
+    recomputed."""
     g = per_step.groupby("rank", sort=True)
     out = g[_SUMMED].sum()
     out.insert(0, "steps", g.size())
     out.insert(1, "step_time_median_ns", g["step_time_ns"].median())
     out.insert(2, "step_time_p90_ns", g["step_time_ns"].quantile(0.9))
+    for name in STAT_COLUMNS[1:]:
+        out[f"{name}_step_median_ns"] = g[f"{name}_ns"].median()
     return _fracs(out.reset_index())
 
 
