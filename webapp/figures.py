@@ -52,9 +52,10 @@ def _ranks_apart(key: str, per_rank: Sequence[Mapping[str, Any]]) -> str:
     if len(values) < 2:
         return ""
     (lo, lo_rank), (hi, hi_rank) = min(values), max(values)
-    if hi <= RANKS_APART * lo or hi <= 0:
+    low, high = format_value(key, lo), format_value(key, hi)
+    if hi <= RANKS_APART * lo or hi <= 0 or low == high:  # apart only in digits the card does not show
         return ""
-    return f"rank {lo_rank} {format_value(key, lo)}, rank {hi_rank} {format_value(key, hi)}"
+    return f"rank {lo_rank} {low}, rank {hi_rank} {high}"
 
 
 def _missing(value: Any) -> bool:

@@ -167,3 +167,13 @@ def test_a_card_of_ranks_that_stand_apart_names_the_lowest_and_highest() -> None
     assert text.startswith("rank 1 ") and ", rank 0 " in text, text
     assert cards["step_time_median_ns"]["ranks"] == ""  # the ranks step together: nothing to tell apart
     assert all(c["ranks"] == "" for c in metric_cards(result.metrics))  # a stored analysis without them
+
+
+def test_ranks_apart_only_in_digits_the_card_hides_are_not_named() -> None:
+    metrics = {"step_time_median_ns": 5e6, "gpu_busy_frac": 0.0003, "gpu_idle_step_median_ns": 4e6}
+    per_rank = [{"rank": 0, "gpu_busy_frac": 0.0001}, {"rank": 1, "gpu_busy_frac": 0.0004}]
+    assert {c["key"]: c["ranks"] for c in metric_cards(metrics, per_rank)}["gpu_busy_frac"] == ""
+    per_rank = [{"rank": 0, "gpu_busy_frac": 0.10}, {"rank": 1, "gpu_busy_frac": 0.40}]
+    assert {c["key"]: c["ranks"] for c in metric_cards(metrics, per_rank)}[
+        "gpu_busy_frac"
+    ] == "rank 0 10.0%, rank 1 40.0%"
