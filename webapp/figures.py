@@ -48,7 +48,10 @@ def metric_cards(metrics: Mapping[str, Any], per_rank: Sequence[Mapping[str, Any
 
 
 def _ranks_apart(key: str, per_rank: Sequence[Mapping[str, Any]]) -> str:
-    values = [(float(r[key]), int(r["rank"])) for r in per_rank if key in r and not _missing(float(r[key]))]
+    # stored records hold None where the analysis had NaN (a rank without that figure)
+    values = [
+        (float(r[key]), int(r["rank"])) for r in per_rank if r.get(key) is not None and not _missing(float(r[key]))
+    ]
     if len(values) < 2:
         return ""
     (lo, lo_rank), (hi, hi_rank) = min(values), max(values)

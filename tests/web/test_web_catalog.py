@@ -171,7 +171,9 @@ def test_a_card_of_ranks_that_stand_apart_names_the_lowest_and_highest() -> None
 
 def test_ranks_apart_only_in_digits_the_card_hides_are_not_named() -> None:
     metrics = {"step_time_median_ns": 5e6, "gpu_busy_frac": 0.0003, "gpu_idle_step_median_ns": 4e6}
-    per_rank = [{"rank": 0, "gpu_busy_frac": 0.0001}, {"rank": 1, "gpu_busy_frac": 0.0004}]
+    per_rank: list[dict[str, Any]] = [{"rank": 0, "gpu_busy_frac": 0.0001}, {"rank": 1, "gpu_busy_frac": 0.0004}]
+    assert {c["key"]: c["ranks"] for c in metric_cards(metrics, per_rank)}["gpu_busy_frac"] == ""
+    per_rank = [{"rank": 0, "gpu_busy_frac": None}, {"rank": 1, "gpu_busy_frac": 0.40}]  # NaN as stored
     assert {c["key"]: c["ranks"] for c in metric_cards(metrics, per_rank)}["gpu_busy_frac"] == ""
     per_rank = [{"rank": 0, "gpu_busy_frac": 0.10}, {"rank": 1, "gpu_busy_frac": 0.40}]
     assert {c["key"]: c["ranks"] for c in metric_cards(metrics, per_rank)}[
