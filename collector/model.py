@@ -13,6 +13,7 @@ intervals take well under 1 GB.
 from __future__ import annotations
 
 import enum
+import functools
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -233,6 +234,12 @@ _ROW_FIELDS = [f.name for f in fields(Interval) if f.name != "lane"]
 
 
 def empty_markers() -> pd.DataFrame:
+    """A markers frame of no rows (MARKER_COLUMNS)."""
+    return _no_markers().copy()
+
+
+@functools.cache
+def _no_markers() -> pd.DataFrame:
     return conform_markers(pd.DataFrame({c: [] for c in MARKER_COLUMNS}))
 
 
@@ -250,16 +257,48 @@ def step_at(markers: pd.DataFrame, t: np.ndarray) -> np.ndarray:
     return np.where(ok, steps["step"].to_numpy()[np.maximum(i, 0)], NO_STEP).astype(np.int32)
 
 
-def _conform(frame: pd.DataFrame, columns: Mapping[str, tuple[Any, str]]) -> pd.DataFrame:
+def _conform(
+    frame: pd.DataFrame, columns: Mapping[str, tuple[Any, str]], defaults: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """A new frame of exactly ``columns``, in order, each with its dtype: a column ``frame`` lacks takes its
+    value in ``defaults``. Built from arrays in one go: on the few-thousand-row frames of a short recording,
+    pandas' per-column conversions and insertions cost more than the data."""
+    n = len(frame)
+    if not frame.index.equals(pd.RangeIndex(n)):
+        frame = frame.reset_index(drop=True)
     out = {}
     for name, (dtype, _) in columns.items():
-        col = frame[name]
-        if isinstance(dtype, pd.CategoricalDtype):
-            col = col if _same_categories(col, dtype) else _recoded(col, dtype)
-        elif str(col.dtype) != str(dtype):
-            col = col.astype(dtype)
-        out[name] = col.reset_index(drop=True)
+        if name in frame:
+            out[name] = _typed(frame[name], dtype)
+        else:
+            out[name] = _constant((defaults or {})[name], dtype, n)
     return pd.DataFrame(out, copy=False)  # one block per column: consolidating would copy every column
+
+
+def _typed(col: pd.Series, dtype: Any) -> Any:
+    """``col``'s values as ``dtype``: ``col`` itself where it has it (shared until written: copy-on-write), else
+    a new array (a fixed categorical in ``dtype``'s codes; ``"category"`` made of anything else's strings)."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return col if _same_categories(col, dtype) else _recoded(col, dtype).array
+    if dtype == "category":
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            return col
+        codes, labels = pd.factorize(col if pd.api.types.is_string_dtype(col) else col.astype(str), sort=True)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object))
+    if dtype == "object":  # kept as objects (an array of strings would be read as pandas' string dtype)
+        return pd.Series(col.to_numpy(object), dtype=object)
+    if str(col.dtype) != str(dtype):
+        return col.astype(dtype)
+    return col
+
+
+def _constant(value: Any, dtype: Any, n: int) -> Any:
+    """``n`` copies of ``value`` as an array of ``dtype``."""
+    if isinstance(dtype, pd.CategoricalDtype):
+        return pd.Categorical.from_codes(np.full(n, dtype.categories.get_loc(value), dtype=np.int8), dtype=dtype)
+    if dtype == "category":
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype=object))
+    return np.full(n, value, dtype=dtype)
 
 
 def _same_categories(col: pd.Series, dtype: pd.CategoricalDtype) -> bool:
@@ -284,6 +323,22 @@ def _recoded(col: pd.Series, dtype: pd.CategoricalDtype) -> pd.Series:
     return pd.Series(pd.Categorical.from_codes(new, dtype=dtype), index=col.index, name=col.name)
 
 
+INTERVAL_DEFAULTS: dict[str, Any] = {
+    "bytes": 0,
+    "memory_kind": "",
+    "non_blocking": False,
+    "step": NO_STEP,
+    "source": "",
+    "cause": "",
+    "launch_id": NO_LAUNCH,
+    "group": "",
+    "lane_label": "",
+    "stream": 0,
+    "rank": 0,
+}
+"""Values of the optional INTERVAL_COLUMNS where a frame lacks them."""
+
+
 def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     """Return ``frame`` with exactly INTERVAL_COLUMNS, in order, with their dtypes.
 
@@ -291,29 +346,10 @@ def conform_intervals(frame: pd.DataFrame) -> pd.DataFrame:
     cannot be converted.
     """
     frame = frame.copy(deep=False)
-    defaults: dict[str, Any] = {
-        "bytes": 0,
-        "memory_kind": "",
-        "non_blocking": False,
-        "step": NO_STEP,
-        "source": "",
-        "cause": "",
-        "launch_id": NO_LAUNCH,
-        "group": "",
-        "lane_label": "",
-        "stream": 0,
-        "rank": 0,
-    }
-    for name, value in defaults.items():
-        if name not in frame:
-            frame[name] = value
     if "id" not in frame:
         frame["id"] = np.arange(len(frame), dtype=np.int64)
-    frame["dur_ns"] = frame["end_ns"].astype("int64") - frame["start_ns"].astype("int64")
-    for name in ("source", "cause", "lane_label", "name"):
-        if not isinstance(frame[name].dtype, pd.CategoricalDtype):
-            frame[name] = frame[name].astype(str)
-    return _conform(frame, INTERVAL_COLUMNS)
+    frame["dur_ns"] = frame["end_ns"].to_numpy(np.int64) - frame["start_ns"].to_numpy(np.int64)
+    return _conform(frame, INTERVAL_COLUMNS, INTERVAL_DEFAULTS)
 
 
 def conforms(frame: pd.DataFrame) -> bool:
@@ -338,10 +374,7 @@ def conforms(frame: pd.DataFrame) -> bool:
 
 def conform_markers(frame: pd.DataFrame) -> pd.DataFrame:
     """Return ``frame`` with exactly MARKER_COLUMNS, in order, with their dtypes."""
-    frame = frame.copy(deep=False)
-    if "step" not in frame:
-        frame["step"] = NO_STEP
-    return _conform(frame, MARKER_COLUMNS)
+    return _conform(frame, MARKER_COLUMNS, {"step": NO_STEP})
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ def concat_keeping_codes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
                 index.setdefault(str(v), len(index))
             recode = np.array([index[str(v)] for v in y.cat.categories] + [-1], dtype=np.int64)
             codes = np.concatenate([x.cat.codes.to_numpy(np.int64), recode[y.cat.codes.to_numpy(np.int64)]])
-            out[c] = pd.Series(pd.Categorical.from_codes(codes, categories=pd.Index(list(index), dtype=object)))
+            out[c] = pd.Categorical.from_codes(codes, categories=pd.Index(list(index), dtype=object))
         else:
-            out[c] = pd.Series(np.concatenate([x.to_numpy(), y.to_numpy()]))
-    return pd.DataFrame(out)
+            out[c] = np.concatenate([x.to_numpy(), y.to_numpy()])  # a new array: the frame's own
+    return pd.DataFrame(out, copy=False)
 
 
 def launch_rows(frame: pd.DataFrame) -> np.ndarray:

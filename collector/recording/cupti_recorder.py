@@ -100,7 +100,8 @@ class CuptiRecorder(EventsRecorder):
         self.reader = ""
         """Who read CUPTI's records: ``"client"`` (our own, the default) or ``"kineto"`` (torch.profiler's)."""
         self.stop_timings: dict[str, float] = {}
-        """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, probe where taken, join, write)."""
+        """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, probe where taken, join of the
+        host facts, comm: reading and joining collectives, write)."""
         self.start_timings: dict[str, float] = {}
         """Seconds of :meth:`start`'s fixed costs: starting the capture, and calibrating where it does."""
 
@@ -299,11 +300,14 @@ class CuptiRecorder(EventsRecorder):
             **self._meta,
         )
         trace = _with_naming_sentence(enrich(raw, facts, meta))
+        t_comm = time.perf_counter()
         calls = comm.calls(self._clock0[1], clock1[1])
         trace = join_comm(trace, calls, capture.python_threads(), comm.default_backend())
+        t_steps = time.perf_counter()
         trace = drop_empty_last_step(trace, self._step) if step_open else trace
         trace = without_setup_steps(trace, [(a, b) for _, a, b in setup])
-        timings.update(importer=t1 - t0, join=time.perf_counter() - t_join)
+        t_end = time.perf_counter()
+        timings.update(importer=t1 - t0, join=t_comm - t_join + t_end - t_steps, comm=t_steps - t_comm)
         return trace
 
     def _write(self) -> None:

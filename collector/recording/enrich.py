@@ -31,6 +31,7 @@ from collector.importers.kineto_sync import outermost_enclosing
 from collector.model import (
     COPY_CODES,
     GPU_CODES,
+    INTERVAL_KIND_DTYPE,
     KIND_CODE,
     NO_STEP,
     Lane,
@@ -298,52 +299,46 @@ def _with_annotations(
         return renumber_by_start(frame), lanes
     lanes = list(lanes)
     rank = lanes[0].rank if lanes else 0
-    parts = [frame]
-    next_id = int(frame["id"].max()) + 1 if len(frame) else 0
-    if rows:
-        ann = pd.DataFrame(list(rows), columns=["tid", "name", "start_ns", "end_ns"])
-        by_ident = {ln.ident: i for i, ln in enumerate(lanes) if ln.kind is LaneKind.CPU_THREAD}
-        lane_of: list[int] = []
-        matched = thread_of.matched
-        for t in ann["tid"].tolist():
-            if matched and t in by_ident:
-                lane_of.append(by_ident[t])
-            elif not matched and main_lane >= 0:
-                lane_of.append(main_lane)
-            else:
-                by_ident[t] = len(lanes)
-                lanes.append(Lane(rank, LaneKind.CPU_THREAD, int(t), f"thread {t}"))
-                lane_of.append(by_ident[t])
-        parts.append(_host_rows(frame, lanes, np.array(lane_of, dtype=np.int32), "annotation", ann, next_id))
-        next_id += len(ann)
+    lane_of: list[int] = []
+    by_ident = {ln.ident: i for i, ln in enumerate(lanes) if ln.kind is LaneKind.CPU_THREAD}
+    for t, _, _, _ in rows:
+        if thread_of.matched and t in by_ident:
+            lane_of.append(by_ident[t])
+        elif not thread_of.matched and main_lane >= 0:
+            lane_of.append(main_lane)
+        else:
+            by_ident[t] = len(lanes)
+            lanes.append(Lane(rank, LaneKind.CPU_THREAD, int(t), f"thread {t}"))
+            lane_of.append(by_ident[t])
     if facts.samples:
-        smp = pd.DataFrame(list(facts.samples), columns=["start_ns", "end_ns", "name"])
         ident = -int(facts.sampled_thread or (lanes[main_lane].ident if main_lane >= 0 else 0))
         lanes.append(Lane(rank, LaneKind.CPU_THREAD, ident, f"main thread: {SAMPLES_LABEL}"))
-        li = np.full(len(smp), len(lanes) - 1, dtype=np.int32)
-        parts.append(_host_rows(frame, lanes, li, "sample", smp, next_id))
-    out = parts[0]
-    for part in parts[1:]:
-        out = concat_keeping_codes(out, part)
-    return renumber_by_start(out), lanes
+        lane_of += [len(lanes) - 1] * len(facts.samples)
+    kinds = [KIND_CODE["annotation"]] * len(rows) + [KIND_CODE["sample"]] * len(facts.samples)
+    spans = [(n, a, b) for _, n, a, b in rows] + [(n, a, b) for a, b, n in facts.samples]
+    add = _host_rows(frame, lanes, np.array(lane_of, dtype=np.int32), np.array(kinds, dtype=np.int8), spans)
+    return renumber_by_start(concat_keeping_codes(frame, add)), lanes
 
 
 def _host_rows(
-    frame: pd.DataFrame, lanes: list[Lane], li: np.ndarray, kind: str, rows: pd.DataFrame, first_id: int
+    frame: pd.DataFrame, lanes: list[Lane], li: np.ndarray, kind: np.ndarray, spans: list[tuple[str, int, int]]
 ) -> pd.DataFrame:
-    """``rows`` (name, start_ns, end_ns) as intervals of ``kind`` on lanes ``li``, in ``frame``'s columns."""
+    """``spans`` (name, start_ns, end_ns) as intervals of ``kind`` (codes) on lanes ``li``, numbered after
+    ``frame``'s ids, in ``frame``'s columns."""
+    first_id = int(frame["id"].max()) + 1 if len(frame) else 0
+    names, starts, ends = zip(*spans, strict=True)
     add = conform_intervals(
         pd.DataFrame(
             {
-                "id": np.arange(first_id, first_id + len(rows), dtype=np.int64),
+                "id": np.arange(first_id, first_id + len(spans), dtype=np.int64),
                 "rank": lanes[0].rank if lanes else 0,
                 "lane": li,
                 "lane_kind": LaneKind.CPU_THREAD.value,
                 "stream": np.array([lanes[i].ident for i in li], dtype=np.int64),
-                "kind": kind,
-                "name": rows["name"].astype(str),
-                "start_ns": rows["start_ns"].to_numpy(np.int64),
-                "end_ns": rows["end_ns"].to_numpy(np.int64),
+                "kind": pd.Categorical.from_codes(kind, dtype=INTERVAL_KIND_DTYPE),
+                "name": pd.Categorical([str(n) for n in names]),
+                "start_ns": np.array(starts, dtype=np.int64),
+                "end_ns": np.array(ends, dtype=np.int64),
             }
         )
     )

@@ -63,3 +63,22 @@ def test_conforms_tells_whether_conforming_can_be_skipped() -> None:
     assert not conforms(out.assign(step=out["step"].astype(np.int64)))
     assert not conforms(out[list(reversed(out.columns))])
     assert not conforms(out.drop(columns="group"))
+
+
+def test_the_conformed_frame_shares_nothing_its_writes_can_reach() -> None:
+    kind = pd.Categorical(["kernel", "launch", "kernel"], dtype=INTERVAL_KIND_DTYPE)
+    source = _frame(kind, pd.Categorical(["", "", ""], dtype=MEMORY_KIND_DTYPE)).set_index(pd.Index([7, 8, 9]))
+    out = conform_intervals(source)
+    out.loc[out.index[:2], "start_ns"] = 100
+    out.loc[out.index[:1], "kind"] = "memset"
+    assert source["start_ns"].tolist() == [0, 5, 9] and source["kind"].tolist() == ["kernel", "launch", "kernel"]
+    assert out.index.tolist() == [0, 1, 2] and out["start_ns"].tolist() == [100, 100, 9]
+
+
+def test_missing_and_non_string_columns_take_their_defaults_and_text() -> None:
+    frame = _frame(pd.Categorical(["kernel"] * 3, dtype=INTERVAL_KIND_DTYPE), pd.Categorical(["", "", ""]))
+    out = conform_intervals(frame.assign(name=[3, 1, 2]))
+    assert out["name"].tolist() == ["3", "1", "2"] and list(out["name"].cat.categories) == ["1", "2", "3"]
+    assert out["source"].tolist() == [""] * 3 and out["step"].tolist() == [-1] * 3
+    assert out["dur_ns"].tolist() == [4, 3, 0] and out["memory_kind"].dtype == MEMORY_KIND_DTYPE
+    assert conforms(out)
