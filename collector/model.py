@@ -284,7 +284,7 @@ def _typed(col: pd.Series, dtype: Any) -> Any:
         if isinstance(col.dtype, pd.CategoricalDtype):
             return col
         codes, labels = pd.factorize(col if pd.api.types.is_string_dtype(col) else col.astype(str), sort=True)
-        return pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object))
+        return pd.Categorical.from_codes(codes, categories=pd.Index(labels))  # str categories, as astype gives
     if dtype == "object":  # kept as objects (an array of strings would be read as pandas' string dtype)
         return pd.Series(col.to_numpy(object), dtype=object)
     if str(col.dtype) != str(dtype):
@@ -297,7 +297,7 @@ def _constant(value: Any, dtype: Any, n: int) -> Any:
     if isinstance(dtype, pd.CategoricalDtype):
         return pd.Categorical.from_codes(np.full(n, dtype.categories.get_loc(value), dtype=np.int8), dtype=dtype)
     if dtype == "category":
-        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value], dtype=object))
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value]))
     return np.full(n, value, dtype=dtype)
 
 

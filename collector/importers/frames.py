@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -12,7 +14,7 @@ from collector.model import NO_LAUNCH
 def concat_keeping_codes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """``a`` then ``b`` (same columns); categoricals keep their codes, with their categories united, so no
     string is made per row."""
-    out = {}
+    out: dict[str, Any] = {}
     for c in a.columns:
         x, y = a[c], b[c]
         if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
