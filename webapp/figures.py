@@ -27,14 +27,14 @@ _FORMATS: dict[Unit, Callable[[Any], str]] = {
 
 
 RANKS_APART = 1.25
-"""A card of several ranks names its lowest and highest rank where their medians differ by more than this."""
+"""A card of several ranks names its lowest and highest rank where their figures differ by more than this."""
 
 
 def metric_cards(metrics: Mapping[str, Any], per_rank: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, str]]:
     """The run page's number cards (the catalogue's ``card`` entries for a run with or without GPU work):
     [{key, label, value, ranks}] for those the run has a figure of (present in ``metrics``, not NaN). A run's
     figure is over every rank's steps; where ``per_rank`` (RunAnalysis.per_rank records) holds the ranks' own
-    medians and they stand apart, ``ranks`` names the lowest and the highest ('' otherwise)."""
+    figures of the same key and they stand apart, ``ranks`` names the lowest and the highest ('' otherwise)."""
     return [
         {
             "key": m.key,

@@ -86,6 +86,7 @@ def run_page(run_id: str) -> str:
         page=page,
         notes=analysis.get("notes") or [],
         cards=metric_cards(metrics, analysis.get("per_rank") or []),
+        collectives=bool((analysis.get("ranks") or {}).get("collectives")),
         findings=light["findings"],
         minor_findings=analysis.get("minor_findings") or [],
         what_if=what_if,

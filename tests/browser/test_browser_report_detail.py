@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ranks.ranks_traces import job
+from ranks.ranks_traces import job, nccl_job
 from timeline_page import set_view
 
 from collector.load import load_trace
@@ -91,6 +91,17 @@ def test_the_report_has_the_run_pages_host_time_and_collectives_tabs(page, open_
     page.click("[data-tab=tab-host]")
     assert page.inner_text("#host-note") == run.analysis.host_frames_missing != ""
     assert page.inner_text("#host-table") == "nothing to show"
+
+
+def test_the_collectives_tab_of_one_rank_lists_each_collectives_duration(page, open_report) -> None:
+    run = prepare_run(nccl_job(world=1)[0], "one-rank-nccl")
+    open_report(run)
+    page.click("#tab-colls-button")
+    rows = page.locator("#colls-table tbody tr")
+    assert rows.count() == 10
+    heads = page.locator("#colls-table thead th").all_inner_texts()
+    assert heads == ["#", "Name", "Process group", "Bytes", "Duration"]  # no other rank: no skew, wait, last
+    assert rows.nth(0).locator("td").all_inner_texts()[1:] == ["all_reduce", "default_pg (pg 0)", "4 MiB", "300 µs"]
 
 
 def test_the_host_time_tab_lists_the_frames_of_a_traced_run(page, open_report) -> None:

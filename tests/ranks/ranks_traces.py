@@ -102,14 +102,16 @@ def nccl_job(
     delay_ns: int = 6 * MS,
     gpu_ns: int = 5 * MS,
     host_ns: int = 1 * MS,
+    slow_host_ns: int = 0,
     sync: bool = True,
     latency_ns: int = 300_000,
 ) -> list[Trace]:
     """A data-parallel job on GPU ranks sharing one host clock, NCCL-style: per step the main thread launches
     the backward kernel (``gpu_ns``; ``delay_ns`` longer on ``slow_rank``), the all_reduce kernel on a comm
     stream (it starts when the backward ends and ends ``latency_ns`` after the last rank's started), the
-    optimizer kernel (it waits for the all_reduce), then does ``host_ns`` of its own work and, with ``sync``,
-    waits for the optimizer (``cudaStreamSynchronize``) before the next step."""
+    optimizer kernel (it waits for the all_reduce), then does ``host_ns`` of its own work (``slow_host_ns``
+    more on ``slow_rank``) and, with ``sync``, waits for the optimizer (``cudaStreamSynchronize``) before the
+    next step."""
     traces = []
     bwd_end = np.zeros((steps, world), dtype=np.int64)
     host_t = [1_000 * MS] * world
@@ -126,7 +128,7 @@ def nccl_job(
             t, start = plan[r][-1]
             opt_end = leave + 2_000 + 200_000
             gpu_free[r] = opt_end
-            host_done = t + 30_000 + host_ns
+            host_done = t + 30_000 + host_ns + (slow_host_ns if r == slow_rank else 0)
             host_t[r] = max(host_done, opt_end + 5_000) if sync else host_done
             plan[r][-1] = (t, start, int(bwd_end[k, r]), leave, opt_end, host_done, host_t[r])
     for r in range(world):

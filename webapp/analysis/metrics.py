@@ -11,7 +11,8 @@ Definitions (all over the step windows; a rank without ``step`` markers is one s
   graph (webapp.analysis.causal.critical): ``cp_host`` the host's own work, ``cp_launch`` launch latency,
   ``cp_compute``/``cp_copy``/``cp_comm`` GPU work, ``cp_sync`` waits' own time and wake-ups, ``cp_other``
   what the graph does not know. The parts add up to the step time. Run-level ``cp_<part>_step_median_ns``
-  split the median step by each part's share of the path over all replayed steps, so they add up to it.
+  split the median step by each part's share of the path over all replayed steps, so they add up to it; a
+  rank's split its own median step by its own steps' path.
 - Queue depth: GPU ops of the rank launched and not yet finished (webapp.analysis.queue); per step its
   time-weighted median over the window.
 - Interval counts and sums (sync waits, copy bytes) go to the step whose window holds their start.
@@ -168,9 +169,10 @@ def _fracs(frame: pd.DataFrame) -> pd.DataFrame:
 
 def per_rank_frame(per_step: pd.DataFrame) -> pd.DataFrame:
     """One row per rank: ``steps``, ``step_time_median_ns``, ``step_time_p90_ns``, the rank's own median of
-    each other STAT_COLUMNS entry (``<name>_step_median_ns``, as the run's metric of that name) and the per-step
-    sums (same names and units as :data:`PER_STEP_COLUMNS`, summed over the rank's steps), fractions
-    recomputed."""
+    each other STAT_COLUMNS entry (``<name>_step_median_ns``, as the run's metric of that name), the rank's
+    median step split by its own critical path (``cp_<part>_step_median_ns``, ns, as the run's: NaN for a rank
+    without a replayed step) and the per-step sums (same names and units as :data:`PER_STEP_COLUMNS`, summed
+    over the rank's steps), fractions recomputed."""
     g = per_step.groupby("rank", sort=True)
     out = g[_SUMMED].sum()
     out.insert(0, "steps", g.size())
@@ -178,6 +180,7 @@ def per_rank_frame(per_step: pd.DataFrame) -> pd.DataFrame:
     out.insert(2, "step_time_p90_ns", g["step_time_ns"].quantile(0.9))
     for name in STAT_COLUMNS[1:]:
         out[f"{name}_step_median_ns"] = g[f"{name}_ns"].median()
+    out = out.join(_path_of_median_step_by_rank(per_step, out["step_time_median_ns"]))
     return _fracs(out.reset_index())
 
 
@@ -228,15 +231,37 @@ def run_metrics(rd: RunData, per_step: pd.DataFrame) -> dict[str, float]:
     return m
 
 
+_PATH_COLUMNS = [f"cp_{part}_ns" for part in PARTS]
+
+
 def _path_of_median_step(per_step: pd.DataFrame, median_ns: float) -> dict[str, float]:
     """``cp_<part>_step_median_ns``: the median step split by each part's share of the critical path over the
     steps that have one (a run replayed in blocks leaves the others at 0), so the parts add up to it."""
-    cols = [f"cp_{part}_ns" for part in PARTS]
-    path = per_step[cols].to_numpy(dtype=np.float64) if len(per_step) else np.zeros((0, len(cols)))
-    covered = path[path.sum(axis=1) > 0]
-    total = float(covered.sum())
-    shares = covered.sum(axis=0) / total if total > 0 else np.full(len(cols), math.nan)
-    return {f"cp_{part}_step_median_ns": float(share * median_ns) for part, share in zip(PARTS, shares, strict=True)}
+    sums = _replayed_path(per_step).sum().to_frame().T
+    split = _split_by_path(sums, pd.Series([median_ns]))
+    return {str(key): float(value) for key, value in split.iloc[0].items()}
+
+
+def _path_of_median_step_by_rank(per_step: pd.DataFrame, median_ns: pd.Series) -> pd.DataFrame:
+    """Per rank (the index of ``median_ns``, each rank's median step in ns): that step split by the rank's own
+    critical path, as :func:`_path_of_median_step` splits the run's; NaN for a rank without a replayed step."""
+    path = _replayed_path(per_step)
+    sums = path.groupby(per_step.loc[path.index, "rank"]).sum().reindex(median_ns.index)
+    return _split_by_path(sums, median_ns)
+
+
+def _replayed_path(per_step: pd.DataFrame) -> pd.DataFrame:
+    """The ``cp_<part>_ns`` columns (ns, float) of the steps that have a critical path."""
+    path = per_step[_PATH_COLUMNS].astype(np.float64)
+    return path[path.sum(axis=1) > 0]
+
+
+def _split_by_path(path_sums: pd.DataFrame, median_ns: pd.Series) -> pd.DataFrame:
+    """Per row: ``median_ns`` (ns) split by each part's share of that row's summed ``cp_<part>_ns``, as columns
+    ``cp_<part>_step_median_ns`` (ns); NaN for a row without any path."""
+    total = path_sums.sum(axis=1)
+    shares = path_sums.div(total.where(total > 0), axis=0)
+    return shares.mul(median_ns, axis=0).set_axis([f"cp_{part}_step_median_ns" for part in PARTS], axis=1)
 
 
 def kernel_table(rd: RunData) -> pd.DataFrame:

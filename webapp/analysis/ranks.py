@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from collector.model import IntervalKind
-from collector.ranks.align import matched_collectives
 from collector.ranks.merge import own_clock_rows
 from webapp.analysis import intervals as iv
 from webapp.analysis.causal.fixes import shorten
+from webapp.analysis.collectives import MAX_TABLE_ROWS, collective_frame, collective_summary
 from webapp.analysis.context import RunData, kind_mask
 from webapp.analysis.findings import severity
 from webapp.analysis.hoststacks import top_frames
@@ -93,46 +93,6 @@ HOST_CAUSES = frozenset({"data_ns", "sync_ns", "other_ns"})
 
 def _is_data(names: list[str]) -> np.ndarray:
     return np.array([("dataloader" in n.lower()) or n.lower() == "data" for n in names] + [False], dtype=bool)
-
-
-def collective_frame(rd: RunData) -> pd.DataFrame:
-    """One row per (matched collective, rank): the MATCHED_COLUMNS of collector.ranks.align plus ``wait_ns``
-    (latest start over ranks - start, ns), ``last`` (this rank arrived last; one per collective) and
-    ``win`` (the rank's step window holding the start, -1 outside)."""
-    m = matched_collectives(rd.trace.intervals)
-    latest = m.groupby("seq")["start_ns"].transform("max").to_numpy(np.int64)
-    m["wait_ns"] = latest - m["start_ns"].to_numpy(np.int64)
-    last_row = m.groupby("seq")["start_ns"].idxmax()
-    m["last"] = False
-    m.loc[last_row.to_numpy(), "last"] = True
-    m["win"] = rd.win_row[m["row"].to_numpy(np.int64)] if len(m) else np.zeros(0, dtype=np.int64)
-    m["bytes"] = rd.trace.intervals["bytes"].to_numpy(np.int64)[m["row"].to_numpy(np.int64)]
-    return m
-
-
-def collective_summary(cf: pd.DataFrame) -> pd.DataFrame:
-    """One row per collective: ``seq``, ``name``, ``group`` (process group, '' if unknown), ``bytes`` (its
-    largest message over ranks), ``ranks``, ``comm_latency_ns`` (min duration over ranks),
-    ``start_skew_ns``/``end_skew_ns`` (max - min over ranks), ``max_wait_ns``, ``last_rank``."""
-    g = cf.groupby("seq", sort=True)
-    out = g.agg(
-        name=("name", "first"),
-        group=("group", "first"),
-        bytes=("bytes", "max"),
-        ranks=("rank", "size"),
-        comm_latency_ns=("dur_ns", "min"),
-        start_min=("start_ns", "min"),
-        start_max=("start_ns", "max"),
-        end_min=("end_ns", "min"),
-        end_max=("end_ns", "max"),
-        max_wait_ns=("wait_ns", "max"),
-    )
-    out["start_skew_ns"] = out.pop("start_max") - out.pop("start_min")
-    out["end_skew_ns"] = out.pop("end_max") - out.pop("end_min")
-    out["last_rank"] = cf[cf["last"]].set_index("seq")["rank"].reindex(out.index)
-    cols = ["name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns", "end_skew_ns", "max_wait_ns"]
-    cols.append("last_rank")
-    return out.reset_index()[["seq", *cols]]
 
 
 def rank_steps(rd: RunData, cf: pd.DataFrame, straggler: int = -1) -> pd.DataFrame:
@@ -213,7 +173,7 @@ def analyze_ranks(rd: RunData, ctx: RuleContext | None = None) -> RankAnalysis:
     cols = [*BREAKDOWN, "other_ns"]
     per_rank = steps.groupby("rank")[["step_time_ns", *cols]].mean().reset_index()
     section: dict[str, Any] = {
-        "collectives": frame_records(summary.head(2000)),
+        "collectives": frame_records(summary.head(MAX_TABLE_ROWS)),
         "collective_count": n,
         "per_rank": frame_records(per_rank),
         "last_counts": {str(k): int(v) for k, v in zip(last.index.tolist(), last.tolist(), strict=True)},

@@ -159,8 +159,9 @@ class RunAnalysis:
     phases: pd.DataFrame = field(default_factory=pd.DataFrame)
     minor_findings: tuple[Finding, ...] = field(default=())
     ranks: dict[str, Any] = field(default_factory=dict)
-    """Multi-rank runs only: collectives, per-rank breakdown, straggler, what-if and clock alignment
-    (webapp.analysis.ranks.analyze_ranks); empty for one rank."""
+    """Multi-rank runs: collectives, per-rank breakdown, straggler, what-if and clock alignment
+    (webapp.analysis.ranks.analyze_ranks); one rank: its collectives only
+    (webapp.analysis.collectives.one_rank_section), empty without any."""
     host_frames: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Host time by Python frame over the steps (webapp.analysis.hoststacks.FRAME_COLUMNS)."""
     host_frames_basis: str = ""

@@ -9,6 +9,7 @@ import pandas as pd
 
 from collector.model import IntervalKind, Trace
 from webapp.analysis.causal import causal_model
+from webapp.analysis.collectives import one_rank_section
 from webapp.analysis.context import RunData, kind_mask, prepare
 from webapp.analysis.findings import find_all, listed, ranked, share_of_steps
 from webapp.analysis.hoststacks import frame_table, frame_tables_by_rank, frames_basis, missing_text
@@ -245,7 +246,7 @@ def analyze(trace: Trace) -> RunAnalysis:
     per_step["replay_error_frac"] = np.where(covered, causal.error[order], np.nan)
     for rule in RULES:
         per_step[rule_key("cost", rule.name)] = np.where(covered, costs[rule.name][order], np.nan)
-    ranks: dict[str, object] = {}
+    ranks: dict[str, object] = dict(one_rank_section(rd)) if rk is None else {}
     rank_notes: tuple[str, ...] = ()
     if cpu_only:
         rank_notes = (cpu_only_note(rd),)

@@ -130,7 +130,7 @@ def _step_columns(rows: list[dict[str, Any]], gpu: bool) -> list[dict[str, Any]]
 def _tables(d: dict[str, Any], gpu: bool, cut: list[str]) -> dict[str, Any]:
     """The tables under the run's timeline, as the run page's tabs read them (webapp/static/run_parts.js
     bindTabs): per step, kernels, sync sources, host time (with what it is read from, or why it is empty) and
-    the collectives of a multi-rank run; what is cut is added to ``cut``."""
+    the run's collectives (RunAnalysis.ranks, one rank or many); what is cut is added to ``cut``."""
     collectives = (d.get("ranks") or {}).get("collectives") or []
     return {
         "per_step": _cut("per-step table", _step_columns(d["per_step"], gpu), MAX_STEP_ROWS, cut),

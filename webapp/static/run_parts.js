@@ -5,8 +5,9 @@ import { fillTable, metricsCatalog, stickyColumns } from "./tables.js";
 
 export const KERNEL_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "max_ns", "bytes", "gpu_frac"];
 export const SYNC_COLUMNS = ["cause", "source", "count", "steps", "total_ns", "mean_ns", "saving_ns"];
-export const COLLECTIVE_COLUMNS = ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "start_skew_ns",
-  "end_skew_ns", "max_wait_ns", "last_rank"];
+// (a run of one rank has its collectives' durations, "dur_ns", and none of the columns across ranks)
+export const COLLECTIVE_COLUMNS = ["seq", "name", "group", "bytes", "ranks", "comm_latency_ns", "dur_ns",
+  "start_skew_ns", "end_skew_ns", "max_wait_ns", "last_rank"];
 export const HOST_COLUMNS = ["frame", "total_ns", "total_frac", "self_ns", "per_step_ns"];
 // What the host-time table is read from (webapp.analysis.hoststacks.BASES), as the note names it.
 const HOST_BASES = {

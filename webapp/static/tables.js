@@ -17,7 +17,7 @@ const COL_LABELS = {
   max_ns: "Max", bytes: "Bytes", gpu_frac: "GPU share", status: "Change", a_count: "A count", b_count: "B count",
   a_total_ns: "A total", b_total_ns: "B total", delta_ns: "B − A", a_step_ns: "A per step", b_step_ns: "B per step",
   delta_step_ns: "B − A per step", cause: "Cause", source: "Source", a_last: "A last", b_last: "B last",
-  seq: "#", group: "Process group", ranks: "Ranks", comm_latency_ns: "Transfer (min over ranks)",
+  seq: "#", group: "Process group", ranks: "Ranks", comm_latency_ns: "Transfer (min over ranks)", dur_ns: "Duration",
   start_skew_ns: "Start skew", end_skew_ns: "End skew", max_wait_ns: "Longest wait", last_rank: "Last rank",
   saving_ns: "Saved per step if read every few steps (replayed)", steps: "Steps", frame: "Frame",
   self_ns: "Self", total_frac: "Share of host time", per_step_ns: "Per step",
