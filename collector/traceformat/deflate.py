@@ -126,18 +126,24 @@ class Sink:
                 return data, b"", 0, 0
             return data, stream.compress(data), zlib.crc32(data), memoryview(data).nbytes
 
+        def put(data: Any, compressed: bytes, crc: int, size: int) -> None:
+            if stream is not None:
+                stream.append_compressed(compressed, crc, size)
+            else:
+                self._out.write(data)
+
+        if count == 1:  # a short recording's one chunk: no thread to start
+            put(*job(0))
+            return
         with ThreadPoolExecutor(threads) as pool:
             pending: dict[int, Future[tuple[Any, bytes, int, int]]] = {}
             for i in range(min(count, 2 * threads)):
                 pending[i] = pool.submit(job, i)
             for i in range(count):
-                data, compressed, crc, size = pending.pop(i).result()
+                done = pending.pop(i).result()
                 if i + 2 * threads < count:
                     pending[i + 2 * threads] = pool.submit(job, i + 2 * threads)
-                if stream is not None:
-                    stream.append_compressed(compressed, crc, size)
-                else:
-                    self._out.write(data)
+                put(*done)
 
     def close(self) -> None:
         """End the gzip member (nothing to do for plain text)."""
