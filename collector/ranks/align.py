@@ -45,8 +45,7 @@ def matched_collectives(intervals: pd.DataFrame) -> pd.DataFrame:
     """One row per (collective instance seen on every rank of its group, rank); see MATCHED_COLUMNS. Sorted by
     seq, rank. ``intervals`` needs the ``rank``, ``kind``, ``name``, ``group``, ``start_ns`` and ``end_ns``
     columns of INTERVAL_COLUMNS."""
-    kind = intervals["kind"].astype(str).to_numpy()
-    rows = np.flatnonzero(kind == IntervalKind.COLLECTIVE.value)
+    rows = np.flatnonzero((intervals["kind"] == IntervalKind.COLLECTIVE.value).to_numpy(bool))  # by code
     empty = pd.DataFrame({c: pd.Series(dtype="int64") for c in MATCHED_COLUMNS}).astype(
         {"name": object, "group": object}
     )
