@@ -26,6 +26,8 @@ MAX_NODES = 1_500_000
 """Host calls and GPU ops replayed at most: a larger run is replayed over blocks of consecutive steps spread
 through it (SAMPLE_BLOCKS of them), which keeps analysis time flat as runs grow."""
 SAMPLE_BLOCKS = 16
+SAMPLE_CHUNK = 1 << 20
+"""Rows placed in their windows at a time when the graph covers blocks of windows (see :func:`_rows_in`)."""
 SELF_CHECK_FRAC = 0.02
 """The unchanged replay must reproduce each step within 2%; beyond it the page says costs are approximate."""
 MIN_LINKED_FRAC = 0.5
@@ -105,11 +107,21 @@ def _sample(rd: RunData) -> tuple[np.ndarray | None, np.ndarray]:
         chosen[a : a + per_block] = True
     replayed = chosen.copy()
     replayed[starts] = False  # warm-up
-    lid = rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64))
-    rows = np.arange(len(rd.kind))
-    win = rd.step_win(np.where(lid >= 0, lid, rows))
-    keep = (win >= 0) & chosen[np.maximum(win, 0)]
-    return keep, replayed
+    return _rows_in(rd, chosen), replayed
+
+
+def _rows_in(rd: RunData, chosen: np.ndarray) -> np.ndarray:
+    """Mask of the rows in a ``chosen`` window (GPU work by the window of the call that launched it), found
+    SAMPLE_CHUNK rows at a time: a run-long temporary per step would be fresh memory, which the kernel faults
+    in at a cost larger than the work (several seconds at 10M rows on a virtual machine)."""
+    launch_id = np.asarray(rd.trace.intervals["launch_id"])
+    keep = np.zeros(len(rd.kind), dtype=bool)
+    for a in range(0, len(keep), SAMPLE_CHUNK):
+        rows = np.arange(a, min(a + SAMPLE_CHUNK, len(keep)))
+        lid = rd.rows_of_ids(launch_id[rows])
+        win = rd.step_win(np.where(lid >= 0, lid, rows))
+        keep[rows] = (win >= 0) & chosen[np.maximum(win, 0)]
+    return keep
 
 
 def _recorder_call_ns(rd: RunData) -> float:
