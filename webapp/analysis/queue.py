@@ -152,9 +152,12 @@ def median_depth(enqueue_ns: np.ndarray, end_ns: np.ndarray, a: np.ndarray, b: n
     windows ``[a[i], b[i])`` sorted by ``a``, built a group of windows at a time from only the ops that can be
     queued in the group (about CHUNK_OPS): the same answer in memory that does not grow with the run."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    order = np.argsort(np.asarray(enqueue_ns, dtype=np.int64), kind="stable")
-    q = np.asarray(enqueue_ns, dtype=np.int64)[order]
-    e = np.maximum(np.asarray(end_ns, dtype=np.int64)[order], q)
+    q = np.asarray(enqueue_ns, dtype=np.int64)
+    order = np.argsort(q, kind="stable")
+    q = q[order]
+    e = np.asarray(end_ns, dtype=np.int64)[order]
+    del order  # run-long arrays: each one fewer is fresh memory the kernel need not fault in
+    np.maximum(e, q, out=e)
     reach = np.maximum.accumulate(e) if len(e) else e
     first = np.searchsorted(reach, a, side="right")  # every op before it has left by the window's start
     stop = np.searchsorted(q, b, side="left")  # every op from it on joins at or after the window's end
