@@ -127,10 +127,18 @@ def _with_work(steps: pd.DataFrame, rank: np.ndarray, start: np.ndarray) -> pd.D
     """``steps`` without the windows that hold no interval of their rank (a profiler's last step marker, opened
     as it stopped), where their rank has other windows."""
     held = np.zeros(len(steps), dtype=bool)
-    for r, rows in steps.groupby("rank").indices.items():
-        t = np.sort(start[rank == r])
-        a, b = steps["start_ns"].to_numpy()[rows], steps["end_ns"].to_numpy()[rows]
-        held[rows] = np.searchsorted(t, b, side="left") > np.searchsorted(t, a, side="left")
+    if len(start):
+        # every rank's starts on one sorted key, (rank, start - lo): one sort for all ranks
+        lo, span = int(start.min()), int(start.max()) - int(start.min()) + 1
+        key = np.subtract(start, lo, dtype=np.int64)
+        if rank.any():
+            key += rank.astype(np.int64) * span
+        if not (key[1:] >= key[:-1]).all():
+            key.sort()
+        base = steps["rank"].to_numpy(np.int64) * span
+        a = base + np.clip(steps["start_ns"].to_numpy(np.int64) - lo, 0, span)
+        b = base + np.clip(steps["end_ns"].to_numpy(np.int64) - lo, 0, span)
+        held = np.searchsorted(key, b, side="left") > np.searchsorted(key, a, side="left")
     alone = steps.groupby("rank")["step"].transform("size").to_numpy() == 1
     return steps[held | alone]
 
