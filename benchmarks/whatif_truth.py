@@ -132,6 +132,7 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             "predicted_each": [p["predicted"] for p in preds],
             "predicted_pace": statistics.median(p["pace"] for p in preds),
             "measured": measured,
+            "measured_each": ratios,  # round by round, beside predicted_each
             "lo": min(ratios),
             "hi": max(ratios),
             "top": result.findings[0].rule if result.findings else "-",
