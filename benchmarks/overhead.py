@@ -283,9 +283,10 @@ def whole_processes(names: list[str], rounds: int, device: str = "cuda") -> dict
     mode, each round's JSON line (benchmarks/programs.py ``script_source``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR.parent), str(BENCH_DIR)])}
     out: dict[str, dict[str, list[dict]]] = {n: {m: [] for m in WHOLE_MODES} for n in names}
-    for _ in range(rounds):
+    for i in range(rounds):
         for name in names:
             for mode in WHOLE_MODES:
+                t0 = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, "-c", script_source(name, mode, device)],
                     cwd=BENCH_DIR,
@@ -298,6 +299,8 @@ def whole_processes(names: list[str], rounds: int, device: str = "cuda") -> dict
                 if done.returncode != 0:
                     raise RuntimeError(f"{name} ({mode}) failed: {done.stderr[-2000:]}")
                 out[name][mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                took = time.perf_counter() - t0
+                print(f"whole: {name} {mode} round {i + 1}/{rounds}: {took:.1f} s", file=sys.stderr, flush=True)
     return out
 
 
@@ -357,7 +360,12 @@ def main() -> None:
     parser.add_argument("--md", type=Path)
     parser.add_argument("--stop-intervals", type=int, default=1_000_000, help="0 to skip the stop-scale run")
     parser.add_argument("--stop-out", type=Path, default=Path("/tmp/stop-scale.json.gz"))
-    parser.add_argument("--whole", default="", help=f"short scripts timed as whole processes, of {', '.join(SCRIPTS)}")
+    parser.add_argument(
+        "--whole",
+        default="",
+        help=f"short scripts timed as whole processes, of {', '.join(SCRIPTS)}: a fresh process per script, mode "
+        f"of {', '.join(WHOLE_MODES)} (whatever --modes says) and round",
+    )
     parser.add_argument("--whole-rounds", type=int, default=3)
     parser.add_argument("--compiled-model", default="convnet", choices=("convnet", "resnet18"))
     parser.add_argument(
