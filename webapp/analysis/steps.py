@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from collector.model import KIND_CODE, IntervalKind, LaneKind, Trace
+from webapp.analysis import intervals as iv
 
 STEP_ANNOTATION = re.compile(r"^(?:ProfilerStep\s*#\s*|step[\s_#]*|iteration[\s_#]*|iter[\s_#]*)(\d+)$", re.IGNORECASE)
 """Annotation names read as step N when a trace has no step markers: "step 3", "ProfilerStep#3", "iter_3"."""
@@ -128,16 +129,15 @@ def _with_work(steps: pd.DataFrame, rank: np.ndarray, start: np.ndarray) -> pd.D
     as it stopped), where their rank has other windows."""
     held = np.zeros(len(steps), dtype=bool)
     if len(start):
-        # every rank's starts on one sorted key, (rank, start - lo): one sort for all ranks
-        lo, span = int(start.min()), int(start.max()) - int(start.min()) + 1
-        key = np.subtract(start, lo, dtype=np.int64)
-        if rank.any():
-            key += rank.astype(np.int64) * span
+        # every rank's starts on one axis, ranks apart (as RunData places them): one sort for all ranks
+        lo, hi = int(start.min()), int(start.max())
+        step_rank = steps["rank"].to_numpy(np.int64)
+        tb = iv.Timebase.fit(lo, hi, int(max(rank.max(), step_rank.max(initial=0))))
+        key = tb.to_axis(rank, start)
         if not (key[1:] >= key[:-1]).all():
             key.sort()
-        base = steps["rank"].to_numpy(np.int64) * span
-        a = base + np.clip(steps["start_ns"].to_numpy(np.int64) - lo, 0, span)
-        b = base + np.clip(steps["end_ns"].to_numpy(np.int64) - lo, 0, span)
+        a = tb.to_axis(step_rank, np.clip(steps["start_ns"].to_numpy(np.int64), lo, hi + 1))
+        b = tb.to_axis(step_rank, np.clip(steps["end_ns"].to_numpy(np.int64), lo, hi + 1))
         held = np.searchsorted(key, b, side="left") > np.searchsorted(key, a, side="left")
     alone = steps.groupby("rank")["step"].transform("size").to_numpy() == 1
     return steps[held | alone]
