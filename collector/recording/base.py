@@ -32,7 +32,9 @@ import time
 from typing import Any, TypeVar
 
 from collector.errors import StreamscopeError
+from collector.hostcpus import usable_cpus
 from collector.model import NO_STEP, MarkerKind, Trace
+from collector.recording.gcpause import paused_gc
 
 _R = TypeVar("_R", bound="Recorder")
 NO_CUDA_MESSAGE = (
@@ -144,10 +146,12 @@ class Recorder:
         self.stop(error=error)
 
     def start(self: _R) -> _R:
-        """Start timing (:meth:`_begin`), then the first step."""
+        """Start timing (:meth:`_begin`, with Python's garbage collector held off: collector.recording.gcpause),
+        then the first step."""
         if self._started:
             raise RuntimeError("this recorder was already started; make a new one with record()")
-        self._begin()
+        with paused_gc():
+            self._begin()
         self._started = True
         self._install_step_hook()
         self._step_start = self._now()
@@ -186,27 +190,30 @@ class Recorder:
 
     def stop(self, error: str = "") -> Trace:
         """Stop timing, build the Trace (:meth:`_end`) and write it to ``out`` (if given). ``error``: how the
-        workload ended, when it failed. Stopping again returns the same Trace."""
+        workload ended, when it failed. Stopping again returns the same Trace. The garbage collector is held
+        off meanwhile, as at start."""
         if self.trace is not None:
             return self.trace
         if not self._started:
             raise RuntimeError("recorder was never started")
         self.error = error
         step_open, self._on = self._on, False
-        try:
-            self._halt()
-        finally:
-            while self._undo:
-                self._undo.pop()()
-        self.trace = self._noted(self._end(step_open, error))
-        self._write()
+        with paused_gc():
+            try:
+                self._halt()
+            finally:
+                while self._undo:
+                    self._undo.pop()()
+            self.trace = self._noted(self._end(step_open, error))
+            self._write()
         return self.trace
 
     def _noted(self, trace: Trace) -> Trace:
-        """``trace`` with ``notes.timing``, ``notes.every`` and ``notes.rank`` where the source left them out
-        (added after its own notes; a source's own value, such as a fallback's timing, stays)."""
+        """``trace`` with ``notes.timing``, ``notes.every``, ``notes.rank`` and ``notes.host_cpus`` (the CPUs the
+        recorded process could run on) where the source left them out (added after its own notes; a source's
+        own value, such as a fallback's timing, stays)."""
         notes = trace.meta.notes or {}
-        ours = {"timing": self.timing, "every": self.every, "rank": self.rank}
+        ours = {"timing": self.timing, "every": self.every, "rank": self.rank, "host_cpus": usable_cpus()}
         missing = {k: v for k, v in ours.items() if k not in notes}
         return trace.with_meta(notes={**notes, **missing}) if missing else trace
 

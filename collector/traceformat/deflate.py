@@ -11,12 +11,13 @@ the GIL, so the threads run in parallel.
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
+
+from collector.hostcpus import usable_cpus
 
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 """gzip member header: deflate, no flags, mtime 0, no extra flags, unknown OS."""
@@ -64,11 +65,7 @@ MAX_WORKERS = 16
 
 def workers() -> int:
     """Threads for writing: the CPUs this process may run on, at most :data:`MAX_WORKERS`."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(MAX_WORKERS, cpus))
+    return max(1, min(MAX_WORKERS, usable_cpus()))
 
 
 class GzipStream:

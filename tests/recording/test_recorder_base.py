@@ -4,12 +4,14 @@ what every registered source (collector.recording.sources.TIMING_SOURCES) takes 
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from collector.hostcpus import usable_cpus
 from collector.model import Marker, MarkerKind, RunMeta, Trace
 from collector.recording.base import Recorder
 from collector.recording.sources import TIMING_SOURCES
@@ -103,16 +105,19 @@ def test_once_each_and_the_error_the_workload_ended_with() -> None:
     assert clean.error == "" and clean.trace is not None
 
 
-def test_the_base_writes_timing_every_and_rank_into_the_notes() -> None:
+def test_the_base_writes_timing_every_rank_and_the_host_s_cpus_into_the_notes() -> None:
     rec = Untimed("w", every=2, rank=1)
     with rec:
         rec.step()
-    assert rec.trace is not None and dict(rec.trace.meta.notes) == {"timing": "untimed", "every": 2, "rank": 1}
+    assert rec.trace is not None
+    assert dict(rec.trace.meta.notes) == {"timing": "untimed", "every": 2, "rank": 1, "host_cpus": usable_cpus()}
+    assert usable_cpus() >= 1
 
     class Noted(Untimed):
         def _end(self, step_open: bool, error: str) -> Trace:
             trace = super()._end(step_open, error)
-            return trace.with_meta(notes={"timing": "fallback", "timing_note": "n", "every": 2, "rank": 0})
+            notes = {"timing": "fallback", "timing_note": "n", "every": 2, "rank": 0, "host_cpus": 3}
+            return trace.with_meta(notes=notes)
 
     noted = Noted("w", rank=5)
     with noted:
@@ -123,10 +128,12 @@ def test_the_base_writes_timing_every_and_rank_into_the_notes() -> None:
         ("timing_note", "n"),
         ("every", 2),
         ("rank", 0),
+        ("host_cpus", 3),
     ]
     assert noted._noted(noted.trace) is noted.trace  # nothing left out: the source's trace as it is
     partial = Untimed("w")._noted(noted.trace.with_meta(notes={"timing_note": "n"}))
-    assert list(partial.meta.notes) == ["timing_note", "timing", "every", "rank"]  # what it left out comes last
+    # what it left out comes last
+    assert list(partial.meta.notes) == ["timing_note", "timing", "every", "rank", "host_cpus"]
 
 
 def test_auto_steps_after_each_optimizer_step_and_the_trace_written(tmp_path: Path) -> None:
@@ -140,3 +147,41 @@ def test_auto_steps_after_each_optimizer_step_and_the_trace_written(tmp_path: Pa
     assert len(read_trace(str(out)).markers) == 3
     opt.step()  # the hook is gone with the recording
     assert "ended 3" not in rec.calls
+
+
+class GcWatching(Untimed):
+    """Notes whether Python's garbage collector could run while it started and stopped."""
+
+    def _begin(self) -> None:
+        super()._begin()
+        self.calls.append(f"gc {int(gc.isenabled())}")
+
+    def _end(self, step_open: bool, error: str) -> Trace:
+        self.calls.append(f"gc {int(gc.isenabled())}")
+        return super()._end(step_open, error)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_start_and_stop_hold_the_garbage_collector_off_and_leave_it_as_found(enabled: bool) -> None:
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        rec = GcWatching("w").start()
+        assert gc.isenabled() is enabled  # the workload runs with the collector as it was
+        rec.stop()
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert [c for c in rec.calls if c.startswith("gc")] == ["gc 0", "gc 0"]
+
+
+def test_a_stop_that_fails_still_gives_the_garbage_collector_back() -> None:
+    class Failing(Untimed):
+        def _end(self, step_open: bool, error: str) -> Trace:
+            raise RuntimeError("no trace")
+
+    assert gc.isenabled()
+    rec = Failing("w").start()
+    with pytest.raises(RuntimeError, match="no trace"):
+        rec.stop()
+    assert gc.isenabled()
