@@ -42,7 +42,11 @@ BUFFER_BYTES = 16 << 20
 GATHER_THREADS = 4
 """Threads gathering fields of buffers already walked, while the main thread walks the next."""
 WALK_WINDOW_BYTES = 256 << 10
-"""How much of a buffer one regular-expression walk covers (see :func:`_walk`)."""
+"""The most of a buffer one regular-expression walk covers (see :func:`_walk`)."""
+FIRST_WALK_BYTES = 4 << 10
+"""The first walk's window, and the window after each record of a kind the walk did not know; it doubles
+after each walk that went through, up to :data:`WALK_WINDOW_BYTES` (what a walk past an unknown record
+scans is wasted: a reader meeting every kind for the first time would waste whole large windows)."""
 
 QUIET_RUNTIME_CALLS = frozenset(
     {
@@ -375,13 +379,14 @@ def record_offsets(
     words = buf[: n - n % 4].view(np.uint32)
     data = buf.data
     runs: list[tuple[np.ndarray, np.ndarray]] = []
-    off = 0
+    off, window = 0, FIRST_WALK_BYTES
     while off < n:
-        at, kinds, walked = _walk(data, words, sizes, off, min(n, off + WALK_WINDOW_BYTES))
+        at, kinds, walked = _walk(data, words, sizes, off, min(n, off + window))
         runs.append((at, kinds))
         if walked > off:
-            off = walked
+            off, window = walked, min(2 * window, WALK_WINDOW_BYTES)
             continue
+        window = FIRST_WALK_BYTES
         kind = int(words[off >> 2])
         step = sizes.get(kind, 0)
         if step and 0 <= kind < 256:
