@@ -98,14 +98,15 @@ def event_overhead_ms(reps: int = 20) -> float:
     return max(0.0, float(each - plain))
 
 
-def tiny_op_ns(ops: int = 200, reps: int = 3) -> float:
+def tiny_op_ns(ops: int = 64, reps: int = 5, warm: int = 20) -> float:
     """Host time of one tiny CUDA op (``x.add_(1)``, one kernel launch) in ns: the quickest of ``reps`` timed
-    runs of ``ops`` ops, after a warm-up (the quickest is the op's own cost; slower runs were interrupted).
-    Measured before and while recording, the difference is the recorder's own host cost per launch."""
+    runs of ``ops`` ops, after ``warm`` ops (the quickest is the op's own cost; slower runs were interrupted).
+    Measured before and while recording, the difference is the recorder's own host cost per launch. Short runs,
+    as many as an interruption is unlikely to reach them all: the whole takes about 340 launches."""
     import torch
 
     x = torch.zeros(1, device="cuda")
-    for _ in range(50):
+    for _ in range(warm):
         x.add_(1)
     torch.cuda.synchronize()
     runs = []
