@@ -26,8 +26,10 @@ def test_host_bound_names_the_loader_and_replays_more_workers() -> None:
     result = analyze(loader_bound())
     f = {x.rule: x for x in result.findings}["host-bound"]
     assert "_next_data (torch/utils/data/dataloader.py:757)" in f.detail and "forward (model.py:12)" in f.detail
-    assert "DataLoader(num_workers=4)" in f.fix
-    # four workers take the 6 ms of loading off each step and deliver a batch every 1.5 ms: the 2 ms of
+    # 6 ms of loading for 2 ms of the rest: workers 2x slower would need 6 of them; the next power of two is
+    # advised (the trace does not say how many CPUs the host has: at most 8)
+    assert "DataLoader(num_workers=8)" in f.fix and "2x slower" in f.detail
+    # eight workers take the 6 ms of loading off each step and deliver a batch every 0.75 ms: the 2 ms of
     # forward bound the step, 8 ms -> 2 ms, in every window but the last (which ends with its kernel)
     assert f.cost_per_step_ns == pytest.approx(6 * MS * 5 / 6, abs=20 * US)
     assert result.what_if["step_time_fixed_ns"] == pytest.approx(2 * MS, abs=20 * US)
@@ -43,8 +45,10 @@ def test_a_frame_of_another_file_that_holds_the_time_is_named_with_its_caller() 
 
 
 def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
-    """With 1 ms of forward, four workers (a batch every 1.5 ms) bound the step, not the host."""
+    """With 1 ms of forward and a host of 3 CPUs, two workers (a batch every 3.5 ms) bound the step, not the
+    host."""
     t = loader_bound()
+    t = t.with_meta(notes={**t.meta.notes, "host_cpus": 3})
     rows = t.intervals
     forward = (rows["kind"] == "sample") & (rows["name"] == FORWARD)
     t.intervals.loc[forward, "start_ns"] = t.intervals.loc[forward, "start_ns"] + 1 * MS
@@ -53,7 +57,20 @@ def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
     t.intervals.loc[loading, "end_ns"] = t.intervals.loc[loading, "end_ns"] + 1 * MS
     t.intervals.loc[loading, "dur_ns"] = t.intervals.loc[loading, "end_ns"] - t.intervals.loc[loading, "start_ns"]
     result = analyze(t)
-    assert result.what_if["step_time_fixed_ns"] == pytest.approx(7 * MS / 4, abs=20 * US)
+    assert "DataLoader(num_workers=2)" in {x.rule: x for x in result.findings}["host-bound"].fix
+    assert result.what_if["step_time_fixed_ns"] == pytest.approx(7 * MS / 2, abs=20 * US)
+
+
+@pytest.mark.parametrize(
+    ("need", "cpus", "workers"),
+    [(0.3, 16, 2), (2.0, 16, 2), (2.1, 16, 4), (6.0, 16, 8), (9.0, 16, 15), (6.0, 5, 4), (6.0, None, 8), (3, 1, 1)],
+)
+def test_the_workers_advised_cover_the_need_in_powers_of_two_within_the_cpus(
+    need: float, cpus: int | None, workers: int
+) -> None:
+    from webapp.analysis.rules.host_bound import _workers
+
+    assert _workers(need, cpus) == workers
 
 
 def test_the_caller_named_is_the_one_behind_the_frame_s_time() -> None:

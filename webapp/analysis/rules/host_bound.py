@@ -8,6 +8,8 @@ is the best replayed fix; the detail lists each one.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from collector.model import IntervalKind
@@ -17,8 +19,13 @@ from webapp.analysis.causal.graph import Graph
 from webapp.analysis.context import RunData
 from webapp.analysis.rules.base import Change, Detection, RuleContext, ms
 
-LOADER_WORKERS = 4
-"""Workers the DataLoader fix is replayed with: data loading per step divided among them."""
+LOADER_HEADROOM = 2.0
+"""The DataLoader fix advises enough workers to load a batch this many times slower than this process did and
+still keep up with the rest of the step: a worker runs torch ops on one thread (this process may have used
+many) and shares the host's cores, which makes it 1.3-1.5x slower on image augmentation."""
+MIN_LOADER_WORKERS = 2
+LOADER_WORKERS_UNKNOWN_CPUS = 8
+"""The most workers advised when the trace does not say how many CPUs the host has."""
 BOUND_FRAC = 0.05
 """A loop is host-bound only if a host with no time of its own would save at least 5% of the step."""
 MAX_RANKS_SAID = 4
@@ -31,8 +38,8 @@ class HostBound:
     fix = (
         "Cut the host's time per step: torch.compile(model, mode='reduce-overhead') or CUDA graphs "
         "(torch.cuda.CUDAGraph) replay the step with one launch; more work per op (larger batches, fused ops) "
-        "means fewer launches; DataLoader(num_workers=4, pin_memory=True, persistent_workers=True) moves data "
-        "loading off the step path; log and check every N steps."
+        "means fewer launches; DataLoader(num_workers=N, pin_memory=True, persistent_workers=True), with N as "
+        "the detail says, moves data loading off the step path; log and check every N steps."
     )
 
     def detect(self, ctx: RuleContext) -> Detection | None:
@@ -58,23 +65,18 @@ class HostBound:
         launching = calls[np.isin(calls, g.g_launch)] if g.linked_frac > 0 else calls
         what, each_is = ("launches", "launch") if g.linked_frac > 0 else ("CUDA calls", "call")
         per_step = float(np.sum(rd.win_rank[win[launching]] == top)) / max(int(np.sum(rd.win_rank == top)), 1)
-        candidates: list[tuple[str, Change, np.ndarray | None]] = []
-        if len(calls):
-            candidates.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", _graphs(calls, win), None))
-        loading = hoststacks.loading_cut(rd, g, nodes)
-        if loading is not None and loading.sum() > 0:
-            # the workers take the loading off the step path, but deliver a batch only every loading / workers
-            pace = np.bincount(win[nodes], weights=loading[nodes], minlength=n) / LOADER_WORKERS
-            candidates.append((f"DataLoader(num_workers={LOADER_WORKERS})", _cut(loading), pace.astype(np.int64)))
         bound = ctx.saving(lambda graph: fixes.faster_host(graph, nodes))
         if float(bound.sum()) / ctx.n_win < BOUND_FRAC * ctx.step_ref:
             return None  # the host's time is not what holds the steps back (a GPU-bound loop paces its host)
-        savings = []
-        for label, change, floor in candidates:
-            saved = ctx.saving(change)
-            if floor is not None:
-                saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
-            savings.append((label, saved, change, floor))
+        savings: list[tuple[str, np.ndarray, Change, np.ndarray | None]] = []
+        if len(calls):
+            change = _graphs(calls, win)
+            savings.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", ctx.saving(change), change, None))
+        loading = hoststacks.loading_cut(rd, g, nodes)
+        loader = None
+        if loading is not None and loading.sum() > 0:
+            loader = _loader_fix(ctx, loading, np.bincount(win[nodes], weights=loading[nodes], minlength=n))
+            savings.append(loader)
         each = top_host / max(per_step, 1) / 1e3
         calls_said = f"{per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
         detail = _facts(ranks, but, calls_said if len(launching) else "") + _where(rd, ranks)
@@ -84,12 +86,8 @@ class HostBound:
             f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
             "CUDA graphs also pack the kernels closer)."
         )
-        if any(floor is not None for _, _, _, floor in savings):
-            detail += (
-                f" The DataLoader figure assumes each of {LOADER_WORKERS} workers loads a batch as fast as this "
-                "process did, on a core of its own: a worker runs torch ops on one thread (this process may have "
-                "used several), and workers that share cores or pay to hand batches over save less."
-            )
+        if loader is not None:
+            detail += " " + _loader_words(loader[0], rd)
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(float(bound.sum()) / ctx.n_win)),
@@ -100,6 +98,51 @@ class HostBound:
         lead = f"Best replayed fix: {best[0]}. " if best[1].sum() > 0 else "No replayed fix saves time here. "
         fix = lead + self.fix
         return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
+
+
+def _loader_fix(
+    ctx: RuleContext, loading_cut: np.ndarray, loading_ns: np.ndarray
+) -> tuple[str, np.ndarray, Change, np.ndarray]:
+    """The DataLoader fix: (label, saving per window, change, floor per window). The workers take the loading
+    (``loading_cut`` per host node; ``loading_ns`` per window) off the step path; enough of them are advised to
+    keep up at :data:`LOADER_HEADROOM` times this process's loading time (a power of two, within the host's
+    CPUs less one for this process), and the steps are replayed at the pace that many workers deliver batches
+    when each loads as fast as this process did (``floor``)."""
+    change = _cut(loading_cut)
+    saved = ctx.saving(change)
+    rest = np.maximum(ctx.base_steps - saved, 1)
+    covered = ctx.covered
+    need = LOADER_HEADROOM * float(np.median(loading_ns[covered] / rest[covered])) if covered.any() else 1.0
+    workers = _workers(need, _host_cpus(ctx.rd))
+    floor = (loading_ns / workers).astype(np.int64)
+    saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
+    return f"DataLoader(num_workers={workers})", saved, change, floor
+
+
+def _workers(need: float, cpus: int | None) -> int:
+    """Workers for ``need`` (workers that would just keep up): the next power of two, at least
+    :data:`MIN_LOADER_WORKERS`, at most the host's CPUs less one (``cpus``; None: not known)."""
+    most = max(cpus - 1, 1) if cpus else LOADER_WORKERS_UNKNOWN_CPUS
+    wanted = max(MIN_LOADER_WORKERS, 1 << max(math.ceil(need) - 1, 0).bit_length())
+    return min(wanted, most)
+
+
+def _host_cpus(rd: RunData) -> int | None:
+    """The CPUs the recorded process could run on (``notes.host_cpus``), None where the trace does not say."""
+    value = (rd.trace.meta.notes or {}).get("host_cpus")
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _loader_words(label: str, rd: RunData) -> str:
+    """What the DataLoader figure assumes, for the detail."""
+    cpus = _host_cpus(rd)
+    on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs (the trace does not say how many)"
+    return (
+        f"{label} is advised to keep up with the rest of the step even if each worker loads a batch "
+        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread, and "
+        f"workers share {on}); the saving is replayed at the pace that many workers deliver batches loading as "
+        "fast as this process did, and workers that pay to hand batches over save less."
+    )
 
 
 def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
