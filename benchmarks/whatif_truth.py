@@ -1,6 +1,7 @@
 """Does the advice hold? In each of several rounds, each loop of benchmarks/whatif_loops.py is recorded as it
-is and its finding's replayed saving read off the analysis (a prediction), and then the loop and the loop with
-that one fix applied are timed unrecorded (a measurement). Run on a GPU:
+is and its finding's replayed saving read off the analysis (a prediction), and then the loop, the loop with that
+one fix applied and the loop again are timed unrecorded (a measurement, the loop's two timings averaged). Run on
+a GPU:
 
     PYTHONPATH=. python3 benchmarks/whatif_truth.py --md /tmp/whatif.md [--pairs NAME,NAME] [--rounds 3]
 
@@ -98,9 +99,11 @@ def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
 
 
 def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
-    """Per round: the base loop recorded (a prediction), then the base loop and the fixed one timed plain, so
-    that each prediction and its measurement see the host as it was in that round (a host-bound loop's speed
-    drifts by 10-30% between minutes on a shared host). The figures are medians over the rounds."""
+    """Per round: the base loop recorded (a prediction), then the base loop, the fixed one and the base loop again
+    timed plain, so that each prediction and its measurement see the host as it was in that round (a host-bound
+    loop's speed drifts by 10-30% between minutes on a shared host), and the base's two timings, before and
+    after the fixed loop's, cancel a drift within the round and whatever the recording leaves to the loop timed
+    right after it. The figures are medians over the rounds."""
     import torch
 
     base, fixed = pair.make(False), pair.make(True)
@@ -108,12 +111,15 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
         base.run(min(pair.steps, 8))
         fixed.run(min(pair.steps, 8))
         warm = getattr(base, "warm", WARM)
-        preds, times_b, times_f = [], [], []
+        preds, times_b, times_f, base_pairs = [], [], [], []
         for i in range(max(rounds, 1)):  # at least one: the last recording gives the table its top finding
             result = _recorded(pair, base, "" if i == 0 else f"-{i}")
             preds.append(_predict(pair, result, warm))
-            times_b.append(base.run(pair.steps))
+            before = base.run(pair.steps)
             times_f.append(fixed.run(pair.steps))
+            after = base.run(pair.steps)
+            times_b.append((before + after) / 2)
+            base_pairs.append((before, after))
         ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
         measured = statistics.median(ratios)
         last = preds[-1]
@@ -133,6 +139,7 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             "predicted_pace": statistics.median(p["pace"] for p in preds),
             "measured": measured,
             "measured_each": ratios,  # round by round, beside predicted_each
+            "base_before_after": base_pairs,  # the base loop's seconds before and after the fixed loop's
             "lo": min(ratios),
             "hi": max(ratios),
             "top": result.findings[0].rule if result.findings else "-",
@@ -176,7 +183,9 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         f"Measured {when} on {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python "
         f"{platform.python_version()} (`PYTHONPATH=. python3 benchmarks/whatif_truth.py`, {rounds} rounds per "
         "pair). In each round the loop is recorded, its finding's replayed saving read off the analysis, then "
-        "the loop and the loop with that one fix are timed unrecorded; figures are medians over the rounds. "
+        "the loop, the loop with that one fix and the loop again are timed unrecorded (the loop's two timings "
+        "averaged, so that neither drift nor the recording just before favours one side); figures are medians "
+        "over the rounds. "
         "`now` is the analysis's step time "
         "unrecorded (the recorder's own cost per CUDA call taken out), `plain` the loop's measured step. "
         "`predicted` is the median step now over the median step with the fix (the bound reads it; lowest and "
