@@ -7,7 +7,7 @@ compute, copy, host and sync time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,8 +38,16 @@ def _codes(col: pd.Series, dtype: pd.CategoricalDtype) -> np.ndarray:
     return np.asarray(col.cat.codes, dtype=np.int16)
 
 
+def codes_mask(codes: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
+    """Whether each IntervalKind code (-1: none) is one of ``wanted``, through a table of the codes: one bool
+    per row, where np.isin makes several run-long temporaries."""
+    table = np.zeros(len(INTERVAL_KIND_DTYPE.categories) + 1, dtype=bool)  # the last entry is code -1's
+    table[list(wanted)] = True
+    return table[codes]
+
+
 def kind_mask(codes: np.ndarray, *kinds: IntervalKind) -> np.ndarray:
-    return np.isin(codes, [KIND_CODE[k] for k in kinds])
+    return codes_mask(codes, [KIND_CODE[k] for k in kinds])
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,26 @@ class RunData:
         return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]
 
 
+def _on_kernel_lanes(trace: Trace, compute_mask: np.ndarray) -> np.ndarray:
+    """Whether each row is on a lane that runs kernels or memsets (``compute_mask``)."""
+    lane = np.asarray(trace.intervals["lane"])  # int32, read as it is: no run-long int64 copy
+    runs_kernels = np.zeros(len(trace.lanes) + 1, dtype=bool)  # the last entry is lane -1's
+    runs_kernels[lane[compute_mask]] = True
+    runs_kernels[-1] = False
+    return runs_kernels[lane]
+
+
+def _gpu_busy_rows(trace: Trace, kind: np.ndarray, gpu_mask: np.ndarray) -> np.ndarray:
+    """Rows that make the GPU busy: GPU work but never a collective that a host thread runs (gloo, MPI, UCC);
+    none at all in a run whose only stream work is collectives (CPU ranks)."""
+    collective = kind == KIND_CODE[IntervalKind.COLLECTIVE]
+    if not collective.any():
+        return gpu_mask
+    if not (gpu_mask & ~collective).any():
+        return np.zeros(len(kind), dtype=bool)
+    return gpu_mask & ~(collective & per_category(trace.intervals["name"], is_host_collective, bool, False))
+
+
 def prepare(trace: Trace) -> RunData:
     """Build RunData. Raises ValueError for a run that cannot be placed on one axis."""
     df = trace.intervals
@@ -152,12 +180,10 @@ def prepare(trace: Trace) -> RunData:
     mem = _codes(df["memory_kind"], MEMORY_KIND_DTYPE)
     rank = np.asarray(df["rank"], dtype=np.int64)
     start = np.asarray(df["start_ns"], dtype=np.int64)
-    end = np.maximum(np.asarray(df["end_ns"], dtype=np.int64), start)
-    gpu_mask = np.isin(kind, GPU_CODES)
+    end = np.maximum(np.asarray(df["end_ns"], dtype=np.int64), start)  # its own array: placed on the axis in place
+    gpu_mask = codes_mask(kind, GPU_CODES)
     compute_mask = kind_mask(kind, IntervalKind.KERNEL, IntervalKind.MEMSET)
-    lane = np.asarray(df["lane"], dtype=np.int64)
-    lanes_with_kernels = np.flatnonzero(np.bincount(lane[compute_mask], minlength=len(trace.lanes)))
-    on_compute_lanes = gpu_mask & np.isin(lane, lanes_with_kernels)
+    on_compute_lanes = gpu_mask & _on_kernel_lanes(trace, compute_mask)
     steps, step_basis = step_windows(trace, kind, rank, start, end, gpu_mask, on_compute_lanes)
     lo = int(start.min()) if len(start) else 0
     hi = int(end.max()) if len(end) else 0
@@ -168,7 +194,7 @@ def prepare(trace: Trace) -> RunData:
         raise ValueError("intervals with a negative rank cannot be analysed")
     tb = iv.Timebase.fit(lo, hi, max_rank)
     ids = np.asarray(df["id"], dtype=np.int64)
-    s, e = tb.to_axis(rank, start), tb.to_axis(rank, end)
+    s, e = tb.to_axis(rank, start), tb.to_axis_in_place(rank, end)
     wr = steps["rank"].to_numpy(np.int64)
     ws = tb.to_axis(wr, steps["start_ns"].to_numpy(np.int64))
     we = tb.to_axis(wr, steps["end_ns"].to_numpy(np.int64))
@@ -176,18 +202,10 @@ def prepare(trace: Trace) -> RunData:
         we = np.minimum(we, np.concatenate((ws[1:], [we[-1]])))
     win = iv.Segments.from_sorted(ws, np.maximum(we, ws))
 
-    copy_mask = np.isin(kind, COPY_CODES)
+    copy_mask = codes_mask(kind, COPY_CODES)
     host_mask = kind_mask(kind, IntervalKind.CPU_OP, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT)
     sync_mask = kind == KIND_CODE[IntervalKind.SYNC_WAIT]
-    compute = iv.union(s[compute_mask], e[compute_mask])
-    copy = iv.union(s[copy_mask], e[copy_mask])
-    # GPU busy: never a collective that a host thread runs (gloo, MPI, UCC); none at all in a run whose only
-    # stream work is collectives (CPU ranks)
-    collective = kind == KIND_CODE[IntervalKind.COLLECTIVE]
-    stream_work = (gpu_mask & ~collective).any()
-    on_gpu = gpu_mask & ~(collective & per_category(df["name"], is_host_collective, bool, False))
-    gpu_rows = np.flatnonzero(on_gpu if stream_work else np.zeros(len(kind), dtype=bool))
-    gpu, first = iv.union_first(s[gpu_rows], e[gpu_rows])
+    gpu, gpu_first = iv.union_where(s, e, _gpu_busy_rows(trace, kind, gpu_mask))
     return RunData(
         trace=trace,
         tb=tb,
@@ -202,11 +220,11 @@ def prepare(trace: Trace) -> RunData:
         win_start_ns=steps["start_ns"].to_numpy(np.int64),
         win_end_ns=steps["end_ns"].to_numpy(np.int64),
         gpu=gpu,
-        gpu_first=gpu_rows[first],
-        compute=compute,
-        copy=copy,
-        host=iv.union(s[host_mask], e[host_mask]),
-        sync=iv.union(s[sync_mask], e[sync_mask]),
+        gpu_first=gpu_first,
+        compute=iv.union_where(s, e, compute_mask)[0],
+        copy=iv.union_where(s, e, copy_mask)[0],
+        host=iv.union_where(s, e, host_mask)[0],
+        sync=iv.union_where(s, e, sync_mask)[0],
         ids=ids,
         ids_are_rows=bool(len(ids) == 0 or (ids[0] == 0 and ids[-1] == len(ids) - 1 and (ids[1:] > ids[:-1]).all())),
         win_row=iv.window_index(win, s),

@@ -15,6 +15,11 @@ import numpy as np
 
 _MAX_AXIS = 2**62
 """Largest time on the shared axis; a run whose ranks do not fit (span x ranks) is refused."""
+CHUNK_ROWS = 1 << 18
+"""Rows the routines over a whole run (:func:`union_where`, :func:`window_index`, the kernel table) take at a
+time: temporaries of a few MB are reused by the allocator, where run-long ones are fresh memory the kernel must
+fault in (most of a long run's cost). A few MB, not tens: the allocator hands larger blocks back to the kernel
+as they are freed."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,15 @@ class Timebase:
         out -= self.origin
         return out
 
+    def to_axis_in_place(self, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """:meth:`to_axis` written over ``t`` (int64, the caller's own), CHUNK_ROWS rows at a time: no
+        run-long temporary. Returns ``t``."""
+        for a in range(0, len(t), CHUNK_ROWS):
+            block = t[a : a + CHUNK_ROWS]
+            block += np.asarray(rank[a : a + CHUNK_ROWS], dtype=np.int64) * self.stride
+            block -= self.origin
+        return t
+
     def from_axis(self, rank: np.ndarray | int, t: np.ndarray | int) -> np.ndarray:
         return np.asarray(t, dtype=np.int64) + self.origin - np.asarray(rank, dtype=np.int64) * self.stride
 
@@ -51,9 +65,9 @@ class Segments:
 
     @classmethod
     def from_sorted(cls, starts: np.ndarray, ends: np.ndarray) -> Segments:
-        lengths = ends - starts
         cum = np.zeros(len(starts) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=cum[1:])
+        np.subtract(ends, starts, out=cum[1:])  # the lengths, summed in place: no temporary as long
+        np.cumsum(cum[1:], out=cum[1:])
         return cls(starts, ends, cum)
 
     @property
@@ -114,6 +128,56 @@ def union_first(starts: np.ndarray, ends: np.ndarray) -> tuple[Segments, np.ndar
     return Segments.from_sorted(starts[first], run_end[last]), opener
 
 
+def union_where(starts: np.ndarray, ends: np.ndarray, mask: np.ndarray) -> tuple[Segments, np.ndarray]:
+    """:func:`union_first` of the ranges where ``mask`` holds, with each segment's opener as a row of
+    ``starts`` (not an index into the masked ranges). Ranges in start order (one stream's work, as recorded)
+    are merged CHUNK_ROWS rows at a time; others are gathered and sorted at once."""
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    merged = _union_in_order(starts, ends, mask)
+    if merged is not None:
+        return merged
+    rows = np.flatnonzero(mask)
+    segs, first = union_first(starts[rows], ends[rows])
+    return segs, rows[first]
+
+
+def _union_in_order(starts: np.ndarray, ends: np.ndarray, mask: np.ndarray) -> tuple[Segments, np.ndarray] | None:
+    """:func:`union_where` a block of rows at a time, carrying the running end across blocks; None as soon as
+    a non-empty range starts before the one before it (the ranges need a sort). The segments are written
+    into arrays as long as the masked rows, of which only the part written is ever touched."""
+    most = int(np.count_nonzero(mask))
+    seg_s, seg_e, opener = (np.empty(most, dtype=np.int64) for _ in range(3))
+    k = 0  # segments opened so far
+    reach: int | None = None  # running end of the ranges so far: the open segment's end
+    last_start = np.iinfo(np.int64).min
+    for a in range(0, len(starts), CHUNK_ROWS):
+        block = slice(a, a + CHUNK_ROWS)
+        s, e = starts[block], ends[block]
+        rows = np.flatnonzero(mask[block] & (e > s))
+        if not len(rows):
+            continue
+        s, e = s[rows], e[rows]
+        if s[0] < last_start or not (s[1:] >= s[:-1]).all():
+            return None
+        run_end = np.maximum.accumulate(e)
+        if reach is not None:
+            np.maximum(run_end, reach, out=run_end)
+        before = np.concatenate(([s[0] if reach is None else reach], run_end[:-1]))  # running end before each
+        opening = s > before
+        opening[0] |= reach is None
+        first = np.flatnonzero(opening)
+        new = slice(k, k + len(first))
+        seg_s[new], opener[new] = s[first], rows[first] + a
+        closed = before[first] if k else before[first[1:]]  # the end of the segment before each new one
+        seg_e[k - len(closed) + len(first) - 1 : k + len(first) - 1] = closed
+        k += len(first)
+        reach, last_start = int(run_end[-1]), int(s[-1])
+    if reach is None:
+        return empty(), np.zeros(0, dtype=np.int64)
+    seg_e[k - 1] = reach
+    return Segments.from_sorted(seg_s[:k], seg_e[:k]), opener[:k]
+
+
 def intersect(a: Segments, b: Segments) -> Segments:
     """Intersection of two Segments: each range of ``a`` against the ranges of ``b`` it overlaps."""
     return intersect_index(a, b)[0]
@@ -152,9 +216,18 @@ def complement_index(windows: Segments, busy: Segments) -> tuple[Segments, np.nd
 
 
 def window_index(windows: Segments, t: np.ndarray) -> np.ndarray:
-    """Index of the window containing each time (``[start, end)``), -1 where none does."""
+    """Index of the window containing each time (``[start, end)``), -1 where none does; CHUNK_ROWS times at
+    a time."""
     if not len(windows):
         return np.full(len(t), -1, dtype=np.int64)
+    t = np.asarray(t)
+    out = np.empty(len(t), dtype=np.int64)
+    for a in range(0, len(t), CHUNK_ROWS):
+        out[a : a + CHUNK_ROWS] = _window_index(windows, t[a : a + CHUNK_ROWS])
+    return out
+
+
+def _window_index(windows: Segments, t: np.ndarray) -> np.ndarray:
     i = np.searchsorted(windows.starts, t, side="right") - 1
     ok = (i >= 0) & (t < windows.ends[np.maximum(i, 0)])
     return np.where(ok, i, -1)
