@@ -4,11 +4,14 @@ whatever the block size (empty input, one row, ranges across block boundaries)."
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from collector.model import COPY_CODES, GPU_CODES, INTERVAL_KIND_DTYPE
+from collector.synthetic import synthetic_trace
 from webapp.analysis import intervals as iv
-from webapp.analysis.context import codes_mask
+from webapp.analysis import metrics
+from webapp.analysis.context import codes_mask, prepare
 
 BLOCKS = [1, 2, 3, 7, 1 << 18]
 
@@ -83,3 +86,18 @@ def test_codes_mask_is_isin() -> None:
     for wanted in (GPU_CODES, COPY_CODES, (), (0,)):
         np.testing.assert_array_equal(codes_mask(codes, wanted), np.isin(codes, wanted))
     assert codes_mask(codes[:0], GPU_CODES).shape == (0,)
+
+
+@pytest.mark.parametrize("block", BLOCKS[1:])
+def test_kernel_table_in_blocks_and_over_sparse_keys(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rd = prepare(synthetic_trace(3_000, ranks=2, pattern="naive"))
+    whole = metrics.kernel_table(rd)
+    names, cats = rd.codes_of("name")
+    sparse = metrics._op_sums_sparse(rd, names, max(len(cats), 1))
+    monkeypatch.setattr(iv, "CHUNK_ROWS", block)
+    pd.testing.assert_frame_equal(metrics.kernel_table(rd), whole, check_exact=True)
+    span = len(INTERVAL_KIND_DTYPE.categories) * (max(len(cats), 1) + 1)
+    dense = metrics._op_sums_dense(rd, names, max(len(cats), 1), span)
+    for got, want in zip(dense, sparse, strict=True):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype == np.int64

@@ -264,36 +264,71 @@ def _split_by_path(path_sums: pd.DataFrame, median_ns: pd.Series) -> pd.DataFram
     return shares.mul(median_ns, axis=0).set_axis([f"cp_{part}_step_median_ns" for part in PARTS], axis=1)
 
 
+_OpSums = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""Keys present (sorted), and per key: count, total duration (ns), summed bytes, longest duration (ns)."""
+
+
+def _op_keys(rd: RunData, names: np.ndarray, n_names: int, rows: slice) -> tuple[np.ndarray, np.ndarray]:
+    """The (kind, name) key of each row in ``rows`` that the kernel table counts, and the rows' mask."""
+    kind = rd.kind[rows]
+    keep = (kind != rd.code(IntervalKind.ANNOTATION)) & (kind != rd.code(IntervalKind.SAMPLE))
+    key = kind.astype(np.int64)
+    key *= n_names + 1
+    key += names[rows]
+    key += 1
+    return key, keep
+
+
+def _op_sums_dense(rd: RunData, names: np.ndarray, n_names: int, span: int) -> _OpSums:
+    """:data:`_OpSums` summed into arrays over the whole key space, iv.CHUNK_ROWS rows at a time."""
+    count = np.zeros(span, dtype=np.int64)
+    total = np.zeros(span, dtype=np.int64)
+    bsum = np.zeros(span, dtype=np.int64)
+    mx = np.zeros(span, dtype=np.int64)
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    for a in range(0, len(rd.kind), iv.CHUNK_ROWS):
+        rows = slice(a, a + iv.CHUNK_ROWS)
+        key, keep = _op_keys(rd, names, n_names, rows)
+        dur, nb = rd.e[rows] - rd.s[rows], nbytes[rows]
+        if not keep.all():
+            key, dur, nb = key[keep], dur[keep], nb[keep]
+        count += np.bincount(key, minlength=span)
+        # whole ns and bytes: float64 sums are exact below 2**53, so blocks add up to the one sum
+        total += np.bincount(key, weights=dur.astype(np.float64), minlength=span).astype(np.int64)
+        bsum += np.bincount(key, weights=nb.astype(np.float64), minlength=span).astype(np.int64)
+        np.maximum.at(mx, key, dur)
+    uniq = np.flatnonzero(count)
+    return uniq, count[uniq], total[uniq], bsum[uniq], mx[uniq]
+
+
+def _op_sums_sparse(rd: RunData, names: np.ndarray, n_names: int) -> _OpSums:
+    """:data:`_OpSums` for a key space too wide for arrays over it (names about as many as rows)."""
+    key, keep = _op_keys(rd, names, n_names, slice(None))
+    dur = rd.e - rd.s
+    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    if not keep.all():
+        key, dur, nbytes = key[keep], dur[keep], nbytes[keep]
+    codes, uniq = pd.factorize(key, sort=True)
+    inv, count = codes.astype(np.int64), np.bincount(codes, minlength=len(uniq))
+    total = np.bincount(inv, weights=dur.astype(np.float64), minlength=len(uniq)).astype(np.int64)
+    bsum = np.bincount(inv, weights=nbytes.astype(np.float64), minlength=len(uniq)).astype(np.int64)
+    mx = np.zeros(len(uniq), dtype=np.int64)
+    np.maximum.at(mx, inv, dur)
+    return np.asarray(uniq, dtype=np.int64), count, total, bsum, mx
+
+
 def kernel_table(rd: RunData) -> pd.DataFrame:
     """Per (kind, name) over the whole run, biggest total first. Columns: ``kind``, ``name``, ``count``,
     ``total_ns``, ``mean_ns``, ``max_ns`` (ns), ``bytes`` (summed), ``gpu_frac`` (total_ns over the run's
     GPU busy time; NaN for host kinds and for collectives a host thread ran, gloo's). Annotations and sampled
     Python stacks (the Host time table's) are left out."""
     names, name_cats = rd.codes_of("name")
-    keep = (rd.kind != rd.code(IntervalKind.ANNOTATION)) & (rd.kind != rd.code(IntervalKind.SAMPLE))
     n_names = max(len(name_cats), 1)
-    key = rd.kind.astype(np.int64)
-    key *= n_names + 1
-    key += names
-    key += 1
-    dur = rd.e - rd.s
-    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
-    if not keep.all():
-        key, dur, nbytes = key[keep], dur[keep], nbytes[keep]
     span = len(INTERVAL_KIND_DTYPE.categories) * (n_names + 1)
-    if span <= 2 * len(key) + 4096:  # dense keys: bincount directly
-        count_all = np.bincount(key, minlength=span)
-        uniq = np.flatnonzero(count_all)
-        dense = np.full(span, -1, dtype=np.int64)
-        dense[uniq] = np.arange(len(uniq))
-        inv, count = dense[key], count_all[uniq]
+    if span <= 2 * len(rd.kind) + 4096:  # dense keys: sums over the key space, a block of rows at a time
+        uniq, count, total, bsum, mx = _op_sums_dense(rd, names, n_names, span)
     else:
-        codes, uniq = pd.factorize(key, sort=True)
-        inv, count = codes.astype(np.int64), np.bincount(codes, minlength=len(uniq))
-    total = np.bincount(inv, weights=dur.astype(np.float64), minlength=len(uniq)).astype(np.int64)
-    bsum = np.bincount(inv, weights=nbytes.astype(np.float64), minlength=len(uniq)).astype(np.int64)
-    mx = np.zeros(len(uniq), dtype=np.int64)
-    np.maximum.at(mx, inv, dur)
+        uniq, count, total, bsum, mx = _op_sums_sparse(rd, names, n_names)
     kind_code, name_code = uniq // (n_names + 1), uniq % (n_names + 1) - 1
     kinds = np.asarray(INTERVAL_KIND_DTYPE.categories, dtype=object)
     name_arr = np.asarray([*name_cats, ""], dtype=object)
