@@ -48,18 +48,23 @@ class ClientCapture:
         self._seen: dict[int, int] = {}
         self.losses = ""
         """After :meth:`stop`: what CUPTI's records lack, in words ("" when nothing was lost)."""
+        self.start_timings: dict[str, float] = {}
+        """After :meth:`start`: seconds of the op namer's warm-up and of starting CUPTI."""
 
     def start(self, naming: bool = True) -> None:
         import torch
 
         refuse_if_profiling(torch)
+        t0 = time.perf_counter()
         if naming:
             warm_up()
+        t1 = time.perf_counter()
         try:
             client = cc.CuptiClient()
             client.start()
         except cc.CuptiUnavailable as exc:
             raise CaptureUnavailable(str(exc)) from None
+        self.start_timings = {"naming_warm_up": t1 - t0, "cupti_start": time.perf_counter() - t1}
         self._client = client
         self.note_thread()
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))

@@ -103,7 +103,8 @@ class CuptiRecorder(EventsRecorder):
         """Seconds per phase of :meth:`stop` (flush, read, tabulate, importer, probe where taken, join of the
         host facts, comm: reading and joining collectives, write)."""
         self.start_timings: dict[str, float] = {}
-        """Seconds of :meth:`start`'s fixed costs: starting the capture, and calibrating where it does."""
+        """Seconds of :meth:`start`'s fixed costs: starting the capture (our own reader says how much of it went
+        to the op namer's warm-up and to starting CUPTI), and calibrating where it does."""
 
     def _start_timing(self) -> None:
         comm.enable()  # the flight recorder, for the process groups the workload makes from now on
@@ -135,6 +136,7 @@ class CuptiRecorder(EventsRecorder):
         self._capture = capture
         self._clock0 = clock_pair()
         self.start_timings["capture"] = time.perf_counter() - t_capture
+        self.start_timings.update(getattr(capture, "start_timings", {}))  # the parts of it, where the reader says
         if self.stacks:
             self._sampler = StackSampler().start()
         if self.calibrate:  # the same tiny ops, recorded and sampled (their rows are dropped at stop)
