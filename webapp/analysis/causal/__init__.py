@@ -26,8 +26,10 @@ MAX_NODES = 1_500_000
 """Host calls and GPU ops replayed at most: a larger run is replayed over blocks of consecutive steps spread
 through it (SAMPLE_BLOCKS of them), which keeps analysis time flat as runs grow."""
 SAMPLE_BLOCKS = 16
-SAMPLE_CHUNK = 1 << 20
-"""Rows placed in their windows at a time when the graph covers blocks of windows (see :func:`_rows_in`)."""
+SAMPLE_CHUNK = 1 << 18
+"""Rows placed in their windows at a time when the graph covers blocks of windows (see :func:`_rows_in`): a
+block's temporaries of a few MB are reused by the allocator, where larger ones go back to the kernel as they
+are freed and are fresh memory again in the next block."""
 SELF_CHECK_FRAC = 0.02
 """The unchanged replay must reproduce each step within 2%; beyond it the page says costs are approximate."""
 MIN_LINKED_FRAC = 0.5

@@ -178,39 +178,37 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
     """The run's dependency graph (see the module docstring); ``keep`` limits it to a mask of rows."""
     df = rd.trace.intervals
     n = len(df)
-    lane = np.asarray(df["lane"], dtype=np.int64)
-    launch_id = np.asarray(df["launch_id"], dtype=np.int64)
-    launch_row = rd.rows_of_ids(launch_id)
-    gpu_rows = np.flatnonzero(rd.gpu_mask & ~_on_cpu_lanes(rd, lane) & (True if keep is None else keep))
+    lane = np.asarray(df["lane"])  # int32, as stored: no run-long int64 copy
+    on_cpu = _on_cpu_lanes(rd, lane)
+    gpu_rows = np.flatnonzero(rd.gpu_mask & ~on_cpu & (True if keep is None else keep))
+    # GPU ops per stream, FIFO (start) order
+    gpu_rows = gpu_rows[np.lexsort((rd.s[gpu_rows], lane[gpu_rows], rd.rank[gpu_rows]))]
+    call_row = rd.rows_of_ids(rd.ints("launch_id", gpu_rows))  # row of the call that launched each op (-1: none)
     referenced = np.zeros(n, dtype=bool)
-    ok = launch_row[gpu_rows] >= 0
-    referenced[launch_row[gpu_rows][ok]] = True
+    referenced[call_row[call_row >= 0]] = True
     host_kind = kind_mask(rd.kind, IntervalKind.LAUNCH, IntervalKind.SYNC_WAIT) | (
         referenced & kind_mask(rd.kind, IntervalKind.CPU_OP)
     )
-    host_rows = np.flatnonzero(host_kind & _on_cpu_lanes(rd, lane) & (True if keep is None else keep))
+    host_rows = np.flatnonzero(host_kind & on_cpu & (True if keep is None else keep))
     issuing = np.isin(lane[host_rows], issuer_lanes(rd, host_rows))
     host_rows = host_rows[issuing]
-    host_rows = host_rows[np.lexsort((rd.s[host_rows], rd.rank[host_rows]))]
+    by_start = np.lexsort((rd.s[host_rows], rd.rank[host_rows]))
+    g_launch = _node_of_rows(host_rows, by_start, call_row)
+    host_rows = host_rows[by_start]
 
     h_start, h_end = rd.s[host_rows], rd.e[host_rows]
     h_rank = rd.rank[host_rows]
     h_sync = rd.kind[host_rows] == rd.code(IntervalKind.SYNC_WAIT)
-    node_of_row = np.full(n, -1, dtype=np.int64)
-    node_of_row[host_rows] = np.arange(len(host_rows))
 
-    # GPU ops per stream, FIFO (start) order
-    gpu_rows = gpu_rows[np.lexsort((rd.s[gpu_rows], lane[gpu_rows], rd.rank[gpu_rows]))]
     g_start, g_end = rd.s[gpu_rows], rd.e[gpu_rows]
     g_rank = rd.rank[gpu_rows]
-    g_stream = lane[gpu_rows]
-    g_launch = take(node_of_row, launch_row[gpu_rows], -1)
+    g_stream = lane[gpu_rows].astype(np.int64)
     g_class = np.full(len(gpu_rows), COMPUTE, dtype=np.int8)
     g_class[rd.copy_mask[gpu_rows]] = COPY
     g_class[kind_mask(rd.kind[gpu_rows], IntervalKind.COLLECTIVE)] = COMM
     by_thread = (g_class == COMM) & (g_launch < 0)  # collectives a backend's thread ran (gloo)
     _link_enqueued(h_rank, h_start, g_rank, g_start, by_thread, g_launch)
-    worker_ops, served = _worker_ops(rd, lane, launch_row[gpu_rows], g_rank, g_start, g_end, by_thread, g_launch)
+    worker_ops, served = _worker_ops(rd, lane, call_row, g_rank, g_start, g_end, by_thread, g_launch)
 
     h_wait = h_sync | _blocked_calls(h_rank, h_start, h_end, h_sync, g_rank, g_end, g_launch, g_start)
     held, held_on = _collective_holds(h_rank, h_start, h_end, h_wait, g_rank, g_start, g_end, by_thread)
@@ -274,6 +272,17 @@ def build_graph(rd: RunData, keep: np.ndarray | None = None) -> Graph:
         wake_ns=wake_ns,
         linked_frac=float((g_launch >= 0).mean()) if len(g_launch) else 0.0,
     )
+
+
+def _node_of_rows(rows: np.ndarray, by_start: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Host node of each ``wanted`` row (-1: none), the nodes being ``rows[by_start]`` (``rows`` ascending):
+    a search of the node rows, where a table over every row of the run would be run-long fresh memory."""
+    if not len(rows):
+        return np.full(len(wanted), -1, dtype=np.int64)
+    node = np.empty(len(rows), dtype=np.int64)
+    node[by_start] = np.arange(len(rows))
+    pos = np.minimum(np.searchsorted(rows, wanted), len(rows) - 1)
+    return np.where(rows[pos] == wanted, node[pos], -1)
 
 
 def _link_enqueued(
@@ -355,8 +364,9 @@ def _collective_of(
 
 
 def _on_cpu_lanes(rd: RunData, lane: np.ndarray) -> np.ndarray:
-    cpu = np.array([ln.kind is LaneKind.CPU_THREAD for ln in rd.trace.lanes] + [False])
-    return cpu[np.where(lane >= 0, lane, len(cpu) - 1)]
+    """Whether each lane (-1: none) is a CPU thread's."""
+    cpu = np.array([ln.kind is LaneKind.CPU_THREAD for ln in rd.trace.lanes] + [False])  # the last is lane -1's
+    return cpu[lane]
 
 
 def _epochs(
