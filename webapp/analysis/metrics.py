@@ -98,8 +98,11 @@ def queue_depth_median(rd: RunData) -> np.ndarray:
     """Per step window: time-weighted median count of the rank's GPU ops queued and unfinished, over all
     its streams (an op is queued from min(launch end, GPU start) to its GPU end)."""
     gpu = np.flatnonzero(rd.gpu_mask)
-    launch = rd.rows_of_ids(rd.ints("launch_id", gpu))
-    return median_depth(enqueue_times(rd.s[gpu], launch, rd.e), rd.e[gpu], rd.win.starts, rd.win.ends)
+    enqueue_ns = np.empty(len(gpu), dtype=np.int64)
+    for a in range(0, len(gpu), iv.CHUNK_ROWS):  # a block at a time: no run-long temporaries
+        ops = gpu[a : a + iv.CHUNK_ROWS]
+        enqueue_ns[a : a + len(ops)] = enqueue_times(rd.s[ops], rd.rows_of_ids(rd.ints("launch_id", ops)), rd.e)
+    return median_depth(enqueue_ns, rd.e[gpu], rd.win.starts, rd.win.ends)
 
 
 def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:

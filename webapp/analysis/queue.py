@@ -147,17 +147,23 @@ def windowed_median(queue: LaneQueue, a: np.ndarray, b: np.ndarray) -> np.ndarra
     return out
 
 
+def _by_enqueue(enqueue_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ops in enqueue order (stable): their enqueue times, and their ends no earlier than those (a new
+    array). Ops already in that order (as launched, the usual) are not sorted: run-long arrays are fresh
+    memory the kernel must fault in, each one fewer saves its cost."""
+    if len(enqueue_ns) > 1 and not (enqueue_ns[1:] >= enqueue_ns[:-1]).all():
+        order = np.argsort(enqueue_ns, kind="stable")
+        enqueue_ns, ends = enqueue_ns[order], end_ns[order]
+        return enqueue_ns, np.maximum(ends, enqueue_ns, out=ends)
+    return enqueue_ns, np.maximum(end_ns, enqueue_ns)
+
+
 def median_depth(enqueue_ns: np.ndarray, end_ns: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """:func:`windowed_median` of the queue of ops that join at ``enqueue_ns`` and leave at ``end_ns``, over
     windows ``[a[i], b[i])`` sorted by ``a``, built a group of windows at a time from only the ops that can be
     queued in the group (about CHUNK_OPS): the same answer in memory that does not grow with the run."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    q = np.asarray(enqueue_ns, dtype=np.int64)
-    order = np.argsort(q, kind="stable")
-    q = q[order]
-    e = np.asarray(end_ns, dtype=np.int64)[order]
-    del order  # run-long arrays: each one fewer is fresh memory the kernel need not fault in
-    np.maximum(e, q, out=e)
+    q, e = _by_enqueue(np.asarray(enqueue_ns, dtype=np.int64), np.asarray(end_ns, dtype=np.int64))
     reach = np.maximum.accumulate(e) if len(e) else e
     first = np.searchsorted(reach, a, side="right")  # every op before it has left by the window's start
     stop = np.searchsorted(q, b, side="left")  # every op from it on joins at or after the window's end
