@@ -86,9 +86,10 @@ critical path's parts get the split of the median step instead (:func:`_path_of_
 of each part alone would not add up to any step."""
 
 
-def _by_window(rd: RunData, mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Sum of ``weights`` (or count) of the masked intervals per window, by window of their start."""
-    w = rd.win_row[mask]
+def _by_window(rd: RunData, rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Sum of ``weights`` (or count) of the intervals at ``rows`` (a mask or positions) per window, by window
+    of their start."""
+    w = rd.win_row[rows]
     ok = w >= 0
     vals = None if weights is None else weights[ok].astype(np.float64)
     return np.bincount(w[ok], weights=vals, minlength=len(rd.win)).astype(np.int64)
@@ -119,9 +120,9 @@ def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:
     coll = kind_mask(rd.kind, IntervalKind.COLLECTIVE)
     collective = iv.union(rd.s[coll], rd.e[coll]).measure_in(a, b)
     idle = step_time - gpu
-    dur = rd.e - rd.s
-    page = rd.copy_mask & (rd.mem == rd.mem_code("pageable"))
-    nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
+    copies = np.flatnonzero(rd.copy_mask)  # their durations only: a run-long one would be fresh memory
+    copy_ns, copy_bytes = rd.e[copies] - rd.s[copies], rd.ints("bytes", copies)
+    page = rd.mem[copies] == rd.mem_code("pageable")
     with np.errstate(invalid="ignore", divide="ignore"):
         out = pd.DataFrame(
             {
@@ -144,12 +145,12 @@ def per_step_frame(rd: RunData, critical: np.ndarray) -> pd.DataFrame:
                 "collective_ns": collective,
                 "sync_wait_count": _by_window(rd, rd.sync_mask),
                 "sync_wait_ns": sync_t,
-                "copy_count": _by_window(rd, rd.copy_mask),
-                "copy_ns": _by_window(rd, rd.copy_mask, dur[rd.copy_mask]),
-                "copy_bytes": _by_window(rd, rd.copy_mask, nbytes[rd.copy_mask]),
-                "pageable_copy_count": _by_window(rd, page),
-                "pageable_copy_bytes": _by_window(rd, page, nbytes[page]),
-                "pageable_copy_ns": _by_window(rd, page, dur[page]),
+                "copy_count": _by_window(rd, copies),
+                "copy_ns": _by_window(rd, copies, copy_ns),
+                "copy_bytes": _by_window(rd, copies, copy_bytes),
+                "pageable_copy_count": _by_window(rd, copies[page]),
+                "pageable_copy_bytes": _by_window(rd, copies[page], copy_bytes[page]),
+                "pageable_copy_ns": _by_window(rd, copies[page], copy_ns[page]),
                 "queue_depth_median": queue_depth_median(rd),
             }
         )
