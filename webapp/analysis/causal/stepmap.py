@@ -72,9 +72,17 @@ class StepMap:
         nxt[by_rank[:-1][same]] = by_rank[1:][same]
         self.next_win = nxt
 
-    def events(self, rep: Replayed) -> np.ndarray:
-        """Replayed times of the events, in the order of ``meas``."""
-        return np.concatenate((rep.g_end, rep.g_start, rep.h_start, rep.h_end))[self.order]
+    def events(self, rep: Replayed, at: np.ndarray) -> np.ndarray:
+        """Replayed times of the events at ``at`` (indices into ``meas``), read from the replay's arrays where
+        they lie: joining those would be an array as long as the graph, for a few windows' ends."""
+        src = self.order[at]
+        out = np.empty(len(src), dtype=np.int64)
+        base = 0
+        for times in (rep.g_end, rep.g_start, rep.h_start, rep.h_end):
+            part = (src >= base) & (src < base + len(times))
+            out[part] = times[src[part] - base]
+            base += len(times)
+        return out
 
     def latest(self, t: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """Per measured time ``t`` (axis ns) of ``rank``: the index into ``meas`` of its rank's latest event at
@@ -89,7 +97,7 @@ class StepMap:
             return t.copy()
         i = self.latest(t, rank)
         j = np.maximum(i, 0)
-        return np.where(i >= 0, self.events(rep)[j] + (t - self.meas[j]), t)
+        return np.where(i >= 0, self.events(rep, j) + (t - self.meas[j]), t)
 
 
 def step_times(rd: RunData, sm: StepMap, rep: Replayed, streams: np.ndarray | None = None) -> np.ndarray:
