@@ -32,9 +32,9 @@ import time
 from typing import Any, TypeVar
 
 from collector.errors import StreamscopeError
-from collector.hostcpus import usable_cpus
 from collector.model import NO_STEP, MarkerKind, Trace
 from collector.recording.gcpause import paused_gc
+from collector.traceformat.deflate import usable_cpus
 
 _R = TypeVar("_R", bound="Recorder")
 NO_CUDA_MESSAGE = (

@@ -11,13 +11,12 @@ the GIL, so the threads run in parallel.
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
-
-from collector.hostcpus import usable_cpus
 
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 """gzip member header: deflate, no flags, mtime 0, no extra flags, unknown OS."""
@@ -61,6 +60,14 @@ def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
 
 
 MAX_WORKERS = 16
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def workers() -> int:

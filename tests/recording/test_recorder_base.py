@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from collector.hostcpus import usable_cpus
 from collector.model import Marker, MarkerKind, RunMeta, Trace
 from collector.recording.base import Recorder
 from collector.recording.sources import TIMING_SOURCES
 from collector.traceformat import read_trace
+from collector.traceformat.deflate import usable_cpus
 
 
 class Untimed(Recorder):
