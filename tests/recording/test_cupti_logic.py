@@ -355,3 +355,23 @@ def test_windows_with_no_host_row_inside_leave_the_frame_as_it_is() -> None:
     for rows in (frame, shuffled):
         kept = without_windows(rows, [(28, 31)], host_lane)  # the second launch and its kernel go
         assert sorted(kept["start_ns"]) == [10, 20]
+
+
+def test_the_plain_op_time_is_kept_from_before_the_process_s_first_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUPTI leaves launches slower once attached: a plain timing is kept only when taken before any capture,
+    and reused by later recordings (which then time only the recorded side)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from collector.recording import cupti_recorder as cr
+
+    timings = iter([6000.0, 7100.0, 7000.0])
+    monkeypatch.setattr(cr, "tiny_op_ns", lambda: next(timings))
+    monkeypatch.setattr(cr, "_PLAIN_OP_NS", {})
+    fake = SimpleNamespace(_device=0, _torch=SimpleNamespace(cuda=SimpleNamespace(device=contextlib.nullcontext)))
+    monkeypatch.setattr(cr, "_CAPTURED", False)
+    assert cr.CuptiRecorder._plain_op_ns(fake) == 6000.0  # type: ignore[arg-type]
+    monkeypatch.setattr(cr, "_CAPTURED", True)
+    assert cr.CuptiRecorder._plain_op_ns(fake) == 6000.0  # type: ignore[arg-type]  # kept: not timed again
+    fake._device = 1  # a device never timed before a capture: timed now, and not kept
+    assert [cr.CuptiRecorder._plain_op_ns(fake) for _ in range(2)] == [7100.0, 7000.0]  # type: ignore[arg-type]
