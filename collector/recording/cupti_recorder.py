@@ -145,9 +145,7 @@ class CuptiRecorder(EventsRecorder):
         self._clock0 = clock_pair()
         self.start_timings["capture"] = time.perf_counter() - t_capture
         self.start_timings.update(getattr(capture, "start_timings", {}))  # the parts of it, where the reader says
-        if self.stacks:
-            self._sampler = StackSampler().start()
-        if self.calibrate:  # the same tiny ops, recorded and sampled (their rows are dropped at stop)
+        if self.calibrate:  # the same tiny ops, recorded (their rows are dropped at stop)
             capture.set_naming(False, "pause")
             t0 = time.monotonic_ns()
             with self._torch.cuda.device(self._device):
@@ -155,6 +153,8 @@ class CuptiRecorder(EventsRecorder):
             self._own.append((t0, time.monotonic_ns()))
             capture.set_naming(True)
             self.start_timings["calibrate"] = t_capture - t_start + (time.monotonic_ns() - t0) / 1e9
+        if self.stacks:  # after the calibration: a cost per launch, where the sampler's is a cost per second
+            self._sampler = StackSampler().start()
         self._undo.append(hostspans.install(self._on_span))
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._undo.append(compiled.install(self._on_region, self._on_setup))
