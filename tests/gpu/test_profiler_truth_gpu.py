@@ -74,7 +74,9 @@ def test_launches_held_by_a_full_queue_are_waits_for_the_gpu() -> None:
     rd = prepare(find_steps(rec.trace))
     cm = causal_model(rd)
     blocked = cm.graph.h_wait & ~cm.graph.h_sync
-    assert blocked.sum() >= 4
+    # one per step after the first: the first step's launches also name their ops, slower, and on a slow host
+    # they may not fill the queue before the long kernel ends
+    assert blocked.sum() >= 3
     assert float(cm.error.max()) <= 0.02
     iv = rec.trace.intervals
     gpu = iv[iv["lane_kind"] == "compute_stream"]
