@@ -38,8 +38,8 @@ class HostBound:
     fix = (
         "Cut the host's time per step: torch.compile(model, mode='reduce-overhead') or CUDA graphs "
         "(torch.cuda.CUDAGraph) replay the step with one launch; more work per op (larger batches, fused ops) "
-        "means fewer launches; DataLoader(num_workers=N, pin_memory=True, persistent_workers=True), with N as "
-        "the detail says, moves data loading off the step path; log and check every N steps."
+        "means fewer launches; DataLoader(num_workers=..., pin_memory=True, persistent_workers=True), with the "
+        "workers the detail advises, moves data loading off the step path; log and check every N steps."
     )
 
     def detect(self, ctx: RuleContext) -> Detection | None:
@@ -136,12 +136,12 @@ def _host_cpus(rd: RunData) -> int | None:
 def _loader_words(label: str, rd: RunData) -> str:
     """What the DataLoader figure assumes, for the detail."""
     cpus = _host_cpus(rd)
-    on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs (the trace does not say how many)"
+    on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs, how many the trace does not say"
     return (
-        f"{label} is advised to keep up with the rest of the step even if each worker loads a batch "
-        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread, and "
-        f"workers share {on}); the saving is replayed at the pace that many workers deliver batches loading as "
-        "fast as this process did, and workers that pay to hand batches over save less."
+        f"{label} is advised: enough workers to keep up with the rest of the step even if each loads a batch "
+        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread, and the "
+        f"workers share {on}). The saving is replayed at the pace that many workers deliver batches loading as "
+        "fast as this process did; workers that pay to hand batches over save less."
     )
 
 
