@@ -315,3 +315,22 @@ def test_a_kind_numbered_past_255_is_stepped_over_by_its_size() -> None:
     for sizes, size_at in (({cc.RUNTIME: 40, 300: 24}, None), ({cc.RUNTIME: 40}, lambda off: 24)):
         cols, unread = cc.read_buffer(buf.copy(), dict(sizes), size_at)
         assert cols[cc.RUNTIME]["correlation"].tolist() == [1, 2] and unread == 0
+
+
+def test_a_kind_first_met_deep_in_a_buffer_after_the_windows_grew_is_read_and_asked_once() -> None:
+    """The walk's window doubles while it goes through; a record of a kind it does not know, met 200 KB in,
+    stops it there, its size is asked of CUPTI once, and the walk goes on from it with every record read."""
+    runtime = b"".join(_api(cc.RUNTIME, LAUNCH, i, i + 1, i) for i in range(5_000))  # 200 KB
+    kernels = b"".join(_kernel(i, i + 1, 10_000 + i, 7) for i in range(300))  # a kind the walk does not know yet
+    tail = b"".join(_api(cc.RUNTIME, LAUNCH, i, i + 1, 20_000 + i) for i in range(2_000))
+    buf = np.frombuffer(runtime + kernels + tail, np.uint8).copy()
+    asked: list[int] = []
+
+    def size_at(off: int) -> int:
+        asked.append(int(buf[off]))
+        return SIZES[int(buf[off])]
+
+    cols, unread = cc.read_buffer(buf, {cc.RUNTIME: 40}, size_at)
+    assert unread == 0 and asked == [cc.CONCURRENT_KERNEL]
+    assert cols[cc.RUNTIME]["correlation"].tolist() == [*range(5_000), *range(20_000, 22_000)]
+    assert cols[cc.CONCURRENT_KERNEL]["correlation"].tolist() == list(range(10_000, 10_300))
