@@ -8,6 +8,7 @@ import pytest
 
 from collector.synthetic import synthetic_trace
 from webapp.analysis import causal
+from webapp.analysis import intervals as iv
 from webapp.analysis.context import prepare
 
 
@@ -16,7 +17,7 @@ def test_rows_are_kept_by_their_window_the_same_in_chunks_as_at_once(monkeypatch
     monkeypatch.setattr(causal, "MAX_NODES", 3_000)
     keep, replayed = causal._sample(rd)
     assert keep is not None and 0 < replayed.sum() < len(replayed)
-    monkeypatch.setattr(causal, "SAMPLE_CHUNK", 777)
+    monkeypatch.setattr(iv, "CHUNK_ROWS", 777)
     chunked, _ = causal._sample(rd)
     assert chunked is not None and np.array_equal(chunked, keep)
     launch = rd.rows_of_ids(np.asarray(rd.trace.intervals["launch_id"], dtype=np.int64))

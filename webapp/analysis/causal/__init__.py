@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from collector.model import IntervalKind
+from webapp.analysis import intervals as iv
 from webapp.analysis.causal import fixes
 from webapp.analysis.causal.critical import PARTS, critical_path
 from webapp.analysis.causal.graph import Graph, build_graph
@@ -26,10 +27,6 @@ MAX_NODES = 1_500_000
 """Host calls and GPU ops replayed at most: a larger run is replayed over blocks of consecutive steps spread
 through it (SAMPLE_BLOCKS of them), which keeps analysis time flat as runs grow."""
 SAMPLE_BLOCKS = 16
-SAMPLE_CHUNK = 1 << 18
-"""Rows placed in their windows at a time when the graph covers blocks of windows (see :func:`_rows_in`): a
-block's temporaries of a few MB are reused by the allocator, where larger ones go back to the kernel as they
-are freed and are fresh memory again in the next block."""
 SELF_CHECK_FRAC = 0.02
 """The unchanged replay must reproduce each step within 2%; beyond it the page says costs are approximate."""
 MIN_LINKED_FRAC = 0.5
@@ -114,12 +111,12 @@ def _sample(rd: RunData) -> tuple[np.ndarray | None, np.ndarray]:
 
 def _rows_in(rd: RunData, chosen: np.ndarray) -> np.ndarray:
     """Mask of the rows in a ``chosen`` window (GPU work by the window of the call that launched it), found
-    SAMPLE_CHUNK rows at a time: a run-long temporary per step would be fresh memory, which the kernel faults
+    iv.CHUNK_ROWS rows at a time: a run-long temporary per step would be fresh memory, which the kernel faults
     in at a cost larger than the work (several seconds at 10M rows on a virtual machine)."""
     launch_id = np.asarray(rd.trace.intervals["launch_id"])
     keep = np.zeros(len(rd.kind), dtype=bool)
-    for a in range(0, len(keep), SAMPLE_CHUNK):
-        rows = np.arange(a, min(a + SAMPLE_CHUNK, len(keep)))
+    for a in range(0, len(keep), iv.CHUNK_ROWS):
+        rows = np.arange(a, min(a + iv.CHUNK_ROWS, len(keep)))
         lid = rd.rows_of_ids(launch_id[rows])
         win = rd.step_win(np.where(lid >= 0, lid, rows))
         keep[rows] = (win >= 0) & chosen[np.maximum(win, 0)]
