@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from collector.model import FORMAT_VERSION, LANE_KIND_CODE, Lane, LaneKind, Trace
-from collector.traceformat.deflate import Sink
+from collector.traceformat.deflate import Sink, workers
 from collector.traceformat.eventtext import CATEGORIES, category_texts, heads, json_arg, json_string
 from collector.traceformat.spec import STREAMSCOPE_KEY
 
@@ -31,7 +31,11 @@ MARKER_TID = 999_999_999
 """``tid`` of the per-rank thread that holds step and mark events."""
 
 _CHUNK = 25_000
-"""Rows per chunk of interval events: small enough that the last wave of chunks keeps the threads busy."""
+"""Most rows per chunk of interval events: small enough that the last wave of chunks keeps the threads busy."""
+
+_MIN_CHUNK = 4_000
+"""Fewest rows per chunk: a short recording's few thousand rows are still split among the threads, where one
+chunk would be formatted and compressed in one of them (the stop of a short script waits for it)."""
 
 
 # ------------------------------------------------------------------------------------------ write
@@ -89,16 +93,23 @@ def _write(trace: Trace, out: Sink) -> None:
     out.write((text[:-1] + ', "traceEvents": [\n' + ",\n".join(small)).encode())
     if len(iv):
         make, threads = _interval_chunks(iv, base, trace.lanes)
-        count = -(-len(iv) // _CHUNK)
+        rows = _chunk_rows(len(iv), threads or workers())
+        count = -(-len(iv) // rows)
 
         def chunk(i: int) -> Any:
-            data = make(i * _CHUNK, min((i + 1) * _CHUNK, len(iv)))
+            data = make(i * rows, min((i + 1) * rows, len(iv)))
             return data[:-2] if i == count - 1 else data  # no ",\n" after the last event
 
         if small:
             out.write(b",\n")
         out.write_chunks(chunk, count, threads)
     out.write(b"\n]}\n")
+
+
+def _chunk_rows(rows: int, threads: int) -> int:
+    """Rows per chunk for ``rows`` interval events made by ``threads`` threads: an equal share for each
+    thread, within [:data:`_MIN_CHUNK`, :data:`_CHUNK`]."""
+    return min(_CHUNK, max(_MIN_CHUNK, -(-rows // max(threads, 1))))
 
 
 def _interval_chunks(iv: pd.DataFrame, base: int, lanes: Sequence[Lane]) -> tuple[Callable[[int, int], Any], int]:

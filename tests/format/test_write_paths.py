@@ -73,6 +73,16 @@ def test_many_chunks_in_threads_make_the_file_one_chunk_makes(
     assert_same(read_trace(tmp_path / f"many{suffix}"), trace)
 
 
+@pytest.mark.parametrize(
+    ("rows", "threads", "each"),
+    [(25_600, 16, 4_000), (25_600, 2, 12_800), (1_000_000, 16, 25_000), (300, 16, 4_000), (9_000, 1, 9_000)],
+)
+def test_a_short_recordings_rows_are_shared_among_the_threads(rows: int, threads: int, each: int) -> None:
+    """A few tens of thousands of rows (a short script's stop waits for them) go to several threads, not all
+    to one; long recordings keep chunks of at most 25,000 rows."""
+    assert w._chunk_rows(rows, threads) == each
+
+
 @pytest.mark.parametrize("sizes", [(0, 0), (0, 9), (9, 0), (1, 1), (1000, 3), (70_001, 123_457)])
 def test_crc32_combine_is_the_checksum_of_the_joined_text(sizes: tuple[int, int]) -> None:
     """Worker threads checksum their own chunks; the writer's combination equals one pass over the whole."""
