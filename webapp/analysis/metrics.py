@@ -283,12 +283,22 @@ def _op_keys(rd: RunData, names: np.ndarray, n_names: int, rows: slice) -> tuple
     return key, keep
 
 
+def _sums(key: np.ndarray, dur: np.ndarray, nbytes: np.ndarray, size: int) -> list[np.ndarray]:
+    """Per key in ``[0, size)``: count, total duration (ns), summed bytes, longest duration (ns). Whole ns and
+    bytes: float64 sums are exact below 2**53, so sums of blocks add up to the one sum."""
+    mx = np.zeros(size, dtype=np.int64)
+    np.maximum.at(mx, key, dur)
+    return [
+        np.bincount(key, minlength=size),
+        np.bincount(key, weights=dur.astype(np.float64), minlength=size).astype(np.int64),
+        np.bincount(key, weights=nbytes.astype(np.float64), minlength=size).astype(np.int64),
+        mx,
+    ]
+
+
 def _op_sums_dense(rd: RunData, names: np.ndarray, n_names: int, span: int) -> _OpSums:
     """:data:`_OpSums` summed into arrays over the whole key space, iv.CHUNK_ROWS rows at a time."""
-    count = np.zeros(span, dtype=np.int64)
-    total = np.zeros(span, dtype=np.int64)
-    bsum = np.zeros(span, dtype=np.int64)
-    mx = np.zeros(span, dtype=np.int64)
+    sums = [np.zeros(span, dtype=np.int64) for _ in range(4)]
     nbytes = np.asarray(rd.trace.intervals["bytes"], dtype=np.int64)
     for a in range(0, len(rd.kind), iv.CHUNK_ROWS):
         rows = slice(a, a + iv.CHUNK_ROWS)
@@ -296,13 +306,14 @@ def _op_sums_dense(rd: RunData, names: np.ndarray, n_names: int, span: int) -> _
         dur, nb = rd.e[rows] - rd.s[rows], nbytes[rows]
         if not keep.all():
             key, dur, nb = key[keep], dur[keep], nb[keep]
-        count += np.bincount(key, minlength=span)
-        # whole ns and bytes: float64 sums are exact below 2**53, so blocks add up to the one sum
-        total += np.bincount(key, weights=dur.astype(np.float64), minlength=span).astype(np.int64)
-        bsum += np.bincount(key, weights=nb.astype(np.float64), minlength=span).astype(np.int64)
-        np.maximum.at(mx, key, dur)
-    uniq = np.flatnonzero(count)
-    return uniq, count[uniq], total[uniq], bsum[uniq], mx[uniq]
+        count, total, bsum, mx = _sums(key, dur, nb, span)
+        sums[0] += count
+        sums[1] += total
+        sums[2] += bsum
+        np.maximum(sums[3], mx, out=sums[3])
+    uniq = np.flatnonzero(sums[0])
+    count, total, bsum, mx = (x[uniq] for x in sums)
+    return uniq, count, total, bsum, mx
 
 
 def _op_sums_sparse(rd: RunData, names: np.ndarray, n_names: int) -> _OpSums:
@@ -313,11 +324,7 @@ def _op_sums_sparse(rd: RunData, names: np.ndarray, n_names: int) -> _OpSums:
     if not keep.all():
         key, dur, nbytes = key[keep], dur[keep], nbytes[keep]
     codes, uniq = pd.factorize(key, sort=True)
-    inv, count = codes.astype(np.int64), np.bincount(codes, minlength=len(uniq))
-    total = np.bincount(inv, weights=dur.astype(np.float64), minlength=len(uniq)).astype(np.int64)
-    bsum = np.bincount(inv, weights=nbytes.astype(np.float64), minlength=len(uniq)).astype(np.int64)
-    mx = np.zeros(len(uniq), dtype=np.int64)
-    np.maximum.at(mx, inv, dur)
+    count, total, bsum, mx = _sums(codes.astype(np.int64), dur, nbytes, len(uniq))
     return np.asarray(uniq, dtype=np.int64), count, total, bsum, mx
 
 
