@@ -209,11 +209,16 @@ class Recorder:
         return self.trace
 
     def _noted(self, trace: Trace) -> Trace:
-        """``trace`` with ``notes.timing``, ``notes.every``, ``notes.rank`` and ``notes.host_cpus`` (the CPUs the
-        recorded process could run on) where the source left them out (added after its own notes; a source's
-        own value, such as a fallback's timing, stays)."""
+        """``trace`` with ``notes.timing``, ``notes.every``, ``notes.rank``, ``notes.host_cpus`` (the CPUs the
+        recorded process could run on) and ``notes.torch_threads`` (torch's intra-op threads in it, where torch
+        is loaded) where the source left them out (added after its own notes; a source's own value, such as a
+        fallback's timing, stays)."""
         notes = trace.meta.notes or {}
-        ours = {"timing": self.timing, "every": self.every, "rank": self.rank, "host_cpus": usable_cpus()}
+        ours: dict[str, Any] = {"timing": self.timing, "every": self.every, "rank": self.rank}
+        ours["host_cpus"] = usable_cpus()
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "get_num_threads"):
+            ours["torch_threads"] = int(torch.get_num_threads())
         missing = {k: v for k, v in ours.items() if k not in notes}
         return trace.with_meta(notes={**notes, **missing}) if missing else trace
 

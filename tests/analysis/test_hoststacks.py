@@ -61,6 +61,22 @@ def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
     assert result.what_if["step_time_fixed_ns"] == pytest.approx(7 * MS / 2, abs=20 * US)
 
 
+def test_the_loader_figure_says_it_is_an_estimate_where_this_process_ran_torch_on_many_threads() -> None:
+    """A worker runs torch ops on one thread: where the recorded process ran them on 16, the detail names the
+    count and calls the saving an estimate; on one thread (or where the trace does not say) it does not."""
+    t = loader_bound()
+
+    def detail(notes: dict[str, object]) -> str:
+        result = analyze(t.with_meta(notes={**t.meta.notes, **notes}))
+        return {x.rule: x for x in result.findings}["host-bound"].detail
+
+    many = detail({"torch_threads": 16})
+    assert "this process ran them on 16" in many and "the saving is an estimate" in many
+    for notes in ({"torch_threads": 1}, {}):
+        one = detail(notes)
+        assert "ran them on" not in one and "an estimate" not in one and "save less." in one
+
+
 @pytest.mark.parametrize(
     ("need", "cpus", "workers"),
     [(0.3, 16, 2), (2.0, 16, 2), (2.1, 16, 4), (6.0, 16, 8), (9.0, 16, 15), (6.0, 5, 4), (6.0, None, 8), (3, 1, 1)],

@@ -110,7 +110,13 @@ def test_the_base_writes_timing_every_rank_and_the_host_s_cpus_into_the_notes() 
     with rec:
         rec.step()
     assert rec.trace is not None
-    assert dict(rec.trace.meta.notes) == {"timing": "untimed", "every": 2, "rank": 1, "host_cpus": usable_cpus()}
+    assert dict(rec.trace.meta.notes) == {
+        "timing": "untimed",
+        "every": 2,
+        "rank": 1,
+        "host_cpus": usable_cpus(),
+        "torch_threads": torch.get_num_threads(),
+    }
     assert usable_cpus() >= 1
 
     class Noted(Untimed):
@@ -129,11 +135,12 @@ def test_the_base_writes_timing_every_rank_and_the_host_s_cpus_into_the_notes() 
         ("every", 2),
         ("rank", 0),
         ("host_cpus", 3),
+        ("torch_threads", torch.get_num_threads()),  # left out by the source: added after its own
     ]
     assert noted._noted(noted.trace) is noted.trace  # nothing left out: the source's trace as it is
     partial = Untimed("w")._noted(noted.trace.with_meta(notes={"timing_note": "n"}))
     # what it left out comes last
-    assert list(partial.meta.notes) == ["timing_note", "timing", "every", "rank", "host_cpus"]
+    assert list(partial.meta.notes) == ["timing_note", "timing", "every", "rank", "host_cpus", "torch_threads"]
 
 
 def test_auto_steps_after_each_optimizer_step_and_the_trace_written(tmp_path: Path) -> None:

@@ -129,20 +129,34 @@ def _workers(need: float, cpus: int | None) -> int:
 
 def _host_cpus(rd: RunData) -> int | None:
     """The CPUs the recorded process could run on (``notes.host_cpus``), None where the trace does not say."""
-    value = (rd.trace.meta.notes or {}).get("host_cpus")
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+    return _note_int(rd, "host_cpus")
+
+
+def _note_int(rd: RunData, key: str) -> int | None:
+    """A positive count among the trace's notes (``host_cpus``, ``torch_threads``), None where it is absent."""
+    value = (rd.trace.meta.notes or {}).get(key)
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def _loader_words(label: str, rd: RunData) -> str:
     """What the DataLoader figure assumes, for the detail."""
     cpus = _host_cpus(rd)
     on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs, how many the trace does not say"
-    return (
+    threads = _note_int(rd, "torch_threads")
+    ran = f"this process ran them on {threads}" if threads and threads > 1 else ""
+    words = (
         f"{label} is advised: enough workers to keep up with the rest of the step even if each loads a batch "
-        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread, and the "
-        f"workers share {on}). The saving is replayed at the pace that many workers deliver batches loading as "
-        "fast as this process did; workers that pay to hand batches over save less."
+        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread"
+        f"{', ' + ran if ran else ''}, and the workers share {on}). The saving is replayed at the pace that many "
+        "workers deliver batches loading as fast as this process did; workers that pay to hand batches over "
+        "save less"
     )
+    if ran:  # the estimate's own limit: how much the loading gained from the threads is not in the trace
+        words += (
+            f", and so do workers whose loading gained from this process's {threads} threads, which the trace "
+            "cannot tell: the saving is an estimate"
+        )
+    return words + "."
 
 
 def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
