@@ -66,7 +66,7 @@ def test_the_loader_figure_says_it_is_an_estimate_where_this_process_ran_torch_o
     count and calls the saving an estimate; on one thread (or where the trace does not say) it does not."""
     t = loader_bound()
 
-    def detail(notes: dict[str, object]) -> str:
+    def detail(notes: dict[str, int]) -> str:
         result = analyze(t.with_meta(notes={**t.meta.notes, **notes}))
         return {x.rule: x for x in result.findings}["host-bound"].detail
 
