@@ -173,10 +173,9 @@ def verdicts(row: dict[str, Any]) -> list[str]:
     """What the bounds say of one pair ('' list: all hold)."""
     bad = []
     if abs(row["paired"] - 1) > PREDICTION_BOUND:
-        noisy = row.get("noise", 0.0) > PREDICTION_BOUND
         bad.append(
             f"undecided: the base loop's two timings in a round part by {row['noise']:.0%}, more than the bound"
-            if noisy
+            if row["noise"] > PREDICTION_BOUND
             else "prediction off by more than 10%"
         )
     if row["measured"] < 1 + NOISE_FLOOR and row["severity"] in ("warning", "critical"):

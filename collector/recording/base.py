@@ -214,8 +214,12 @@ class Recorder:
         is loaded) where the source left them out (added after its own notes; a source's own value, such as a
         fallback's timing, stays)."""
         notes = trace.meta.notes or {}
-        ours: dict[str, Any] = {"timing": self.timing, "every": self.every, "rank": self.rank}
-        ours["host_cpus"] = usable_cpus()
+        ours: dict[str, Any] = {
+            "timing": self.timing,
+            "every": self.every,
+            "rank": self.rank,
+            "host_cpus": usable_cpus(),
+        }
         torch = sys.modules.get("torch")
         if torch is not None and hasattr(torch, "get_num_threads"):
             ours["torch_threads"] = int(torch.get_num_threads())

@@ -142,16 +142,15 @@ def _loader_words(label: str, rd: RunData) -> str:
     """What the DataLoader figure assumes, for the detail."""
     cpus = _host_cpus(rd)
     on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs, how many the trace does not say"
-    threads = _note_int(rd, "torch_threads")
-    ran = f"this process ran them on {threads}" if threads and threads > 1 else ""
+    threads = _note_int(rd, "torch_threads") or 1
+    ran = f", this process ran them on {threads}" if threads > 1 else ""
     words = (
         f"{label} is advised: enough workers to keep up with the rest of the step even if each loads a batch "
-        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread"
-        f"{', ' + ran if ran else ''}, and the workers share {on}). The saving is replayed at the pace that many "
-        "workers deliver batches loading as fast as this process did; workers that pay to hand batches over "
-        "save less"
+        f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread{ran}, and "
+        f"the workers share {on}). The saving is replayed at the pace that many workers deliver batches loading "
+        "as fast as this process did; workers that pay to hand batches over save less"
     )
-    if ran:  # the estimate's own limit: how much the loading gained from the threads is not in the trace
+    if threads > 1:  # the estimate's own limit: how much the loading gained from the threads is not in the trace
         words += (
             f", and so do workers whose loading gained from this process's {threads} threads, which the trace "
             "cannot tell: the saving is an estimate"
