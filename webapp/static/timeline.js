@@ -397,7 +397,7 @@ export class Timeline {
       if (x1 <= x0) continue;
       ctx.fillStyle = "rgba(120, 120, 140, 0.10)";
       ctx.fillRect(x0, 22, x1 - x0, this.height - 22);
-      if (x1 - x0 > 40) { ctx.fillStyle = "#5a6070"; ctx.fillText(p.phase === "setup" ? "set-up" : "tail", x0 + 3, 46); }
+      if (x1 - x0 > 40) { ctx.fillStyle = "#5a6070"; ctx.fillText(p.phase === "setup" ? "set-up" : "tail", x0 + 3, 34); }  // the step labels' row
     }
   }
 
