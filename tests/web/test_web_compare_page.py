@@ -100,8 +100,8 @@ def test_run_totals_of_runs_of_different_step_counts_are_compared_per_step(clien
     assert rows["step_time_ns"] == ("Step time, mean per step", "same", "+0.0%")
     assert rows["pageable_copy_bytes"][0] == "Pageable copy bytes, mean per step"
     assert rows["step_time_median_ns"] == ("Median step", "same", "+0.0%")
-    notes = re.search(r'<p class="muted" id="cmp-notes">([^<]*)</p>', page)
-    assert notes and "A has 4 steps and B 2: run totals are compared per step" in html.unescape(notes[1])
+    notes = re.search(r'<ul class="muted notes" id="cmp-notes">(.*?)</ul>', page)
+    assert notes and "<li>A has 4 steps and B 2: run totals are compared per step" in html.unescape(notes[1])
     metrics = {r["metric"]: r for r in client.get(f"/api/compare?a={a.id}&b={b.id}").get_json()["metrics"]}
     assert metrics["sync_wait_count"]["a"] == metrics["sync_wait_count"]["b"] == 1.0
     # the same step counts: totals, named as such
