@@ -19,6 +19,18 @@ MAX_EMBEDDED_STEPS = 20_000
 """Step windows embedded in the run page (for "go to step"); the tables fetch the full analysis later."""
 
 
+def compare_candidates(run: RunInfo, runs: list[RunInfo]) -> list[RunInfo]:
+    """The runs other than ``run`` that its page offers to compare with, the likeliest first: the same
+    workload (the script or demo run again, before and after a change), then runs of the same source, rank
+    count and device; ``runs``' order (newest first) within each."""
+    kind = (run.source, run.ranks, run.device)
+
+    def unlike(r: RunInfo) -> tuple[bool, bool]:
+        return (not run.workload or r.workload != run.workload, (r.source, r.ranks, r.device) != kind)
+
+    return sorted((r for r in runs if r.id != run.id), key=unlike)
+
+
 def run_row(info: RunInfo) -> dict[str, Any]:
     """A run as the runs list shows it (plain values; the template formats them)."""
     s = info.summary
@@ -78,7 +90,7 @@ def run_page(run_id: str) -> str:
         "plotly": url_for("assets.plotly_js", tag=plotly_etag()),
         "metrics_catalog": catalog.to_json(gpu),
     }
-    others = [r for r in store.list_runs() if r.id != run_id]
+    others = compare_candidates(info, store.list_runs())
     what_if = analysis.get("what_if") or {}
     return render_template(
         "run.html",

@@ -328,3 +328,18 @@ def test_the_run_page_says_why_the_what_if_lines_do_not_add_up(client, store) ->
     assert "fixes interact" in note  # three fixes saving 17.3 ms alone, 9.7 ms together
     html = client.get(f"/runs/{info.id}").get_data(as_text=True)
     assert f'<p class="muted small" id="whatif-note">{note}</p>' in html
+
+
+def test_the_run_page_offers_the_same_workload_first_then_runs_of_its_kind(client, store) -> None:
+    from dataclasses import replace
+
+    trace = synthetic_trace(500, pattern="naive", steps=3)
+    before = add_trace(store, trace, "before the fix")
+    other = add_trace(store, synthetic_trace(500, pattern="overlap", steps=3), "another loop")
+    imported = add_trace(
+        store, replace(trace, meta=replace(trace.meta, source="torch.profiler", workload="p.json")), "profile"
+    )
+    after = add_trace(store, trace, "after the fix")  # newest first, the list reads: profile, other, before
+    html = client.get(f"/runs/{after.id}").get_data(as_text=True)
+    select = re.search(r'<select name="b"[^>]*>(.*?)</select>', html, re.S)
+    assert select and re.findall(r'<option value="(\w+)"', select[1]) == [before.id, other.id, imported.id]
