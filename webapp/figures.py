@@ -32,15 +32,17 @@ RANKS_APART = 1.25
 
 def metric_cards(metrics: Mapping[str, Any], per_rank: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, str]]:
     """The run page's number cards (the catalogue's ``card`` entries for a run with or without GPU work):
-    [{key, label, value, ranks}] for those the run has a figure of (present in ``metrics``, not NaN). A run's
-    figure is over every rank's steps; where ``per_rank`` (RunAnalysis.per_rank records) holds the ranks' own
-    figures of the same key and they stand apart, ``ranks`` names the lowest and the highest ('' otherwise)."""
+    [{key, label, value, ranks, hint}] for those the run has a figure of (present in ``metrics``, not NaN). A
+    run's figure is over every rank's steps; where ``per_rank`` (RunAnalysis.per_rank records) holds the ranks'
+    own figures of the same key and they stand apart, ``ranks`` names the lowest and the highest ('' otherwise);
+    ``hint`` is the catalogue's (a tooltip, '' for most)."""
     return [
         {
             "key": m.key,
             "label": m.label,
             "value": format_value(m.key, metrics[m.key]),
             "ranks": _ranks_apart(m.key, per_rank),
+            "hint": m.hint,
         }
         for m in catalog.cards(catalog.gpu_work(metrics))
         if metrics.get(m.key) is not None and not _missing(metrics[m.key])

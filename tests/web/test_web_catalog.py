@@ -47,7 +47,7 @@ def test_cards_and_compare_rows_follow_the_catalogue(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(catalog, "CATALOG", (*catalog.CATALOG, NEW))
     cards = metric_cards({"step_time_median_ns": 21_500_000, "intervals": 9, NEW.key: 2_500_000})
     assert [c["key"] for c in cards] == ["step_time_median_ns", NEW.key]  # intervals is no card
-    assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms", "ranks": ""}
+    assert cards[1] == {"key": NEW.key, "label": "Brand-new stall", "value": "2.5 ms", "ranks": "", "hint": ""}
     rows = compare_rows(frame_records(metrics_table({NEW.key: 2e6}, {NEW.key: 1e6})))
     assert rows[0]["label"] == "Brand-new stall" and rows[0]["a"] == "2 ms" and rows[0]["cls"] == "better"
     assert format_value("gpu_busy_frac", 0.5) == "50.0%" and format_value("pageable_copy_bytes", 2e9) == "1.86 GiB"
@@ -77,7 +77,7 @@ def test_run_page_sends_the_catalogue_and_shows_its_cards(client, two_runs, monk
     a, _ = two_runs
     html = client.get(f"/runs/{a.id}").get_data(as_text=True)
     assert page_data(html)["metrics_catalog"] == catalog.to_json()
-    card_keys = re.findall(r'<div class="metric" data-key="([^"]+)">', html)
+    card_keys = re.findall(r'<div class="metric" data-key="([^"]+)"', html)
     # every card the run has a figure for: no collectives in this run, so no Collectives card
     assert card_keys == [m.key for m in catalog.cards() if m.key != "collective_step_median_ns"]
 

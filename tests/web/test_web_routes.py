@@ -343,3 +343,11 @@ def test_the_run_page_offers_the_same_workload_first_then_runs_of_its_kind(clien
     html = client.get(f"/runs/{after.id}").get_data(as_text=True)
     select = re.search(r'<select name="b"[^>]*>(.*?)</select>', html, re.S)
     assert select and re.findall(r'<option value="(\w+)"', select[1]) == [before.id, other.id, imported.id]
+
+
+def test_the_critical_paths_card_says_how_its_per_step_figure_is_made(client, two_runs) -> None:
+    html = client.get(f"/runs/{two_runs[0].id}").get_data(as_text=True)
+    card = re.search(r'<div class="metric" data-key="cp_host_step_median_ns"([^>]*)>', html)
+    assert card and "share of the critical path over all steps" in card[1]
+    plain = re.search(r'<div class="metric" data-key="step_time_median_ns"([^>]*)>', html)
+    assert plain and "title=" not in plain[1]  # a median step needs no tooltip

@@ -55,6 +55,8 @@ class Metric:
     gpu: bool = False
     host_card: bool = False
     host_step_column: bool = False
+    hint: str = ""
+    """What the figure is where its label cannot say (a tooltip on the run page's card)."""
 
     def shown(self, gpu: bool = True) -> bool:
         """Whether the metric applies to a run with (``gpu``) or without GPU work."""
@@ -87,6 +89,10 @@ class Metric:
 # shorthands for the table below
 NS, FRAC, BYTES, GBPS, COUNT = Unit.NS, Unit.FRAC, Unit.BYTES, Unit.GBPS, Unit.COUNT
 LOWER, HIGHER = Better.LOWER, Better.HIGHER
+PATH_SHARE = (
+    "the median step split by this part's share of the critical path over all steps, so that the parts add up "
+    "to the median step; the per-step table has each step's own figure"
+)
 
 CATALOG: tuple[Metric, ...] = (
     # by family: the per-step value summed over all ranks and steps, then median and p90 over (rank, step)
@@ -121,22 +127,34 @@ CATALOG: tuple[Metric, ...] = (
     Metric("gpu_idle_step_median_ns", "GPU idle / step", NS, LOWER, headline=True, card=True, gpu=True),
     Metric("gpu_idle_step_p90_ns", "GPU idle / step, p90", NS, LOWER, gpu=True),
     # the critical path of each step (webapp.analysis.causal.critical): what the step waited on ("Path: ...");
-    # walked through the GPU work, so its host and GPU parts are GPU figures. "/ step": the median step split
-    # by each part's share of the path, so the parts add up to the median step
+    # walked through the GPU work, so its host and GPU parts are GPU figures. "/ step": PATH_SHARE
     Metric("cp_host_ns", "Path: host work", NS, LOWER, step_column=True, gpu=True),
-    Metric("cp_host_step_median_ns", "Path: host work / step", NS, LOWER, headline=True, card=True, gpu=True),
+    Metric(
+        "cp_host_step_median_ns",
+        "Path: host work / step",
+        NS,
+        LOWER,
+        headline=True,
+        card=True,
+        gpu=True,
+        hint=PATH_SHARE,
+    ),
     Metric("cp_launch_ns", "Path: launch latency", NS, LOWER, gpu=True),
-    Metric("cp_launch_step_median_ns", "Path: launch latency / step", NS, LOWER, headline=True, gpu=True),
+    Metric(
+        "cp_launch_step_median_ns", "Path: launch latency / step", NS, LOWER, headline=True, gpu=True, hint=PATH_SHARE
+    ),
     Metric("cp_compute_ns", "Path: GPU compute", NS, step_column=True, gpu=True),
-    Metric("cp_compute_step_median_ns", "Path: GPU compute / step", NS, headline=True, gpu=True),
+    Metric("cp_compute_step_median_ns", "Path: GPU compute / step", NS, headline=True, gpu=True, hint=PATH_SHARE),
     Metric("cp_copy_ns", "Path: copies", NS, LOWER, step_column=True, gpu=True),
-    Metric("cp_copy_step_median_ns", "Path: copies / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_copy_step_median_ns", "Path: copies / step", NS, LOWER, headline=True, gpu=True, hint=PATH_SHARE),
     Metric("cp_comm_ns", "Path: communication", NS, LOWER, gpu=True),
-    Metric("cp_comm_step_median_ns", "Path: communication / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_comm_step_median_ns", "Path: communication / step", NS, LOWER, headline=True, gpu=True, hint=PATH_SHARE),
     Metric("cp_sync_ns", "Path: sync waits", NS, LOWER, step_column=True, gpu=True),
-    Metric("cp_sync_step_median_ns", "Path: sync waits / step", NS, LOWER, headline=True, gpu=True),
+    Metric("cp_sync_step_median_ns", "Path: sync waits / step", NS, LOWER, headline=True, gpu=True, hint=PATH_SHARE),
     Metric("cp_other_ns", "Path: not attributed", NS, LOWER, gpu=True),
-    Metric("cp_other_step_median_ns", "Path: not attributed / step", NS, LOWER, headline=True, gpu=True),
+    Metric(
+        "cp_other_step_median_ns", "Path: not attributed / step", NS, LOWER, headline=True, gpu=True, hint=PATH_SHARE
+    ),
     Metric("sync_wait_count", "Sync waits", COUNT, LOWER, headline=True, step_column=True, gpu=True),
     Metric("sync_wait_ns", "Sync wait", NS, LOWER, step_column=True, gpu=True),
     Metric("sync_wait_step_median_ns", "Sync wait / step", NS, LOWER, headline=True, card=True, gpu=True),
