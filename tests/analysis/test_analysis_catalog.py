@@ -77,7 +77,9 @@ def test_to_json_is_plain_and_in_catalogue_order() -> None:
         "gpu": False,
         "host_card": False,
         "host_step_column": False,
+        "hint": "",
     }
+    assert "share of the critical path" in by_key["cp_host_step_median_ns"]["hint"]  # sent to the pages too
     assert by_key["intervals"]["better"] is None
 
 
