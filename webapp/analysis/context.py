@@ -87,6 +87,12 @@ class RunData:
     def mem_code(self, memory: str) -> int:
         return MEMORY_CODE[memory]
 
+    def positive_note(self, key: str) -> float | None:
+        """A positive number among the trace's notes (``host_cpus``, ``recorder_call_ns``), None where the note
+        is absent or not such a number."""
+        value = (self.trace.meta.notes or {}).get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
     def win_of(self, t_axis: np.ndarray) -> np.ndarray:
         return iv.window_index(self.win, t_axis)
 

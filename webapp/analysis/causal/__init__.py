@@ -68,7 +68,7 @@ def causal_model(rd: RunData) -> CausalModel:
     raw_rep = replay(raw)
     raw_steps = step_times(rd, sm, raw_rep)
     error = np.where(replayed, np.abs(raw_steps - measured) / np.maximum(measured, 1), 0.0)
-    call_ns = _recorder_call_ns(rd)
+    call_ns = rd.positive_note("recorder_call_ns") or 0.0
     graph = fixes.without_recorder(raw, call_ns)
     base = replay(graph) if call_ns > 0 else raw_rep
     base_steps = step_times(rd, sm, base) if call_ns > 0 else raw_steps
@@ -121,11 +121,6 @@ def _rows_in(rd: RunData, chosen: np.ndarray) -> np.ndarray:
         win = rd.step_win(np.where(lid >= 0, lid, rows))
         keep[rows] = (win >= 0) & chosen[np.maximum(win, 0)]
     return keep
-
-
-def _recorder_call_ns(rd: RunData) -> float:
-    value = (rd.trace.meta.notes or {}).get("recorder_call_ns")
-    return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
 
 
 UNATTRIBUTED_NOTE_FRAC = 0.2

@@ -129,20 +129,15 @@ def _workers(need: float, cpus: int | None) -> int:
 
 def _host_cpus(rd: RunData) -> int | None:
     """The CPUs the recorded process could run on (``notes.host_cpus``), None where the trace does not say."""
-    return _note_int(rd, "host_cpus")
-
-
-def _note_int(rd: RunData, key: str) -> int | None:
-    """A positive count among the trace's notes (``host_cpus``, ``torch_threads``), None where it is absent."""
-    value = (rd.trace.meta.notes or {}).get(key)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+    cpus = rd.positive_note("host_cpus")
+    return int(cpus) if cpus else None
 
 
 def _loader_words(label: str, rd: RunData) -> str:
     """What the DataLoader figure assumes, for the detail."""
     cpus = _host_cpus(rd)
     on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs, how many the trace does not say"
-    threads = _note_int(rd, "torch_threads") or 1
+    threads = int(rd.positive_note("torch_threads") or 1)
     ran = f", this process ran them on {threads}" if threads > 1 else ""
     words = (
         f"{label} is advised: enough workers to keep up with the rest of the step even if each loads a batch "
