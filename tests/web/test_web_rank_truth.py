@@ -15,15 +15,13 @@ from webapp.ingest import add_trace
 from webapp.report import prepare_run, run_report
 
 HOST_CARD = "cp_host_step_median_ns"
-RUN_ONLY_CARDS = {"ranks"}
-"""Cards with no per-rank figure: how many ranks the run has."""
 
 
-def test_every_card_but_the_rank_count_has_each_ranks_own_figure() -> None:
+def test_every_card_has_each_ranks_own_figure() -> None:
     result = analyze(merge_traces(nccl_job(world=2, delay_ns=0)))
     cards = {m.key for gpu in (True, False) for m in catalog.cards(gpu)}
     assert HOST_CARD in cards
-    assert cards - RUN_ONLY_CARDS <= set(result.per_rank.columns)
+    assert cards <= set(result.per_rank.columns)
 
 
 def test_the_host_work_card_names_the_rank_whose_host_works_longer() -> None:
@@ -81,3 +79,9 @@ def test_the_report_of_a_one_rank_run_with_collectives_has_the_tab() -> None:
     html = run_report(run)
     assert re.search(r'id="tab-colls-button">Collectives<', html)
     assert run.analysis_dict["ranks"]["collective_count"] == 10
+
+
+def test_the_rank_count_is_said_once_in_the_header_not_again_as_a_card() -> None:
+    result = analyze(merge_traces(nccl_job(world=2, delay_ns=0)))
+    keys = [c["key"] for c in metric_cards(result.metrics, result.to_dict()["per_rank"])]
+    assert "steps" in keys and "ranks" not in keys, keys

@@ -190,7 +190,7 @@ CATALOG: tuple[Metric, ...] = (
     Metric("replay_error_max_frac", "Replay error, worst step", FRAC, LOWER),
     # the run's size
     Metric("steps", "Steps", COUNT, card=True),
-    Metric("ranks", "Ranks", COUNT, card=True),
+    Metric("ranks", "Ranks", COUNT),  # the run header says it; no card
     Metric("intervals", "Intervals", COUNT),
 )
 
