@@ -177,7 +177,7 @@ def what_if_lines(samples: Path) -> list[str]:
         return []
     target = results["overlap"].metrics["step_time_median_ns"]
     lines = [
-        f"Checked {dt.date.today().isoformat()} on the H200 sample traces in sample_traces/ "
+        f"Checked {dt.date.today().isoformat()} on the sample traces in sample_traces/ "
         "(`python3 benchmarks/analysis_scale.py --what-if-only`). Target: the estimate made from `naive` lands "
         f"within 10% of the measured median step time of `overlap` ({target / 1e6:.3f} ms).",
         "",

@@ -1,4 +1,4 @@
-"""The analysis on the real H200 sample traces (sample_traces/): findings and the what-if check."""
+"""The analysis on the real sample traces (sample_traces/): findings and the what-if check."""
 
 from __future__ import annotations
 

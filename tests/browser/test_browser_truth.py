@@ -151,14 +151,17 @@ def test_every_figure_on_the_run_page_is_the_runs(name: str, site, page, shot) -
     # the host-time table: the analysis' frames, with a note that says what they are read from
     page.click(".tabs button[data-tab='tab-host']")
     basis, frames = analysis["host_frames_basis"], analysis["host_frames"]
-    # Python calls in the torch.profiler trace; none in the samples recorded before the stack sampler, nor in
-    # a synthetic run, whose ops are named in their first step only: no table rather than one of those ops
-    assert basis == {"torch-profiler-overlap": "traced", "naive": "", "nccl-ranks": "", "gloo-cuda-ranks": ""}.get(
-        name, basis
-    )
+    # Python calls in the torch.profiler trace, sampled stacks in the recorded sample; none in a synthetic run,
+    # whose ops are named in their first step only: no table rather than one of those ops
+    assert basis == {
+        "torch-profiler-overlap": "traced",
+        "naive": "sampled",
+        "nccl-ranks": "",
+        "gloo-cuda-ranks": "",
+    }.get(name, basis)
     note = page.inner_text("#host-note")
     assert HOST_NOTE[basis] in note if basis else note == analysis["host_frames_missing"]
-    if name == "naive":  # recorded by Streamscope before it sampled stacks: says so, not "record with Streamscope"
+    if name == "nccl-ranks":  # Streamscope's own format without stacks: says so, not "record with Streamscope"
         assert "before the recorder sampled them" in note
     shown = page.eval_on_selector_all("#host-table tbody tr td:first-child", "els => els.map(e => e.textContent)")
     assert shown == ([f["frame"] for f in frames] or ["nothing to show"])

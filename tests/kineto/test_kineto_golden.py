@@ -3,7 +3,8 @@ step markers and the metadata (but its import-time stamps) of each recorded torc
 the importer was split into its stages (and again when host threads were labelled by what they are: the only
 change then was the lane labels; and when Python calls became ``sample`` stretches: the only change then was
 those rows and their lane, with the other rows unchanged; and when a loaded file's workload became its own
-name rather than the name the profiler gave its export). A change to any value, dtype or row order changes the digest.
+name rather than the name the profiler gave its export; and when the sample trace was recorded anew, the importer
+unchanged). A change to any value, dtype or row order changes the digest.
 
 Regenerate only for an intended change of output: ``python tests/kineto/test_kineto_golden.py``.
 """
@@ -42,8 +43,8 @@ DIGESTS = {
     ("gpu-train", True): "918df41abf6a32072e3f4fa824f1f764545bfda7b1a81582008b4147ea597255",
     ("rocm", False): "8af6f9d1779573e1c3e241d5810c2db6358179eb7373e6db623a6da7986cf0ac",
     ("rocm", True): "71d633252b14020f1f73d08ab2137cc961045885e50ad3e75b1e7afb9d322332",
-    ("sample-overlap", False): "136da6ae7c6d7f9eda00698dbaae41800bc0bd99885e6dd28292c2b49285514a",
-    ("sample-overlap", True): "9e7a82ea7aaa1d821aee1da3245240f3827b0cb04c210664e49ef550caee26b7",
+    ("sample-overlap", False): "c47c6c84b27e8a463295d34ff154ebae68bb183411bf174736749b2e81cf596d",
+    ("sample-overlap", True): "4829871680f829166156fbc80008775e65f9bdfd3c412358c528a59eb8fa51ba",
 }
 
 
@@ -78,7 +79,7 @@ LOADED = {
     "gpu-step": "cf55db1cd5ca7bf629b2755b8c25f3c9039c425cf55b73488340e9c48564a8e1",
     "gpu-train": "e3db99dbf35f84d259822dadee534ed322b4a0bb30c807143c3e4585ac7f2877",
     "rocm": "1fb6731908d824ff09f73b7df058f3270c3dc4f09c70fd26ca748a4e4a9d295f",
-    "sample-overlap": "d28ceaa844d2dfc7608caaed5f33748ee126a21bdf82afe15079906240ab6094",
+    "sample-overlap": "65500030803b3593d573d3b48ed0668a0ff429923bd4744c3ffafe2c7f08bd2c",
 }
 
 

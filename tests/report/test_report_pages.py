@@ -222,9 +222,14 @@ def test_the_report_has_every_tab_of_the_run_page(prepared_samples: dict[str, Pr
     assert tabs.findall(html) == ["tab-steps", "tab-kernels", "tab-syncs", "tab-host", "tab-colls"]
     assert re.search(r'id="tab-colls-button" hidden>', html)  # one rank: no collectives
     tables = page_data(html)["tables"]
-    assert tables["host_frames"] == [] and tables["host_frames_missing"] == naive.analysis.host_frames_missing
-    assert tables["host_frames_missing"].startswith("This recording has no Python stacks")
-    two = prepare_run(merge_traces(job(2)), "two-ranks")
+    frames = naive.analysis.host_frames
+    shown = [r["frame"] for r in tables["host_frames"]]
+    assert len(frames) and shown == list(frames["frame"])[: len(shown)]
+    assert tables["host_frames_missing"] == naive.analysis.host_frames_missing == ""
+    two = prepare_run(merge_traces(job(2)), "two-ranks")  # synthetic ranks: no Python stacks
     html = run_report(two)
     assert re.search(r'id="tab-colls-button">Collectives<', html)
-    assert page_data(html)["tables"]["ranks"]["collectives"] == two.analysis_dict["ranks"]["collectives"]
+    tables = page_data(html)["tables"]
+    assert tables["ranks"]["collectives"] == two.analysis_dict["ranks"]["collectives"]
+    assert tables["host_frames"] == []
+    assert tables["host_frames_missing"].startswith("This recording has no Python stacks")
