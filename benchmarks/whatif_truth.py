@@ -100,11 +100,13 @@ def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
 
 
 def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
-    """Per round: the base loop recorded (a prediction), then the base loop, the fixed one and the base loop again
-    timed plain, so that each prediction and its measurement see the host as it was in that round (a host-bound
-    loop's speed drifts by 10-30% between minutes on a shared host), and the base's two timings, before and
-    after the fixed loop's, cancel a drift within the round and whatever the recording leaves to the loop timed
-    right after it. The figures are medians over the rounds."""
+    """Per round: the base loop timed plain, then recorded (a prediction), then the base loop, the fixed one and
+    the base loop again timed plain, so that each prediction and its measurement see the host as it was in that
+    round (a host-bound loop's speed drifts by 10-30% between minutes on a shared host), and the base's two
+    timings around the fixed loop's cancel a drift within the round and whatever the recording leaves to the loop
+    timed right after it. The base's timing ahead of the recording only measures the host: how far the base's
+    three timings part is the round's noise, against which the prediction (made during the recording) cannot be
+    read more closely. The figures are medians over the rounds."""
     import torch
 
     base, fixed = pair.make(False), pair.make(True)
@@ -114,13 +116,14 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
         warm = getattr(base, "warm", WARM)
         preds, times_b, times_f, base_pairs = [], [], [], []
         for i in range(max(rounds, 1)):  # at least one: the last recording gives the table its top finding
+            ahead = base.run(pair.steps)
             result = _recorded(pair, base, "" if i == 0 else f"-{i}")
             preds.append(_predict(pair, result, warm))
             before = base.run(pair.steps)
             times_f.append(fixed.run(pair.steps))
             after = base.run(pair.steps)
             times_b.append((before + after) / 2)
-            base_pairs.append((before, after))
+            base_pairs.append((ahead, before, after))
         ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
         measured = statistics.median(ratios)
         last = preds[-1]
@@ -144,10 +147,11 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             # rounds (a loop sync-bound in one round, host-bound in the next), and each round's recording
             # predicts its own round
             "paired": statistics.median(p["predicted"] / m for p, m in zip(preds, ratios, strict=True)),
-            "base_before_after": base_pairs,  # the base loop's seconds before and after the fixed loop's
-            # how far the base loop's two timings in one round part (median over rounds, a fraction of their
+            # the base loop's seconds per step ahead of the recording, and before and after the fixed loop's
+            "base_timings": base_pairs,
+            # how far the base loop's three timings in one round part (median over rounds, a fraction of their
             # mean): the host's own noise, against which a 10% bound cannot be read when it is larger
-            "noise": statistics.median(abs(b - a) / max((a + b) / 2, 1e-12) for b, a in base_pairs),
+            "noise": statistics.median((max(t) - min(t)) / max(statistics.mean(t), 1e-12) for t in base_pairs),
             "lo": min(ratios),
             "hi": max(ratios),
             "top": result.findings[0].rule if result.findings else "-",
@@ -174,7 +178,7 @@ def verdicts(row: dict[str, Any]) -> list[str]:
     bad = []
     if abs(row["paired"] - 1) > PREDICTION_BOUND:
         bad.append(
-            f"undecided: the base loop's two timings in a round part by {row['noise']:.0%}, more than the bound"
+            f"undecided: the base loop's timings in a round part by {row['noise']:.0%}, more than the bound"
             if row["noise"] > PREDICTION_BOUND
             else "prediction off by more than 10%"
         )
@@ -197,7 +201,8 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         "pair). In each round the loop is recorded, its finding's replayed saving read off the analysis, then "
         "the loop, the loop with that one fix and the loop again are timed unrecorded (the loop's two timings "
         "averaged, so that neither drift nor the recording just before favours one side); figures are medians "
-        "over the rounds. "
+        "over the rounds. The loop is also timed ahead of each recording, to measure how far the host moves "
+        "within a round (`base noise`). "
         "`now` is the analysis's step time "
         "unrecorded (the recorder's own cost per CUDA call taken out), `plain` the loop's measured step. "
         "`predicted` is the median step now over the median step with the fix (lowest and highest round); "
@@ -226,9 +231,9 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
     held = sum(1 for r in rows if not verdicts(r))
     lines += [
         "",
-        f"{held} of {len(rows) + len(failed)} pairs hold every bound. `base noise`: how far the base loop's two "
-        "timings in one round part (median over rounds); where it exceeds 10%, a prediction outside the bound is "
-        "reported as undecided, not as off.",
+        f"{held} of {len(rows) + len(failed)} pairs hold every bound. `base noise`: how far the base loop's three "
+        "timings in one round part (ahead of the recording, before and after the fixed loop; median over "
+        "rounds); where it exceeds 10%, a prediction outside the bound is reported as undecided, not as off.",
     ]
     return "\n".join(lines) + "\n"
 
