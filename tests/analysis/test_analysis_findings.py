@@ -379,6 +379,8 @@ def test_host_slower_than_gpu_is_host_bound_after_a_sync_too() -> None:
     f = _by_rule(analyze(_refill_run(launch_us=600)))
     assert "host-bound" in f and "sync-in-loop" in f
     assert "CUDA graphs" in f["host-bound"].detail
+    # what the graph step's replay assumes, where it is only good to about 15%
+    assert "0.2 us apart, where measured graphs ran theirs 0.03-0.4 us apart" in f["host-bound"].detail
 
 
 def _gpu_bound_with_item(n: int, tag: bool) -> Trace:

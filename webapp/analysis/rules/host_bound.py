@@ -84,7 +84,7 @@ class HostBound:
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
             f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
-            "CUDA graphs also pack the kernels closer)."
+            f"CUDA graphs also pack the kernels closer: {fixes.GRAPH_PACE_NOTE})."
         )
         if loader is not None:
             detail += " " + _loader_words(loader[0], rd)
