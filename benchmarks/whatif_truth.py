@@ -114,7 +114,7 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
         base.run(min(pair.steps, 8))
         fixed.run(min(pair.steps, 8))
         warm = getattr(base, "warm", WARM)
-        preds, times_b, times_f, base_pairs = [], [], [], []
+        preds, times_b, times_f, base_runs = [], [], [], []
         for i in range(max(rounds, 1)):  # at least one: the last recording gives the table its top finding
             ahead = base.run(pair.steps)
             result = _recorded(pair, base, "" if i == 0 else f"-{i}")
@@ -123,7 +123,7 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             times_f.append(fixed.run(pair.steps))
             after = base.run(pair.steps)
             times_b.append((before + after) / 2)
-            base_pairs.append((ahead, before, after))
+            base_runs.append((ahead, before, after))
         ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
         measured = statistics.median(ratios)
         last = preds[-1]
@@ -148,10 +148,10 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             # predicts its own round
             "paired": statistics.median(p["predicted"] / m for p, m in zip(preds, ratios, strict=True)),
             # the base loop's seconds per step ahead of the recording, and before and after the fixed loop's
-            "base_timings": base_pairs,
+            "base_timings": base_runs,
             # how far the base loop's three timings in one round part (median over rounds, a fraction of their
             # mean): the host's own noise, against which a 10% bound cannot be read when it is larger
-            "noise": statistics.median((max(t) - min(t)) / max(statistics.mean(t), 1e-12) for t in base_pairs),
+            "noise": statistics.median((max(t) - min(t)) / max(statistics.mean(t), 1e-12) for t in base_runs),
             "lo": min(ratios),
             "hi": max(ratios),
             "top": result.findings[0].rule if result.findings else "-",
