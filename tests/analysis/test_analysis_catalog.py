@@ -123,6 +123,17 @@ def test_a_new_entry_reaches_the_text_reports(with_new_metric: Metric) -> None:
     assert re.search(r"^Brand-new stall +3\.000 ms +1\.500 ms +-50\.0% better$", text, re.MULTILINE), text
 
 
+def test_the_text_report_says_once_how_the_marked_figures_are_made() -> None:
+    """The critical path's per-step rows are shares of the median step, not their own medians: a reader of
+    "Path: sync waits / step 22 us" beside "Sync wait / step 15 ms" is told so, once, below the metrics."""
+    text = analysis_text(analyze(pageable_run(3)))
+    marked = [line for line in text.splitlines() if line.startswith("  Path: ")]
+    assert marked and all(line.endswith(" *") for line in marked), marked
+    assert text.count("share of the critical path") == 1
+    assert re.search(r"^  \* The median step split by this part's share of the critical path", text, re.MULTILINE)
+    assert not re.search(r"^  Median step +\S+ ms \*", text, re.MULTILINE)  # a figure without a hint: no mark
+
+
 def test_reports_follow_the_catalogue_labels_and_order() -> None:
     result = analyze(pageable_run(2))
     lines = analysis_text(result).splitlines()

@@ -91,7 +91,7 @@ NS, FRAC, BYTES, GBPS, COUNT = Unit.NS, Unit.FRAC, Unit.BYTES, Unit.GBPS, Unit.C
 LOWER, HIGHER = Better.LOWER, Better.HIGHER
 PATH_SHARE = (
     "the median step split by this part's share of the critical path over all steps, so that the parts add up "
-    "to the median step; the per-step table has each step's own figure"
+    "to the median step; each step's own figure is in its per-step row"
 )
 
 CATALOG: tuple[Metric, ...] = (

@@ -80,10 +80,14 @@ def analysis_text(result: RunAnalysis, title: str = "") -> str:
     lines.append("")
     lines.append("Metrics")
     gpu = catalog.gpu_work(m)
+    hints: dict[str, str] = {}  # each distinct hint once, below the metrics, marked * (then **, ...)
     for metric in catalog.headline(gpu):
         value = m.get(metric.key)
         if isinstance(value, (int, float)) and math.isfinite(value):  # a figure the run does not have is left out
-            lines.append(f"  {metric.label:<28} {fmt(value, metric.unit):>16}")
+            mark = hints.setdefault(metric.hint, "*" * (len(hints) + 1)) if metric.hint else ""
+            lines.append(f"  {metric.label:<28} {fmt(value, metric.unit):>16}{' ' + mark if mark else ''}")
+    for hint, mark in hints.items():
+        lines.extend(_wrap(f"{mark} {hint[0].upper()}{hint[1:]}.", "  "))
     if len(result.per_rank) > 1:
         lines.append("")
         lines.append(f"  {'rank':<6} {'steps':>6} {'step median':>14} {'step p90':>14}" + (" GPU busy" if gpu else ""))
