@@ -23,7 +23,10 @@ H200, about 0.2 us a kernel more than the kernels' own time (stream-launched, th
 the same increment read 0.03 us for 64-element kernels and 0.14, 0.40 and 0.41 us for 16K, 256K and 1M
 elements: where the kernels set a graph step's pace, its replayed time is good to about 15%
 (GRAPH_PACE_NOTE)."""
-GRAPH_PACE_NOTE = "a graph's kernels replayed 0.2 us apart, where measured graphs ran theirs 0.03-0.4 us apart"
+GRAPH_PACE_NOTE = (
+    f"a graph's kernels replayed {GRAPH_BUBBLE_NS / 1000:g} us apart, "
+    "where measured graphs ran theirs 0.03-0.4 us apart"
+)
 """What the replay of a graph step assumes, for the findings that advise CUDA graphs."""
 GRAPH_RUN_GAP_NS = 200_000
 """Launches with less host time than this between them (one call's end to the next one's start) belong to
