@@ -176,12 +176,19 @@ def lightning_mlp(fixed: bool) -> Whole:
     return Whole(train)
 
 
+def loader_workers() -> int:
+    """The workers the host-bound finding advises for :func:`resnet_loader` on this host: it loads a batch in
+    about 6 times the rest of its step, so keeping up at half this process's loading speed takes 12, rounded up
+    to 16, at most the host's CPUs less one (15 on a host of 16 CPUs). The pair checks the advice says so."""
+    from collector.traceformat.deflate import usable_cpus
+
+    return max(min(16, usable_cpus() - 1), 2)
+
+
 def resnet_loader(fixed: bool) -> Loop:
-    """torchvision ResNet-18 trained on images augmented by the DataLoader in the main process. Fix: eight worker
-    processes (``num_workers=8, persistent_workers=True``), the host-bound finding's DataLoader fix alone (its
-    batches stay pageable: pinning them is the pageable-copy finding's fix); the finding advises as many as keep
-    up at half this process's loading speed, within the host's CPUs (15 on a host of 16 CPUs, where 8 keep up
-    as well)."""
+    """torchvision ResNet-18 trained on images augmented by the DataLoader in the main process. Fix: the worker
+    processes the host-bound finding advises (``num_workers=loader_workers(), persistent_workers=True``), its
+    DataLoader fix alone (the batches stay pageable: pinning them is the pageable-copy finding's fix)."""
     import numpy as np
     import torch
     import torchvision
@@ -209,7 +216,7 @@ def resnet_loader(fixed: bool) -> Loop:
 
     model = torchvision.models.resnet18().cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    extra = {"num_workers": 8, "persistent_workers": True} if fixed else {}
+    extra = {"num_workers": loader_workers(), "persistent_workers": True} if fixed else {}
     loader = torch.utils.data.DataLoader(Images(), batch_size=64, shuffle=True, **extra)
     it = iter(loader)
 
@@ -227,8 +234,8 @@ def resnet_loader(fixed: bool) -> Loop:
         del it
 
     # persistent workers refill their queue (2 batches each) while the other loop runs: the fixed loop's first
-    # 16 steps come from it, so they are left out of its timing
-    return Loop(step, close=close, warm=18 if fixed else WARM)
+    # steps come from it, so they are left out of its timing
+    return Loop(step, close=close, warm=2 * loader_workers() + 2 if fixed else WARM)
 
 
 def transformer_item(fixed: bool) -> Loop:
@@ -342,6 +349,8 @@ class Pair:
     fix: str
     steps: int = 40
     option: str = ""
+    advice: str = ""
+    """Words the fix's option label must hold for the applied fix to be the advised one (e.g. its worker count)."""
 
 
 PAIRS = (
@@ -351,9 +360,10 @@ PAIRS = (
         "resnet18-dataloader",
         resnet_loader,
         "host-bound",
-        "num_workers=8",
-        44,
-        "DataLoader",  # every count the finding may advise here (8 or more) keeps up: the replay's saving is the same
+        f"num_workers={loader_workers()}",
+        2 * loader_workers() + 20,
+        "DataLoader",
+        f"num_workers={loader_workers()})",
     ),
     Pair("transformer-item", transformer_item, "sync-in-loop", "loss.item() every 10 steps", 40),
     Pair("mlp-pageable", mlp_pageable, "pageable-copy", "pinned + non_blocking batches", 30),

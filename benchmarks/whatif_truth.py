@@ -73,11 +73,12 @@ def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
     analysis estimates it) and with the fix, by medians (``predicted``) and by means over the steps a plain
     timing counts (``pace``)."""
     finding, sev = _finding(result, pair.rule)
-    saving = 0.0
+    saving, advised = 0.0, ""
     if finding is not None:
         saving = float(finding.cost_per_step_ns)
         if pair.option:
-            saving = float(next((ns for label, ns in finding.options if pair.option in label), 0))
+            advised, ns = next(((label, ns) for label, ns in finding.options if pair.option in label), ("", 0))
+            saving = float(ns)
     # per step: the step unrecorded and that step with the fix (the finding's own replayed saving there);
     # medians, as the what-if, so that a recorded step slowed by the recorder's buffer flush counts once
     per = result.per_step
@@ -90,6 +91,7 @@ def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
     now = float(np.nanmedian(now_k))
     return {
         "finding": finding,
+        "advised": advised,
         "severity": sev,
         "saving": saving,
         "now": now,
@@ -131,7 +133,9 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
         out = {
             "pair": pair.name,
             "fix": pair.fix,
-            "rule": pair.rule + (f" ({pair.option})" if pair.option else ""),
+            "rule": pair.rule + (f" ({last['advised'] or pair.option})" if pair.option else ""),
+            "advice": pair.advice,
+            "advised": last["advised"],
             "severity": last["severity"],
             "saving_ms": statistics.median(p["saving"] for p in preds) / 1e6,
             "now_ms": statistics.median(p["now"] for p in preds) / 1e6,
@@ -186,6 +190,8 @@ def verdicts(row: dict[str, Any]) -> list[str]:
         bad.append("a fix under 3% above info")
     if row["top_fixed"] and row["top_fixed"] != row["top"]:
         bad.append("top finding changed")
+    if row.get("advice") and row["advice"] not in row.get("advised", ""):
+        bad.append(f"the fix applied is not the one advised ({row.get('advised') or 'none'})")
     return bad
 
 

@@ -8,6 +8,7 @@ from analysis_traces import COMPUTE, CPU, FORWARD, LOADING, LOOP, MS, SAMPLES, U
 from collector.model import Lane, LaneKind, RunMeta, Trace
 from webapp.analysis import analyze
 from webapp.analysis.context import RunData
+from webapp.analysis.rules.host_bound import LOADER_SLOWDOWN
 
 
 def test_frame_table_has_self_and_total_time_per_frame() -> None:
@@ -29,6 +30,7 @@ def test_host_bound_names_the_loader_and_replays_more_workers() -> None:
     # 6 ms of loading for 2 ms of the rest: workers 2x slower would need 6 of them; the next power of two is
     # advised (the trace does not say how many CPUs the host has: at most 8)
     assert "DataLoader(num_workers=8)" in f.fix and "2x slower" in f.detail
+    assert f"each loads {LOADER_SLOWDOWN:.2f}x slower than this process did" in f.detail  # the replay's pace
     # eight workers take the 6 ms of loading off each step and deliver a batch every 0.75 ms: the 2 ms of
     # forward bound the step, 8 ms -> 2 ms, in every window but the last (which ends with its kernel)
     assert f.cost_per_step_ns == pytest.approx(6 * MS * 5 / 6, abs=20 * US)
@@ -45,8 +47,8 @@ def test_a_frame_of_another_file_that_holds_the_time_is_named_with_its_caller() 
 
 
 def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
-    """With 1 ms of forward and a host of 3 CPUs, two workers (a batch every 3.5 ms) bound the step, not the
-    host."""
+    """With 1 ms of forward and a host of 3 CPUs, two workers bound the step, not the host: each loads a batch
+    in LOADER_SLOWDOWN x 7 ms, so they deliver one every 6.1 ms."""
     t = loader_bound()
     t = t.with_meta(notes={**t.meta.notes, "host_cpus": 3})
     rows = t.intervals
@@ -58,7 +60,7 @@ def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
     t.intervals.loc[loading, "dur_ns"] = t.intervals.loc[loading, "end_ns"] - t.intervals.loc[loading, "start_ns"]
     result = analyze(t)
     assert "DataLoader(num_workers=2)" in {x.rule: x for x in result.findings}["host-bound"].fix
-    assert result.what_if["step_time_fixed_ns"] == pytest.approx(7 * MS / 2, abs=20 * US)
+    assert result.what_if["step_time_fixed_ns"] == pytest.approx(LOADER_SLOWDOWN * 7 * MS / 2, abs=20 * US)
 
 
 def test_the_loader_figure_says_it_is_an_estimate_where_this_process_ran_torch_on_many_threads() -> None:
