@@ -46,6 +46,19 @@ def test_a_frame_of_another_file_that_holds_the_time_is_named_with_its_caller() 
     assert "decode (imagelib/core.py:7) in load_batch (data.py:40) 75%" in f.detail
 
 
+def test_a_host_busy_with_its_own_work_is_told_to_cut_that_work_not_its_launches() -> None:
+    """8 ms of the user's Python per step and one launch: CUDA graphs, the only replayed fix, save a launch's
+    microseconds of the 7 ms a host with no time of its own would save. The fix leads with the host's own work,
+    not with CUDA graphs; where the loading is the DataLoader's, its workers lead."""
+    own = analyze(loader_bound(loading=f"{LOOP};load_batch (data.py:40)"))
+    f = {x.rule: x for x in (*own.findings, *own.minor_findings)}["host-bound"]
+    assert f.fix.startswith("No replayed fix saves much here (CUDA graphs / torch.compile(mode='reduce-overhead')")
+    assert "would save 5.83 ms): the host's time per step is its own work" in f.fix
+    assert "load_batch (data.py:40)" in f.detail
+    loader = {x.rule: x for x in analyze(loader_bound()).findings}["host-bound"]
+    assert loader.fix.startswith("Best replayed fix: DataLoader(num_workers=8).")
+
+
 def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
     """With 1 ms of forward and a host of 3 CPUs, two workers bound the step, not the host: each loads a batch
     in LOADER_SLOWDOWN x 7 ms, so they deliver one every 6.1 ms."""

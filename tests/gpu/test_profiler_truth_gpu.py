@@ -42,7 +42,10 @@ def test_a_profiled_host_bound_loop_names_its_python_frames(tmp_path: Path) -> N
     assert hot and frames.loc[hot[0], "total_frac"] > 0.5
     per = result.per_step
     assert len(per) >= 5 and float(np.median(per["cp_host_ns"])) > 0.5 * float(np.median(per["step_time_ns"]))
-    assert "load_batch" in {f.rule: f for f in result.findings}["host-bound"].detail
+    # listed or minor: its cost is the best replayed fix (CUDA graphs cut a few launches of a step that is
+    # Python), a fraction of a percent either side of the listing threshold; the fix says to cut the Python
+    f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
+    assert "load_batch" in f.detail and "the host's time per step is its own work" in f.fix
 
 
 def test_launches_held_by_a_full_queue_are_waits_for_the_gpu() -> None:

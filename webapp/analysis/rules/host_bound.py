@@ -33,6 +33,9 @@ LOADER_WORKERS_UNKNOWN_CPUS = 8
 """The most workers advised when the trace does not say how many CPUs the host has."""
 BOUND_FRAC = 0.05
 """A loop is host-bound only if a host with no time of its own would save at least 5% of the step."""
+OWN_WORK_FRAC = 0.1
+"""Where the best replayed fix saves less than this share of what a host with no time of its own would, the
+host's time is its own work, not launches or loading the fixes take away: the fix says so first."""
 MAX_RANKS_SAID = 4
 """Ranks the detail names with their host and GPU time per step (the most host-bound first)."""
 
@@ -100,9 +103,24 @@ class HostBound:
         if not savings:
             return Detection(detail, lambda graph: graph, saving=np.zeros(n, dtype=np.int64), options=options)
         best = max(savings, key=lambda x: float(x[1].mean()))
-        lead = f"Best replayed fix: {best[0]}. " if best[1].sum() > 0 else "No replayed fix saves time here. "
-        fix = lead + self.fix
+        fix = _fix(self.fix, best[0], float(best[1].sum()) / ctx.n_win, float(bound.sum()) / ctx.n_win)
         return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
+
+
+def _fix(general: str, label: str, best_ns: float, bound_ns: float) -> str:
+    """The finding's fix: the best replayed fix (``label``), then the ``general`` advice; or, where that fix
+    saves little of what a host with no time of its own would (:data:`OWN_WORK_FRAC`), that the host's own
+    work is what to cut (launch-side fixes would not help)."""
+    if best_ns >= OWN_WORK_FRAC * bound_ns:
+        return f"Best replayed fix: {label}. {general}"
+    best = f"the best, {label}, saves {ms(best_ns)}" if best_ns > 0 else f"{label} saves nothing"
+    return (
+        f"No replayed fix saves much here ({best}, where a host with no time of its own would save "
+        f"{ms(bound_ns)}): the host's time per step is its own work, not its launches. Make the frames the "
+        "detail names cheaper, or move them off the step path: DataLoader(num_workers=..., "
+        "persistent_workers=True) for data loading, work done once instead of every step, logging and checks "
+        "every N steps."
+    )
 
 
 def _loader_fix(
