@@ -1,7 +1,7 @@
 """Hand-built runs for the comparison tests (analysis, pages, reports): a blocking pageable copy per step.
 
 On 2 s steps a 12 ms copy costs 0.6% of the step, so its findings are listed; an 8 ms one costs 0.4%, below
-the listing threshold (webapp.analysis.findings.LIST_FRAC): the same findings, minor.
+the listing threshold (webapp.analysis.rules.base.LIST_FRAC): the same findings, minor.
 """
 
 from __future__ import annotations

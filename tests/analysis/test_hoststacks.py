@@ -59,6 +59,23 @@ def test_a_host_busy_with_its_own_work_is_told_to_cut_that_work_not_its_launches
     assert loader.fix.startswith("Best replayed fix: DataLoader(num_workers=8).")
 
 
+def test_a_loader_fix_that_saves_next_to_nothing_is_named_without_its_assumptions() -> None:
+    """20 us of loading in an 8 ms step of Python: the DataLoader fix is listed with its saving, but the
+    paragraph on what its figure assumes is left out."""
+    t = loader_bound()
+    rows = t.intervals
+    loading = (rows["kind"] == "sample") & (rows["name"] == LOADING)
+    forward = (rows["kind"] == "sample") & (rows["name"] == FORWARD)
+    t.intervals.loc[loading, "end_ns"] = t.intervals.loc[loading, "start_ns"] + 20 * US
+    t.intervals.loc[forward, "start_ns"] = t.intervals.loc[forward, "start_ns"] - 6 * MS + 20 * US
+    for at in (loading, forward):
+        t.intervals.loc[at, "dur_ns"] = t.intervals.loc[at, "end_ns"] - t.intervals.loc[at, "start_ns"]
+    result = analyze(t)
+    f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
+    assert "DataLoader(num_workers=" in f.detail and "is advised" not in f.detail
+    assert "is advised" in {x.rule: x for x in analyze(loader_bound()).findings}["host-bound"].detail
+
+
 def test_the_loader_fix_is_no_faster_than_its_workers_deliver() -> None:
     """With 1 ms of forward and a host of 3 CPUs, two workers bound the step, not the host: each loads a batch
     in LOADER_SLOWDOWN x 7 ms, so they deliver one every 6.1 ms."""

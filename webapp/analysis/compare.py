@@ -23,7 +23,7 @@ SAME_TOLERANCE = 0.05
 
 NOISE_REL = 0.005
 """A change shown as under 0.5% of A's value (or 0.5 points, for a fraction) reads "same": run-to-run noise
-(below the same share of the step a finding is minor, webapp.analysis.findings.LIST_FRAC)."""
+(below the same share of the step a finding is minor, webapp.analysis.rules.base.LIST_FRAC)."""
 
 CHANGE_DECIMALS = 1
 """Changes are shown with one decimal: percent of A, or percentage points (B - A) for a fraction."""
@@ -186,7 +186,7 @@ def ops_table(a: pd.DataFrame, b: pd.DataFrame, a_steps: int = 1, b_steps: int =
 
 def findings_diff(a: RunAnalysis, b: RunAnalysis) -> dict[str, list[str]]:
     """Rule ids, by what became of each run's findings: listed ones (``findings``) and minor ones
-    (``minor_findings``: below the listing threshold, webapp.analysis.findings.LIST_FRAC). ``fixed``: listed
+    (``minor_findings``: below the listing threshold, webapp.analysis.rules.base.LIST_FRAC). ``fixed``: listed
     in A, gone from B; ``minor``: listed in A, minor in B (still there, below the threshold now); ``new``:
     listed in B, not in A at all; ``grown``: minor in A, listed in B (above the threshold now);
     ``unchanged``: listed in both; ``unseen``: listed in one run, of a rule the other cannot show (a GPU rule

@@ -19,12 +19,10 @@ import numpy as np
 
 from webapp.analysis.records import Finding
 from webapp.analysis.rules import RULES, Rule, RuleContext
-from webapp.analysis.rules.base import Detection, ms
+from webapp.analysis.rules.base import LIST_FRAC, Detection, ms
 
 INFO_FRAC = 0.01
 """A step counts as hit by a finding when its fix saves at least 1% of the median step there."""
-LIST_FRAC = 0.005
-"""Below 0.5% of the median step a saving is within run-to-run noise: the finding is minor, not listed."""
 MIN_LISTED_NS = 1_000
 """A saving under 1 us per step is never listed (it would read as 0.000 ms)."""
 WARNING_FRAC = 0.05

@@ -144,7 +144,7 @@ class RunAnalysis:
     (:func:`~webapp.analysis.metrics.kernel_table`), ``sync_sources`` (:func:`~webapp.analysis.run.sync_table`).
     ``what_if`` is described in :func:`webapp.analysis.whatif.what_if`; ``notes`` says how steps were found
     and placed and what the set-up and tail cost. ``findings`` are those worth listing, costliest first;
-    ``minor_findings`` those below the listing threshold (webapp.analysis.findings.LIST_FRAC). ``phases`` is
+    ``minor_findings`` those below the listing threshold (webapp.analysis.rules.base.LIST_FRAC). ``phases`` is
     the set-up and tail table (:data:`webapp.analysis.phases.PHASE_COLUMNS`).
     """
 

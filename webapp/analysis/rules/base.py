@@ -25,6 +25,9 @@ from webapp.analysis.records import Evidence
 
 EVIDENCE_LIMIT = 20
 """Evidence items kept per finding (the largest), enough to zoom the timeline to."""
+LIST_FRAC = 0.005
+"""Below 0.5% of the median step a saving is within run-to-run noise: a finding is minor, not listed
+(webapp.analysis.findings); a rule spells out the assumptions of a fix only where its saving reaches it."""
 MIN_COPY_BYTES = 1 << 20
 """Copies under 1 MiB (scalars read by .item(), small tensors) are latency, not bandwidth problems."""
 

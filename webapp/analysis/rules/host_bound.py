@@ -17,7 +17,7 @@ from webapp.analysis import hoststacks
 from webapp.analysis.causal import fixes
 from webapp.analysis.causal.graph import Graph
 from webapp.analysis.context import RunData
-from webapp.analysis.rules.base import Change, Detection, RuleContext, ms
+from webapp.analysis.rules.base import LIST_FRAC, Change, Detection, RuleContext, ms
 
 LOADER_SLOWDOWN = 1.75
 """How many times longer a DataLoader worker takes to load a batch than the recorded process did: a worker runs
@@ -94,8 +94,8 @@ class HostBound:
             f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
             f"CUDA graphs also pack the kernels closer: {fixes.GRAPH_PACE_NOTE})."
         )
-        if loader is not None:
-            detail += " " + _loader_words(loader[0], rd)
+        if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
+            detail += " " + _loader_words(loader[0], rd)  # what the figure assumes, where it is worth reading
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(float(bound.sum()) / ctx.n_win)),
