@@ -50,6 +50,9 @@ class ClientCapture:
         """After :meth:`stop`: what CUPTI's records lack, in words ("" when nothing was lost)."""
         self.start_timings: dict[str, float] = {}
         """After :meth:`start`: seconds of the op namer's warm-up and of starting CUPTI."""
+        self.detached = False
+        """After :meth:`stop`: whether CUPTI was detached from the process (later launches run at their
+        unrecorded speed; see :func:`may_detach`)."""
 
     def start(self, naming: bool = True) -> None:
         import torch
@@ -118,7 +121,8 @@ class ClientCapture:
             self._unwatch = None
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         t0 = time.perf_counter()
-        records = client.stop()
+        records = client.stop(detach=may_detach())
+        self.detached = client.detached
         self.losses = losses(records)
         t1 = time.perf_counter()
         (c0, w0), (c1, w1) = self._pairs[0], self._pairs[-1]
@@ -140,6 +144,16 @@ class ClientCapture:
         if timings is not None:
             timings.update(flush=client.flush_s, read=t1 - t0 - client.flush_s, tabulate=time.perf_counter() - t1)
         return table
+
+
+def may_detach() -> bool:
+    """Whether CUPTI may be detached when a capture stops: not while torch.distributed runs, whose
+    communication threads make CUDA calls of their own at any moment (CUPTI must not detach under a call in
+    flight); the recording's own thread has waited for the GPU."""
+    import torch
+
+    dist = getattr(torch, "distributed", None)
+    return not (dist is not None and dist.is_available() and dist.is_initialized())
 
 
 def _unnamed_threads(records: cc.Records, threads: dict[int, int]) -> bool:

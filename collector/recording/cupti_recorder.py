@@ -55,11 +55,12 @@ PROBE_MIN_BYTES = 1 << 20
 this large: the analysis compares copies of 1 MiB or more with it (a fixed cost of ~0.1 s a short script
 without such copies does not pay)."""
 _PLAIN_OP_NS: dict[int, float] = {}
-"""Per device, the tiny op's host time (ns) measured before any capture of this process started: once attached,
-CUPTI leaves every launch slower even after its capture stops (0.9 of 1.6 us on an H100), so a plain timing
-taken after a first recording would understate the next recording's own cost."""
+"""Per device, the tiny op's host time (ns) measured while no capture had attached CUPTI to this process: once
+attached, CUPTI leaves every launch slower even after its capture stops (0.9 of 1.6 us on an H100), so a plain
+timing taken then would understate the next recording's own cost. Our own reader detaches CUPTI at stop
+(collector.recording.client_capture.may_detach); after that the next recording times the op anew."""
 _CAPTURED = False
-"""Whether a capture has started in this process."""
+"""Whether CUPTI is attached to this process by a capture that started in it."""
 
 SETUP_NOTED = 100
 """torch.compile set-up windows listed in ``notes.setup_windows`` (what, start_ns, end_ns) at most."""
@@ -270,9 +271,13 @@ class CuptiRecorder(EventsRecorder):
         self, capture: ClientCapture | KinetoCapture, step_open: bool, error: str, samples: list[tuple[int, int, str]]
     ) -> Trace:
         """Read the stopped capture, join the host facts and build the Trace."""
+        global _CAPTURED
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
         table = capture.stop(timings)
+        if getattr(capture, "detached", False):  # launches run at their unrecorded speed again
+            _CAPTURED = False
+            _PLAIN_OP_NS.clear()
         _progress(f"{len(table.events):,} records read; building the trace")
         t0 = time.perf_counter()
         table.top["distributedInfo"] = {"rank": self.rank, "world_size": distributed_env()[1]}

@@ -401,6 +401,30 @@ def test_cupti_readers_and_the_fallback_when_cupti_is_taken(timing: str) -> None
     assert (trace.intervals["kind"] == "kernel").sum() == 6
 
 
+def test_a_stopped_capture_detaches_cupti_and_the_next_one_attaches_it_again(timing: str) -> None:
+    """Attached, CUPTI slows every later launch of the process (a fifth of a launch-bound loop's step), so our
+    reader detaches it when a recording stops; the process's next recording attaches it again, times the tiny
+    op anew and records all its kernels (the speed itself: benchmarks/after_stop.py)."""
+    if timing != "cupti":
+        pytest.skip("about CUPTI's attachment")
+    import torch
+
+    from collector.recording import cupti_recorder
+
+    x = torch.ones(64, device="cuda")
+
+    def steps(rec) -> None:
+        for _ in range(3):
+            x.mul_(1.0001).add_(0.5)
+            rec.step()
+
+    for _ in range(2):
+        trace = _record(steps)
+        assert trace.meta.notes["cupti_reader"] == "client"
+        assert (trace.intervals["kind"] == "kernel").sum() == 6
+        assert not cupti_recorder._CAPTURED and not cupti_recorder._PLAIN_OP_NS  # detached: timed anew next time
+
+
 def test_the_stop_leaves_no_rows_of_its_own_to_drop(timing: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The recorder's own calls while it stops (its synchronize) are not recorded at all, so stopping does not
     copy the whole frame to drop them."""
