@@ -54,7 +54,7 @@ def main() -> None:
 
     def recorded(detach: bool) -> bool:
         real = client_capture.may_detach
-        client_capture.may_detach = lambda: detach
+        client_capture.may_detach = lambda *_: detach
         try:
             rec = record("after-stop", None, probe=False, timing="cupti")
             rec.start()

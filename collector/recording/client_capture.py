@@ -121,18 +121,22 @@ class ClientCapture:
             self._unwatch = None
         self._pairs.append((clock_pair(client.timestamp), clock_pair()))
         t0 = time.perf_counter()
-        records = client.stop(detach=may_detach())
-        self.detached = client.detached
+        records = client.stop()
         self.losses = losses(records)
         t1 = time.perf_counter()
         (c0, w0), (c1, w1) = self._pairs[0], self._pairs[-1]
         cupti_to_mono, mono_to_wall = ClockLine.inverse(c0, c1), ClockLine(w0, w1)
         live = {t.ident & 0xFFFFFFFF: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
         threads = {**live, **self._namer.threads, **self.threads}  # e.g. a DataLoader's pin-memory thread
+        workers: dict[int, int] = {}
         if _unnamed_threads(records, threads):
-            import torch
+            workers = _autograd_workers(records)
+            threads.update(workers)
 
-            threads.update(autograd_threads(torch, _devices(records)))
+        def autograd() -> set[int]:  # asked only where a thread other than this one made CUDA calls
+            return set(workers or _autograd_workers(records))
+
+        self.detached = may_detach(records, threading.get_ident() & 0xFFFFFFFF, autograd) and client.detach()
         self._seen = threads
         table = event_table(
             records,
@@ -146,14 +150,39 @@ class ClientCapture:
         return table
 
 
-def may_detach() -> bool:
-    """Whether CUPTI may be detached when a capture stops: not while torch.distributed runs, whose
-    communication threads make CUDA calls of their own at any moment (CUPTI must not detach under a call in
-    flight); the recording's own thread has waited for the GPU."""
+def may_detach(records: cc.Records, own: int, autograd: Callable[[], set[int]]) -> bool:
+    """Whether CUPTI may be detached when a capture stops: it must not detach under a CUDA call in flight, so
+    only where no other thread can be in one. Not while torch.distributed runs (its communication threads call
+    CUDA at any moment), and only where every CUDA call of the recording came from the stopping thread
+    (``own``, CUPTI's thread id) or an autograd worker (``autograd()``: idle while the stopping thread is not in
+    a backward). A DataLoader's pin-memory thread, a gloo worker or the program's own threads keep CUPTI
+    attached."""
     import torch
 
     dist = getattr(torch, "distributed", None)
-    return not (dist is not None and dist.is_available() and dist.is_initialized())
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return False
+    others = api_threads(records) - {own}
+    return not others or others <= autograd()
+
+
+def api_threads(records: cc.Records) -> set[int]:
+    """CUPTI thread ids of the threads that made the records' CUDA runtime and driver calls."""
+    cols = [records.columns.get(k) for k in (cc.RUNTIME, cc.DRIVER)]
+    return {int(t) for c in cols if c for t in np.unique(c["thread"]).tolist()}
+
+
+def _autograd_workers(records: cc.Records) -> dict[int, int]:
+    """CUPTI thread id -> native id of the autograd workers of the devices the records ran work on (found by
+    a backward on each, waited for: CUPTI may detach next)."""
+    import torch
+
+    devices = _devices(records)
+    found = autograd_threads(torch, devices)
+    if torch.cuda.is_initialized():
+        for index in devices:
+            torch.cuda.synchronize(index)
+    return found
 
 
 def _unnamed_threads(records: cc.Records, threads: dict[int, int]) -> bool:

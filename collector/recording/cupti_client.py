@@ -273,9 +273,8 @@ class CuptiClient:
         while self._enabled:
             self._lib.cuptiActivityDisable(self._enabled.pop())
 
-    def stop(self, detach: bool = False) -> Records:
-        """Flush every buffer, disable the kinds and read the records (call after the GPU is idle); with
-        ``detach``, then detach CUPTI from the process (:meth:`_detach`; :attr:`detached` says whether it did).
+    def stop(self) -> Records:
+        """Flush every buffer, disable the kinds and read the records (call after the GPU is idle).
         :attr:`flush_s` then holds the seconds CUPTI took to hand its last buffers over."""
         t0 = time.perf_counter()
         self._lib.cuptiActivityFlushAll(_FLUSH_FORCED)
@@ -305,17 +304,18 @@ class CuptiClient:
         for kind, chunks in parts.items():
             if chunks:
                 records.columns[kind] = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
-        self._name_columns(records)  # kernel names are CUPTI's strings: read before it detaches
-        self.detached = detach and self._detach()
+        self._name_columns(records)  # kernel names are CUPTI's strings: read before it may detach
         return records
 
-    def _detach(self) -> bool:
-        """Detach CUPTI from the process (``cuptiFinalize``; the GPU idle and every buffer read, as CUPTI asks
-        of a detach outside a CUDA call): attached, it leaves every later kernel launch slower with nothing
-        enabled (1.6 us a launch on an H100, a fifth of a launch-bound loop's step). Any later CUPTI call
-        attaches it again. False where the library has no such call or refuses."""
+    def detach(self) -> bool:
+        """After :meth:`stop`: detach CUPTI from the process (``cuptiFinalize``; the GPU idle and every buffer
+        read, as CUPTI asks of a detach outside a CUDA call, and no other thread in one: the caller's to know).
+        Attached, it leaves every later kernel launch slower with nothing enabled (1.6 us a launch on an H100,
+        a fifth of a launch-bound loop's step). Any later CUPTI call attaches it again. False where the library
+        has no such call or refuses; :attr:`detached` keeps the answer."""
         finalize = getattr(self._lib, "cuptiFinalize", None)
-        return finalize is not None and finalize() == _SUCCESS
+        self.detached = finalize is not None and finalize() == _SUCCESS
+        return self.detached
 
     def _size_at(self, addr: int, valid: int, off: int) -> int:
         """The size of the record at ``off`` in a buffer: where CUPTI says the next one starts (the buffer's

@@ -13,7 +13,7 @@ import pytest
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
 from collector.recording import cupti_client as cc
-from collector.recording.client_capture import _devices, _unnamed_threads, event_table, losses
+from collector.recording.client_capture import _devices, _unnamed_threads, event_table, losses, may_detach
 from collector.recording.enrich import HostFacts, enrich
 from collector.traceformat.events import EventTable
 
@@ -334,3 +334,33 @@ def test_a_kind_first_met_deep_in_a_buffer_after_the_windows_grew_is_read_and_as
     assert unread == 0 and asked == [cc.CONCURRENT_KERNEL]
     assert cols[cc.RUNTIME]["correlation"].tolist() == [*range(5_000), *range(20_000, 22_000)]
     assert cols[cc.CONCURRENT_KERNEL]["correlation"].tolist() == list(range(10_000, 10_300))
+
+
+def test_cupti_is_detached_at_stop_only_where_no_other_thread_can_be_in_a_cuda_call() -> None:
+    """Every CUDA call from the stopping thread, or from it and an autograd worker: detach. A call from any
+    other thread (a DataLoader's pin-memory thread, a gloo worker): stay attached. The autograd workers are
+    looked up only where another thread made calls."""
+
+    def records(*threads: int) -> cc.Records:
+        r = cc.Records()
+        n = len(threads)
+        r.columns[cc.RUNTIME] = {
+            "cbid": np.full(n, 211, np.int64),
+            "start": np.arange(n, dtype=np.int64),
+            "end": np.arange(n, dtype=np.int64) + 1,
+            "thread": np.array(threads, dtype=np.int64),
+            "correlation": np.arange(n, dtype=np.int64),
+        }
+        return r
+
+    asked: list[int] = []
+
+    def autograd() -> set[int]:
+        asked.append(1)
+        return {9}
+
+    assert may_detach(records(7, 7), 7, autograd) and not asked
+    assert may_detach(cc.Records(), 7, autograd) and not asked  # nothing recorded at all
+    assert may_detach(records(7, 9, 7), 7, autograd) and asked == [1]
+    assert not may_detach(records(7, 9, 5), 7, autograd)
+    assert not may_detach(records(5), 7, lambda: set())
