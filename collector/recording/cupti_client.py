@@ -310,8 +310,8 @@ class CuptiClient:
     def detach(self) -> bool:
         """After :meth:`stop`: detach CUPTI from the process (``cuptiFinalize``; the GPU idle and every buffer
         read, as CUPTI asks of a detach outside a CUDA call, and no other thread in one: the caller's to know).
-        Attached, it leaves every later kernel launch slower with nothing enabled (1.6 us a launch on an H100,
-        a fifth of a launch-bound loop's step). Any later CUPTI call attaches it again. False where the library
+        Attached, it leaves every later kernel launch slower with nothing enabled (a launch-bound loop 1.3x
+        slower on an H100: benchmarks/after_stop.py). Any later CUPTI call attaches it again. False where the library
         has no such call or refuses; :attr:`detached` keeps the answer."""
         finalize = getattr(self._lib, "cuptiFinalize", None)
         self.detached = finalize is not None and finalize() == _SUCCESS

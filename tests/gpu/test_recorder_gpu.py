@@ -402,7 +402,7 @@ def test_cupti_readers_and_the_fallback_when_cupti_is_taken(timing: str) -> None
 
 
 def test_a_stopped_capture_detaches_cupti_and_the_next_one_attaches_it_again(timing: str) -> None:
-    """Attached, CUPTI slows every later launch of the process (a fifth of a launch-bound loop's step), so our
+    """Attached, CUPTI slows every later launch of the process (a launch-bound loop 1.3x), so our
     reader detaches it when a recording stops; the process's next recording attaches it again, times the tiny
     op anew and records all its kernels (the speed itself: benchmarks/after_stop.py)."""
     if timing != "cupti":
