@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from collector.importers.frames import concat_keeping_codes, renumber_by_start
+from collector.importers.frames import appended_by_start, renumber_by_start
 from collector.importers.kineto_lanes import lookup_first
 from collector.importers.kineto_sync import outermost_enclosing
 from collector.model import (
@@ -41,6 +41,7 @@ from collector.model import (
     Trace,
     conform_intervals,
     conform_markers,
+    conforms,
     empty_markers,
     step_at,
 )
@@ -170,7 +171,8 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     )
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
-    return Trace(out_meta, tuple(lanes), conform_intervals(frame), steps)
+    conformed = conforms(frame) and frame.index.equals(pd.RangeIndex(len(frame)))  # as built here, it is
+    return Trace(out_meta, tuple(lanes), frame if conformed else conform_intervals(frame), steps)
 
 
 SETUP_CALLS = re.compile(
@@ -316,33 +318,18 @@ def _with_annotations(
         lane_of += [len(lanes) - 1] * len(facts.samples)
     kinds = [KIND_CODE["annotation"]] * len(rows) + [KIND_CODE["sample"]] * len(facts.samples)
     spans = [(n, a, b) for _, n, a, b in rows] + [(n, a, b) for a, b, n in facts.samples]
-    add = _host_rows(frame, lanes, np.array(lane_of, dtype=np.int32), np.array(kinds, dtype=np.int8), spans)
-    return renumber_by_start(concat_keeping_codes(frame, add)), lanes
-
-
-def _host_rows(
-    frame: pd.DataFrame, lanes: list[Lane], li: np.ndarray, kind: np.ndarray, spans: list[tuple[str, int, int]]
-) -> pd.DataFrame:
-    """``spans`` (name, start_ns, end_ns) as intervals of ``kind`` (codes) on lanes ``li``, numbered after
-    ``frame``'s ids, in ``frame``'s columns."""
-    first_id = int(frame["id"].max()) + 1 if len(frame) else 0
     names, starts, ends = zip(*spans, strict=True)
-    add = conform_intervals(
-        pd.DataFrame(
-            {
-                "id": np.arange(first_id, first_id + len(spans), dtype=np.int64),
-                "rank": lanes[0].rank if lanes else 0,
-                "lane": li,
-                "lane_kind": LaneKind.CPU_THREAD.value,
-                "stream": np.array([lanes[i].ident for i in li], dtype=np.int64),
-                "kind": pd.Categorical.from_codes(kind, dtype=INTERVAL_KIND_DTYPE),
-                "name": pd.Categorical([str(n) for n in names]),
-                "start_ns": np.array(starts, dtype=np.int64),
-                "end_ns": np.array(ends, dtype=np.int64),
-            }
-        )
-    )
-    return add[frame.columns]
+    added = {
+        "rank": rank,
+        "lane": np.array(lane_of, dtype=np.int32),
+        "lane_kind": LaneKind.CPU_THREAD.value,
+        "stream": np.array([lanes[i].ident for i in lane_of], dtype=np.int64),
+        "kind": pd.Categorical.from_codes(np.array(kinds, dtype=np.int8), dtype=INTERVAL_KIND_DTYPE),
+        "name": [str(n) for n in names],
+        "start_ns": starts,
+        "end_ns": ends,
+    }
+    return appended_by_start(frame, added, len(spans)), lanes
 
 
 def _tagged_streams(frame: pd.DataFrame, tags: Sequence[tuple[int, int, str]]) -> dict[int, str]:
