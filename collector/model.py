@@ -372,6 +372,14 @@ def conforms(frame: pd.DataFrame) -> bool:
     return True
 
 
+def conformed(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` itself where it already has INTERVAL_COLUMNS' names, order and dtypes and a plain row index
+    (a frame its caller has just built and owns: no copy), else :func:`conform_intervals` of it."""
+    if conforms(frame) and frame.index.equals(pd.RangeIndex(len(frame))):
+        return frame
+    return conform_intervals(frame)
+
+
 def conform_markers(frame: pd.DataFrame) -> pd.DataFrame:
     """Return ``frame`` with exactly MARKER_COLUMNS, in order, with their dtypes."""
     return _conform(frame, MARKER_COLUMNS, {"step": NO_STEP})

@@ -70,6 +70,7 @@ from collector.model import (
     Trace,
     conform_intervals,
     conform_markers,
+    conformed,
     empty_markers,
     step_at,
 )
@@ -121,7 +122,7 @@ def trace_from_kineto(table: EventTable, *, source_name: str = "", by_start: boo
         pageable=gpu.launch[copies & (gpu.memory == MEMORY_CODE["pageable"])],
     )
     rows = _rows(events, launches, gpu, waits, ops, annotations)
-    frame, lanes = conform_intervals(_intervals(events, rows, gpu, waits, steps, by_start)), rows.lanes
+    frame, lanes = conformed(_intervals(events, rows, gpu, waits, steps, by_start)), rows.lanes
     stretches = stack_stretches(py_frames(events), events.names)
     if len(stretches):  # with_stack=True: where the host's time went, by Python frame
         more, lanes = stack_rows(stretches, lanes, events.rank, steps, len(frame))
@@ -293,8 +294,8 @@ def _named_id(values: np.ndarray, id_names: Mapping[int, str]) -> np.ndarray:
 def _intervals(
     events: KinetoEvents, r: _Rows, gpu: _GpuWork, waits: HostWaits, steps: pd.DataFrame, by_start: bool
 ) -> pd.DataFrame:
-    """The interval frame: rows ordered (and ids given) by lane then start, or by start then lane; each GPU
-    interval linked to its launch and in the step that launched it."""
+    """The interval frame (INTERVAL_COLUMNS, typed as conformed): rows ordered (and ids given) by lane then
+    start, or by start then lane; each GPU interval linked to its launch and in the step that launched it."""
     ev, rows, nh, kinds, lane = events.ev, r.rows, r.n_host, r.kinds, r.lane
     nr, ng = len(rows), len(gpu.rows)
     start, end = events.start, events.end
@@ -347,12 +348,13 @@ def _intervals(
             "name": used_categories(name_o, events.names),
             "start_ns": start_o,
             "end_ns": end_o,
+            "dur_ns": end_o - start_o,
             "bytes": bytes_o,
             "memory_kind": pd.Categorical.from_codes(mem_o, dtype=MEMORY_KIND_DTYPE),
             "non_blocking": non_blocking_o,
             "step": step_o,
-            "cause": _sparse_strings(nr, where_sync, waits.cause[waits.waits][sync_o[where_sync]]),
             "source": _sparse_strings(nr, where_sync, waits.sources[sync_o[where_sync]]),
+            "cause": _sparse_strings(nr, where_sync, waits.cause[waits.waits][sync_o[where_sync]]),
             "launch_id": launch_o,
             "group": pd.Categorical.from_codes(group_o, categories=ev["arg_group"].cat.categories),
         },

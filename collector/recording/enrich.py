@@ -39,9 +39,8 @@ from collector.model import (
     MarkerKind,
     RunMeta,
     Trace,
-    conform_intervals,
     conform_markers,
-    conforms,
+    conformed,
     empty_markers,
     step_at,
 )
@@ -171,8 +170,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     )
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
-    conformed = conforms(frame) and frame.index.equals(pd.RangeIndex(len(frame)))  # as built here, it is
-    return Trace(out_meta, tuple(lanes), frame if conformed else conform_intervals(frame), steps)
+    return Trace(out_meta, tuple(lanes), conformed(frame), steps)
 
 
 SETUP_CALLS = re.compile(
