@@ -57,6 +57,10 @@ def _analyze(rec: Any) -> Any:
 
 TRACES: list[Path] = []
 """Where to write each recorded base run (``--traces``), if anywhere."""
+ATTACHED: list[str] = []
+"""The pairs a recording of which left CUPTI attached (``notes.cupti_detached`` false: a thread other than
+the loop's made CUDA calls): their later plain timings ran slower per launch than a process that never
+recorded, which the analysis's unrecorded step estimates."""
 
 
 def _recorded(pair: Pair, loop: Any, suffix: str = "") -> Any:
@@ -65,6 +69,8 @@ def _recorded(pair: Pair, loop: Any, suffix: str = "") -> Any:
     out = str(TRACES[0] / f"{pair.name}{suffix}.json.gz") if TRACES else None
     with record(pair.name, out, auto_steps=True) as rec:
         loop.run(pair.steps, on_step=rec.step)
+    if rec.trace is not None and not rec.trace.meta.notes.get("cupti_detached", False) and pair.name not in ATTACHED:
+        ATTACHED.append(pair.name)
     return _analyze(rec)
 
 
@@ -234,6 +240,13 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         )
     for name in failed:
         lines.append(f"| {name} | failed to run: see the log | | | | | | | | | | |")
+    if ATTACHED:
+        lines += [
+            "",
+            f"Plain timings after a recording ran with CUPTI still attached for {', '.join(ATTACHED)} (another "
+            "thread made CUDA calls during the recording, so the recorder did not detach it): slower per launch "
+            "than the unrecorded process the analysis estimates.",
+        ]
     held = sum(1 for r in rows if not verdicts(r))
     lines += [
         "",

@@ -317,6 +317,7 @@ class CuptiRecorder(EventsRecorder):
                 "timing": "cupti",
                 "timing_note": "; ".join(x for x in (CUPTI_NOTE, getattr(capture, "losses", "")) if x),
                 "cupti_reader": self.reader,
+                "cupti_detached": bool(getattr(capture, "detached", False)),
                 "every": self.every,
                 "rank": self.rank,
                 "op_naming": naming_note(stopped_by, named_ops, named_ns),

@@ -420,7 +420,7 @@ def test_a_stopped_capture_detaches_cupti_and_the_next_one_attaches_it_again(tim
 
     for _ in range(2):
         trace = _record(steps)
-        assert trace.meta.notes["cupti_reader"] == "client"
+        assert trace.meta.notes["cupti_reader"] == "client" and trace.meta.notes["cupti_detached"] is True
         assert (trace.intervals["kind"] == "kernel").sum() == 6
         assert not cupti_recorder._CAPTURED and not cupti_recorder._PLAIN_OP_NS  # detached: timed anew next time
 
