@@ -18,13 +18,7 @@ def concat_keeping_codes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     for c in a.columns:
         x, y = a[c], b[c]
         if isinstance(x.dtype, pd.CategoricalDtype) and isinstance(y.dtype, pd.CategoricalDtype):
-            labels = [str(v) for v in x.cat.categories]
-            index = {v: i for i, v in enumerate(labels)}
-            for v in y.cat.categories:
-                index.setdefault(str(v), len(index))
-            recode = np.array([index[str(v)] for v in y.cat.categories] + [-1], dtype=np.int64)
-            codes = np.concatenate([x.cat.codes.to_numpy(np.int64), recode[y.cat.codes.to_numpy(np.int64)]])
-            out[c] = pd.Categorical.from_codes(codes, categories=pd.Index(list(index), dtype=object))
+            out[c] = _united(x, y.cat.categories, y.cat.codes.to_numpy(np.int64))
         else:
             out[c] = np.concatenate([x.to_numpy(), y.to_numpy()])  # a new array: the frame's own
     return pd.DataFrame(out, copy=False)
@@ -88,7 +82,12 @@ def appended_by_start(frame: pd.DataFrame, rows: dict[str, Any], n: int) -> pd.D
             codes = np.concatenate([_codes_in(old, dtype), _codes_in(new, dtype, n)])
             out[name] = pd.Categorical.from_codes(codes[order], dtype=dtype)
         elif dtype == "category":
-            out[name] = _united(old, new, n, order)
+            labels: Any
+            if isinstance(new, str):
+                labels, codes = [new], np.zeros(n, dtype=np.int64)
+            else:
+                codes, labels = pd.factorize(np.asarray(new, dtype=object))
+            out[name] = _united(old, labels, codes, order)
         else:
             added = np.broadcast_to(np.asarray(new, dtype=dtype), (n,))
             out[name] = np.concatenate([old.to_numpy(dtype), added])[order]
@@ -98,7 +97,7 @@ def appended_by_start(frame: pd.DataFrame, rows: dict[str, Any], n: int) -> pd.D
 def _codes_in(values: Any, dtype: pd.CategoricalDtype, n: int = -1) -> np.ndarray:
     """Codes of ``values`` in ``dtype``'s categories: a column or categorical of that dtype as it is, a single
     value ``n`` times (``n >= 0``), else anything pandas can read as that dtype."""
-    if n >= 0 and (values is None or isinstance(values, str)):
+    if n >= 0 and isinstance(values, str):
         return np.full(n, dtype.categories.get_loc(values), dtype=np.int64)
     have = getattr(values, "dtype", None)
     if isinstance(have, pd.CategoricalDtype) and have.categories.equals(dtype.categories):
@@ -107,16 +106,13 @@ def _codes_in(values: Any, dtype: pd.CategoricalDtype, n: int = -1) -> np.ndarra
     return np.asarray(pd.Categorical(values, dtype=dtype).codes, dtype=np.int64)
 
 
-def _united(old: pd.Series, new: Any, n: int, order: np.ndarray) -> pd.Categorical:
-    """A ``"category"`` column: ``old``'s codes, then ``new``'s (strings, or one string ``n`` times) in the
-    united categories, taken in ``order``; no string is made per row."""
-    labels = [str(v) for v in old.cat.categories]
-    index = {v: i for i, v in enumerate(labels)}
-    if isinstance(new, str):
-        added = np.full(n, index.setdefault(new, len(index)), dtype=np.int64)
-    else:
-        codes, distinct = pd.factorize(np.asarray(new, dtype=object))
-        recode = np.array([index.setdefault(str(v), len(index)) for v in distinct] + [-1], dtype=np.int64)
-        added = recode[codes]
-    codes = np.concatenate([old.cat.codes.to_numpy(np.int64), added])
-    return pd.Categorical.from_codes(codes[order], categories=pd.Index(list(index), dtype=object))
+def _united(old: pd.Series, labels: Any, codes: np.ndarray, order: np.ndarray | None = None) -> pd.Categorical:
+    """A categorical column: ``old``'s values, then rows given as ``codes`` into ``labels`` (-1: missing), in
+    ``old``'s categories followed by the labels it lacks (as strings); taken in ``order`` if given. No string is
+    made per row."""
+    index = {str(v): i for i, v in enumerate(old.cat.categories)}
+    recode = np.array([index.setdefault(str(v), len(index)) for v in labels] + [-1], dtype=np.int64)
+    united = np.concatenate([old.cat.codes.to_numpy(np.int64), recode[codes]])
+    return pd.Categorical.from_codes(
+        united if order is None else united[order], categories=pd.Index(list(index), dtype=object)
+    )

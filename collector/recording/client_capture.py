@@ -187,8 +187,7 @@ def _autograd_workers(records: cc.Records) -> dict[int, int]:
 
 def _unnamed_threads(records: cc.Records, threads: dict[int, int]) -> bool:
     """Whether a CUDA call in ``records`` came from a thread missing from ``threads`` (CUPTI id -> native)."""
-    ids = [np.unique(c["thread"]) for c in (records.columns.get(cc.RUNTIME), records.columns.get(cc.DRIVER)) if c]
-    return bool(ids) and not np.isin(np.concatenate(ids), np.fromiter(threads, np.int64, len(threads))).all()
+    return not api_threads(records) <= threads.keys()
 
 
 def _devices(records: cc.Records) -> list[int]:

@@ -275,7 +275,8 @@ class CuptiRecorder(EventsRecorder):
         timings = self.stop_timings
         _progress("stopping the capture and reading its records")
         table = capture.stop(timings)
-        if getattr(capture, "detached", False):  # launches run at their unrecorded speed again
+        detached = bool(getattr(capture, "detached", False))  # our own reader says; the Kineto reader has no say
+        if detached:  # launches run at their unrecorded speed again
             _CAPTURED = False
             _PLAIN_OP_NS.clear()
         _progress(f"{len(table.events):,} records read; building the trace")
@@ -317,7 +318,7 @@ class CuptiRecorder(EventsRecorder):
                 "timing": "cupti",
                 "timing_note": "; ".join(x for x in (CUPTI_NOTE, getattr(capture, "losses", "")) if x),
                 "cupti_reader": self.reader,
-                "cupti_detached": bool(getattr(capture, "detached", False)),
+                "cupti_detached": detached,
                 "every": self.every,
                 "rank": self.rank,
                 "op_naming": naming_note(stopped_by, named_ops, named_ns),

@@ -74,7 +74,8 @@ class HostBound:
         what, each_is = ("launches", "launch") if g.linked_frac > 0 else ("CUDA calls", "call")
         per_step = float(np.sum(rd.win_rank[win[launching]] == top)) / max(int(np.sum(rd.win_rank == top)), 1)
         bound = ctx.saving(lambda graph: fixes.faster_host(graph, nodes))
-        if float(bound.sum()) / ctx.n_win < BOUND_FRAC * ctx.step_ref:
+        bound_ns = float(bound.sum()) / ctx.n_win  # per step
+        if bound_ns < BOUND_FRAC * ctx.step_ref:
             return None  # the host's time is not what holds the steps back (a GPU-bound loop paces its host)
         savings: list[tuple[str, np.ndarray, Change, np.ndarray | None]] = []
         if len(calls):
@@ -91,19 +92,19 @@ class HostBound:
         replayed = "; ".join(_saves(label, float(s.sum()) / ctx.n_win) for label, s, _, _ in savings)
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
-            f"{ms(float(bound.sum()) / ctx.n_win)} per step (the bound on fixes that only make the host faster; "
+            f"{ms(bound_ns)} per step (the bound on fixes that only make the host faster; "
             f"CUDA graphs also pack the kernels closer: {fixes.GRAPH_PACE_NOTE})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
             detail += " " + _loader_words(loader[0], rd)  # what the figure assumes, where it is worth reading
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
-            ("a host with no time of its own (bound)", round(float(bound.sum()) / ctx.n_win)),
+            ("a host with no time of its own (bound)", round(bound_ns)),
         )
         if not savings:
             return Detection(detail, lambda graph: graph, saving=np.zeros(n, dtype=np.int64), options=options)
         best = max(savings, key=lambda x: float(x[1].mean()))
-        fix = _fix(self.fix, best[0], float(best[1].sum()) / ctx.n_win, float(bound.sum()) / ctx.n_win)
+        fix = _fix(self.fix, best[0], float(best[1].sum()) / ctx.n_win, bound_ns)
         return Detection(detail, best[2], saving=best[1], fix=fix, options=options, floor=best[3])
 
 
