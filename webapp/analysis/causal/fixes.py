@@ -18,16 +18,30 @@ from webapp.analysis.causal.segs import starts_of, take
 GRAPH_LAUNCH_NS = 10_000
 """Host time of one CUDA graph launch (cudaGraphLaunch plus the Python around a compiled call), ns."""
 GRAPH_BUBBLE_NS = 200
-"""Gap between two kernels of one graph replay, ns: a graph of 400 ~1 us kernels replays in 0.43 ms on an
-H200, about 0.2 us a kernel more than the kernels' own time (stream-launched, the gap is ~1 us). On an H100
-the same increment read 0.03 us for 64-element kernels and 0.14, 0.40 and 0.41 us for 16K, 256K and 1M
-elements: where the kernels set a graph step's pace, its replayed time is good to about 15%
+"""Gap between two kernels of one graph replay where the GPU model is not in :data:`GRAPH_BUBBLE_BY_GPU`, ns
+(the larger of the two measured there: the saving is not overstated)."""
+GRAPH_BUBBLE_BY_GPU = (("H100", 30), ("H200", 200))
+"""Gap between two kernels of one graph replay per GPU model (a substring of the device's name), ns: a graph
+of the same 400 ~1 us kernels (64 elements each) replayed 0.03 us a kernel over the kernels' own
+stream-launched time on an H100 (1,180 over 1,152 ns) and 0.19 us on an H200 (1,085 over 896 ns). Larger
+kernels ran further apart on the H100 (0.14, 0.40 and 0.41 us for 16K, 256K and 1M elements), which the trace
+cannot tell from their times: where such kernels set a graph step's pace, the replay reads it fast
 (GRAPH_PACE_NOTE)."""
-GRAPH_PACE_NOTE = (
-    f"a graph's kernels replayed {GRAPH_BUBBLE_NS / 1000:g} us apart, "
-    "where measured graphs ran theirs 0.03-0.4 us apart"
-)
-"""What the replay of a graph step assumes, for the findings that advise CUDA graphs."""
+
+
+def graph_bubble_ns(device_name: str) -> int:
+    """The gap between a graph's kernels on the GPU named ``device_name`` (:data:`GRAPH_BUBBLE_BY_GPU`)."""
+    return next((ns for model, ns in GRAPH_BUBBLE_BY_GPU if model in device_name), GRAPH_BUBBLE_NS)
+
+
+def graph_pace_note(bubble_ns: int) -> str:
+    """What the replay of a graph step assumes, for the findings that advise CUDA graphs."""
+    return (
+        f"a graph's kernels replayed {bubble_ns / 1000:g} us apart, as tiny kernels ran on this GPU model or "
+        "the slower of the two measured; larger kernels ran up to 0.4 us apart"
+    )
+
+
 GRAPH_RUN_GAP_NS = 200_000
 """Launches with less host time than this between them (one call's end to the next one's start) belong to
 one captured region: the host time between
@@ -164,10 +178,11 @@ def without_recorder(g: Graph, per_call_ns: float) -> Graph:
     return cut_host(g, np.where(launch_follows(g), int(per_call_ns), 0))
 
 
-def captured(g: Graph, nodes: np.ndarray, step: np.ndarray | None = None) -> Graph:
+def captured(g: Graph, nodes: np.ndarray, step: np.ndarray | None = None, bubble_ns: int = GRAPH_BUBBLE_NS) -> Graph:
     """CUDA graphs (or ``torch.compile(mode="reduce-overhead")``) over the selected host nodes: inside each run
     of selected calls closer than GRAPH_RUN_GAP_NS (and of one step, where ``step`` gives each node's), the
-    host time between calls is gone and the run costs one graph launch."""
+    host time between calls is gone, the run costs one graph launch and its kernels run ``bubble_ns`` apart
+    (:func:`graph_bubble_ns`)."""
     sel = np.zeros(g.n_host, dtype=bool)
     sel[np.asarray(nodes)] = True
     sel &= ~g.h_wait
@@ -184,7 +199,7 @@ def captured(g: Graph, nodes: np.ndarray, step: np.ndarray | None = None) -> Gra
     delta = g.h_delta - cut + np.where(head & np.roll(inside, -1), GRAPH_LAUNCH_NS, 0)
     in_run = inside | (head & np.roll(inside, -1))
     graphed = (g.g_launch >= 0) & take(in_run.astype(np.int64), g.g_launch, 0).astype(bool)
-    bubble = np.where(graphed, np.minimum(g.g_bubble, GRAPH_BUBBLE_NS), g.g_bubble)
+    bubble = np.where(graphed, np.minimum(g.g_bubble, bubble_ns), g.g_bubble)
     return replace(g, h_delta=delta, g_bubble=bubble)
 
 

@@ -78,8 +78,9 @@ class HostBound:
         if bound_ns < BOUND_FRAC * ctx.step_ref:
             return None  # the host's time is not what holds the steps back (a GPU-bound loop paces its host)
         savings: list[tuple[str, np.ndarray, Change, np.ndarray | None]] = []
+        bubble = fixes.graph_bubble_ns(rd.trace.meta.device_name)
         if len(calls):
-            change = _graphs(calls, win)
+            change = _graphs(calls, win, bubble)
             savings.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", ctx.saving(change), change, None))
         loading = hoststacks.loading_cut(rd, g, nodes)
         loader = None
@@ -93,7 +94,7 @@ class HostBound:
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
             f"{ms(bound_ns)} per step (the bound on fixes that only make the host faster; "
-            f"CUDA graphs also pack the kernels closer: {fixes.GRAPH_PACE_NOTE})."
+            f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(bubble)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
             detail += " " + _loader_words(loader[0], rd)  # what the figure assumes, where it is worth reading
@@ -219,9 +220,9 @@ def _by_rank(win_rank: np.ndarray, host: np.ndarray, gpu: np.ndarray) -> list[tu
     return sorted(out, key=lambda x: x[1] / max(x[2], 1), reverse=True)
 
 
-def _graphs(calls: np.ndarray, step: np.ndarray) -> Change:
+def _graphs(calls: np.ndarray, step: np.ndarray, bubble_ns: int) -> Change:
     def change(graph: Graph) -> Graph:
-        return fixes.captured(graph, calls, step)
+        return fixes.captured(graph, calls, step, bubble_ns)
 
     return change
 
