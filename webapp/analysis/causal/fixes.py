@@ -26,19 +26,28 @@ of the same 400 ~1 us kernels (64 elements each) replayed 0.03 us a kernel over 
 stream-launched time on an H100 (1,180 over 1,152 ns) and 0.19 us on an H200 (1,085 over 896 ns). Larger
 kernels ran further apart on the H100 (0.14, 0.40 and 0.41 us for 16K, 256K and 1M elements), which the trace
 cannot tell from their times: where such kernels set a graph step's pace, the replay reads it fast
-(GRAPH_PACE_NOTE)."""
+(:func:`graph_pace_note` says so)."""
+
+
+def _graph_model(device_name: str) -> tuple[str, int] | None:
+    return next(((model, ns) for model, ns in GRAPH_BUBBLE_BY_GPU if model in device_name), None)
 
 
 def graph_bubble_ns(device_name: str) -> int:
-    """The gap between a graph's kernels on the GPU named ``device_name`` (:data:`GRAPH_BUBBLE_BY_GPU`)."""
-    return next((ns for model, ns in GRAPH_BUBBLE_BY_GPU if model in device_name), GRAPH_BUBBLE_NS)
+    """The gap between a graph's kernels on the GPU named ``device_name`` (:data:`GRAPH_BUBBLE_BY_GPU`), ns."""
+    found = _graph_model(device_name)
+    return found[1] if found else GRAPH_BUBBLE_NS
 
 
-def graph_pace_note(bubble_ns: int) -> str:
-    """What the replay of a graph step assumes, for the findings that advise CUDA graphs."""
+def graph_pace_note(device_name: str) -> str:
+    """What the replay of a graph step assumes on the GPU named ``device_name``, for the findings that advise
+    CUDA graphs."""
+    found = _graph_model(device_name)
+    measured = ", ".join(f"an {model} {ns / 1000:g} us" for model, ns in GRAPH_BUBBLE_BY_GPU)
+    said = f"as tiny kernels ran on an {found[0]}" if found else f"the wider of the gaps measured ({measured})"
     return (
-        f"a graph's kernels replayed {bubble_ns / 1000:g} us apart, as tiny kernels ran on this GPU model or "
-        "the slower of the two measured; larger kernels ran up to 0.4 us apart"
+        f"a graph's kernels replayed {graph_bubble_ns(device_name) / 1000:g} us apart, {said}; larger kernels "
+        "ran up to 0.4 us apart"
     )
 
 

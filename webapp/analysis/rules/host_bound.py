@@ -78,9 +78,9 @@ class HostBound:
         if bound_ns < BOUND_FRAC * ctx.step_ref:
             return None  # the host's time is not what holds the steps back (a GPU-bound loop paces its host)
         savings: list[tuple[str, np.ndarray, Change, np.ndarray | None]] = []
-        bubble = fixes.graph_bubble_ns(rd.trace.meta.device_name)
+        device = rd.trace.meta.device_name
         if len(calls):
-            change = _graphs(calls, win, bubble)
+            change = _graphs(calls, win, fixes.graph_bubble_ns(device))
             savings.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", ctx.saving(change), change, None))
         loading = hoststacks.loading_cut(rd, g, nodes)
         loader = None
@@ -94,7 +94,7 @@ class HostBound:
         detail += (
             f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
             f"{ms(bound_ns)} per step (the bound on fixes that only make the host faster; "
-            f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(bubble)})."
+            f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(device)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
             detail += " " + _loader_words(loader[0], rd)  # what the figure assumes, where it is worth reading
