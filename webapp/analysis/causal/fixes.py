@@ -29,26 +29,24 @@ cannot tell from their times: where such kernels set a graph step's pace, the re
 (:func:`graph_pace_note` says so)."""
 
 
-def _graph_model(device_name: str) -> tuple[str, int] | None:
-    return next(((model, ns) for model, ns in GRAPH_BUBBLE_BY_GPU if model in device_name), None)
+def _graph_model(device_name: str) -> tuple[str, int]:
+    """(the GPU model of :data:`GRAPH_BUBBLE_BY_GPU` in ``device_name``, its gap in ns); ("", GRAPH_BUBBLE_NS)
+    for a model not there."""
+    return next(((model, ns) for model, ns in GRAPH_BUBBLE_BY_GPU if model in device_name), ("", GRAPH_BUBBLE_NS))
 
 
 def graph_bubble_ns(device_name: str) -> int:
     """The gap between a graph's kernels on the GPU named ``device_name`` (:data:`GRAPH_BUBBLE_BY_GPU`), ns."""
-    found = _graph_model(device_name)
-    return found[1] if found else GRAPH_BUBBLE_NS
+    return _graph_model(device_name)[1]
 
 
 def graph_pace_note(device_name: str) -> str:
     """What the replay of a graph step assumes on the GPU named ``device_name``, for the findings that advise
     CUDA graphs."""
-    found = _graph_model(device_name)
-    measured = ", ".join(f"an {model} {ns / 1000:g} us" for model, ns in GRAPH_BUBBLE_BY_GPU)
-    said = f"as tiny kernels ran on an {found[0]}" if found else f"the wider of the gaps measured ({measured})"
-    return (
-        f"a graph's kernels replayed {graph_bubble_ns(device_name) / 1000:g} us apart, {said}; larger kernels "
-        "ran up to 0.4 us apart"
-    )
+    model, bubble_ns = _graph_model(device_name)
+    measured = ", ".join(f"an {m} {ns / 1000:g} us" for m, ns in GRAPH_BUBBLE_BY_GPU)
+    said = f"as tiny kernels ran on an {model}" if model else f"the wider of the gaps measured ({measured})"
+    return f"a graph's kernels replayed {bubble_ns / 1000:g} us apart, {said}; larger kernels ran up to 0.4 us apart"
 
 
 GRAPH_RUN_GAP_NS = 200_000
