@@ -12,6 +12,7 @@ the driver calls that launched GPU work or wait, ``Lazy Function Loading`` set-u
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -128,15 +129,12 @@ class ClientCapture:
         cupti_to_mono, mono_to_wall = ClockLine.inverse(c0, c1), ClockLine(w0, w1)
         live = {t.ident & 0xFFFFFFFF: t.native_id for t in threading.enumerate() if t.ident and t.native_id}
         threads = {**live, **self._namer.threads, **self.threads}  # e.g. a DataLoader's pin-memory thread
-        workers: dict[int, int] = {}
-        if _unnamed_threads(records, threads):
-            workers = _autograd_workers(records)
-            threads.update(workers)
-
-        def autograd() -> set[int]:  # asked only where a thread other than this one made CUDA calls
-            return set(workers or _autograd_workers(records))
-
-        self.detached = may_detach(records, threading.get_ident() & 0xFFFFFFFF, autograd) and client.detach()
+        calling = api_threads(records)
+        workers = functools.cache(lambda: _autograd_workers(records))  # its backward runs once at most
+        if not calling <= threads.keys():  # a thread Python never named: the autograd worker, if it is one
+            threads.update(workers())
+        own = threading.get_ident() & 0xFFFFFFFF
+        self.detached = may_detach(calling, own, lambda: set(workers())) and client.detach()
         self._seen = threads
         table = event_table(
             records,
@@ -150,19 +148,19 @@ class ClientCapture:
         return table
 
 
-def may_detach(records: cc.Records, own: int, autograd: Callable[[], set[int]]) -> bool:
+def may_detach(calling: set[int], own: int, autograd: Callable[[], set[int]]) -> bool:
     """Whether CUPTI may be detached when a capture stops: it must not detach under a CUDA call in flight, so
     only where no other thread can be in one. Not while torch.distributed runs (its communication threads call
-    CUDA at any moment), and only where every CUDA call of the recording came from the stopping thread
-    (``own``, CUPTI's thread id) or an autograd worker (``autograd()``: idle while the stopping thread is not in
-    a backward). A DataLoader's pin-memory thread, a gloo worker or the program's own threads keep CUPTI
-    attached."""
+    CUDA at any moment), and only where every thread that made the recording's CUDA calls (``calling``,
+    :func:`api_threads`) is the stopping thread (``own``, CUPTI's thread id) or an autograd worker
+    (``autograd()``: idle while the stopping thread is not in a backward). A DataLoader's pin-memory thread, a
+    gloo worker or the program's own threads keep CUPTI attached."""
     import torch
 
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
         return False
-    others = api_threads(records) - {own}
+    others = calling - {own}
     return not others or others <= autograd()
 
 
@@ -183,11 +181,6 @@ def _autograd_workers(records: cc.Records) -> dict[int, int]:
         for index in devices:
             torch.cuda.synchronize(index)
     return found
-
-
-def _unnamed_threads(records: cc.Records, threads: dict[int, int]) -> bool:
-    """Whether a CUDA call in ``records`` came from a thread missing from ``threads`` (CUPTI id -> native)."""
-    return not api_threads(records) <= threads.keys()
 
 
 def _devices(records: cc.Records) -> list[int]:

@@ -13,7 +13,7 @@ import pytest
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta
 from collector.recording import cupti_client as cc
-from collector.recording.client_capture import _devices, _unnamed_threads, event_table, losses, may_detach
+from collector.recording.client_capture import _devices, api_threads, event_table, losses, may_detach
 from collector.recording.enrich import HostFacts, enrich
 from collector.traceformat.events import EventTable
 
@@ -203,9 +203,8 @@ def test_the_op_namer_notes_ops_that_can_launch_until_stopped() -> None:
 
 def test_a_cuda_call_from_a_thread_python_never_saw_asks_for_its_name() -> None:
     """The capture then finds the autograd worker (collector.recording.autogradprobe) before naming lanes."""
-    assert not _unnamed_threads(_records(), {CUPTI_TID: NATIVE_TID})
-    assert _unnamed_threads(_records(), {CUPTI_TID + 1: NATIVE_TID})
-    assert not _unnamed_threads(cc.Records(), {})
+    assert api_threads(_records()) == {CUPTI_TID}
+    assert api_threads(cc.Records()) == set()
     # the probe's backward runs on the devices the records ran on only: no other device gets a context
     on_1 = cc.Records(columns={cc.CONCURRENT_KERNEL: {"device": np.array([1, 1], np.uint32)}})
     assert _devices(_records()) == [0] and _devices(on_1) == [1] and _devices(cc.Records()) == []
@@ -359,8 +358,53 @@ def test_cupti_is_detached_at_stop_only_where_no_other_thread_can_be_in_a_cuda_c
         asked.append(1)
         return {9}
 
-    assert may_detach(records(7, 7), 7, autograd) and not asked
-    assert may_detach(cc.Records(), 7, autograd) and not asked  # nothing recorded at all
-    assert may_detach(records(7, 9, 7), 7, autograd) and asked == [1]
-    assert not may_detach(records(7, 9, 5), 7, autograd)
-    assert not may_detach(records(5), 7, lambda: set())
+    assert may_detach(api_threads(records(7, 7)), 7, autograd) and not asked
+    assert may_detach(set(), 7, autograd) and not asked  # nothing recorded at all
+    assert may_detach(api_threads(records(7, 9, 7)), 7, autograd) and asked == [1]
+    assert not may_detach(api_threads(records(7, 9, 5)), 7, autograd)
+    assert not may_detach(api_threads(records(5)), 7, lambda: set())
+
+
+def test_the_quiet_calls_hinted_ids_are_every_id_a_scan_finds() -> None:
+    """Where libcupti is installed: the quiet calls' hinted callback ids are exactly those a scan of every id
+    names (the start looks up 14 names instead of 2,046)."""
+    try:
+        client = cc.CuptiClient(cc.find_libcupti())
+    except cc.CuptiUnavailable:
+        pytest.skip("no libcupti on this machine")
+    for domain, names in ((cc._DOMAIN_RUNTIME, cc.QUIET_RUNTIME_CALLS), (cc._DOMAIN_DRIVER, cc.QUIET_DRIVER_CALLS)):
+        scanned = [c for c in range(1, 1024) if client.callback_name(domain, c) in names]
+        assert list(cc._QUIET_CBID_HINTS[domain]) == scanned
+
+
+class _Lib:
+    def __init__(self) -> None:
+        self.quiet: list[int] = []
+
+    def cuptiActivityEnableRuntimeApi(self, cbid: ctypes.c_uint32, on: ctypes.c_uint8) -> int:  # noqa: N802
+        self.quiet.append(cbid.value)
+        return 0
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_quiet_ids_come_from_the_hints_where_they_name_every_call_else_from_a_scan(
+    moved: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CUPTI whose numbering moved (a quiet call's name not at its hinted id) is scanned, so no quiet call
+    is missed; where the hints hold, only they are looked up."""
+    names = {c: f"call{c}" for c in cc._QUIET_CBID_HINTS[cc._DOMAIN_RUNTIME]}
+    if moved:
+        names[900] = names.pop(cc._QUIET_CBID_HINTS[cc._DOMAIN_RUNTIME][0])
+    looked: list[int] = []
+
+    def name(domain: int, cbid: int) -> str:
+        looked.append(cbid)
+        return names.get(cbid, "")
+
+    client = cc.CuptiClient.__new__(cc.CuptiClient)
+    lib = client._lib = _Lib()  # type: ignore[assignment]
+    monkeypatch.setattr(client, "callback_name", name)
+    monkeypatch.setattr(cc, "_QUIET_CBIDS", {})
+    client._quiet(cc._DOMAIN_RUNTIME, "cuptiActivityEnableRuntimeApi", frozenset(names.values()))
+    assert sorted(lib.quiet) == sorted(names)
+    assert (len(looked) > 1000) == moved
