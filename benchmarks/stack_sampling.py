@@ -6,6 +6,14 @@ process, alternating segments. Run on a GPU, with py-spy installed for its colum
 
 Per loop and round: ms per step unsampled, with the in-process sampler (200 Hz) and with py-spy (200 Hz); the
 ratios' median over rounds, lowest and highest round. Prints a Markdown section (``## stack_sampling``).
+``--pairs`` adds the framework loops of benchmarks/whatif_loops.py (a Hugging Face Trainer, Lightning), whose
+deep stacks of long functions are what a sample's cost grows with.
+
+``--sample-cost`` needs no GPU: the host time of one sample of a stack of 40 frames of 800-line functions,
+taken as the sampler takes it (code and instruction offset per frame) and reading each frame's line number
+as it did before (``f_lineno`` scans the code's line table from its start):
+
+    python3 benchmarks/stack_sampling.py --sample-cost
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from types import FrameType
 
 from regimes import loop_steps, step_fn, sync
 
@@ -80,6 +89,62 @@ def _with_pyspy(step, steps: int, out: str) -> float | str:  # type: ignore[no-u
         proc.wait(timeout=10)
 
 
+def _pair_step(name: str):  # type: ignore[no-untyped-def]
+    """A whatif_loops pair's base loop as a ``_segment`` step: ``steps`` steps per call, timed by the loop."""
+    from whatif_loops import PAIRS
+
+    pair = next(p for p in PAIRS if p.name == name)
+    return pair.make(False), pair.steps
+
+
+def _pair_segment(loop, steps: int, sampled: bool) -> float:  # type: ignore[no-untyped-def]
+    from collector.recording.stacks import StackSampler
+
+    sampler = StackSampler(interval_s=1 / RATE_HZ).start() if sampled else None
+    try:
+        return float(loop.run(steps)) * 1e3
+    finally:
+        if sampler is not None:
+            sampler.stop()
+
+
+FRAMES, BODY_LINES, REPEATS = 40, 800, 200
+
+
+def sample_cost() -> str:
+    """Microseconds a sample holds the GIL on a stack of FRAMES frames of BODY_LINES-line functions: as the
+    sampler walks it, and reading each frame's line number on the way (the walk before)."""
+    from collector.recording.stacks import MAX_DEPTH, stack_key
+
+    body = "\n".join(f"    v{i} = {i} + 1" for i in range(BODY_LINES))
+    source = f"def deep(n, probe):\n{body}\n    if n == 0:\n        return probe()\n    return deep(n - 1, probe)\n"
+    names: dict[str, object] = {}
+    exec(compile(source, "deep.py", "exec"), names)  # noqa: S102 - a generated function of known text
+    took: dict[str, float] = {}
+
+    def probe() -> None:
+        frame = sys._getframe()
+        t0 = time.perf_counter_ns()
+        for _ in range(REPEATS):
+            stack_key(frame)
+        t1 = time.perf_counter_ns()
+        for _ in range(REPEATS):
+            walked: list[tuple[object, int]] = []
+            f: FrameType | None = frame
+            while f is not None and len(walked) < MAX_DEPTH:
+                walked.append((f.f_code, f.f_lineno))
+                f = f.f_back
+        t2 = time.perf_counter_ns()
+        took.update(offsets=(t1 - t0) / REPEATS / 1e3, lines=(t2 - t1) / REPEATS / 1e3)
+
+    names["deep"](FRAMES, probe)  # type: ignore[operator]
+    return (
+        f"one sample of {FRAMES} frames of {BODY_LINES}-line functions (Python {sys.version.split()[0]}): "
+        f"{took['offsets']:.1f} us as the sampler takes it, {took['lines']:.1f} us reading line numbers "
+        f"({took['lines'] / max(took['offsets'], 1e-9):.0f}x)"
+    )
+
+
 def _ratio(xs: list[float], plain: list[float], why: str) -> str:
     if not xs:
         return why or "-"
@@ -92,13 +157,30 @@ def main() -> None:
     parser.add_argument("--loops", default="tiny-ops,transformer-small")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--pairs", default="", help="framework loops of whatif_loops.py, e.g. hf-trainer-gpt2")
     parser.add_argument("--md", type=Path)
+    parser.add_argument("--sample-cost", action="store_true", help="one sample's host time, no GPU needed")
     args = parser.parse_args()
+    if args.sample_cost:
+        print(sample_cost())
+        return
     import torch
 
     out = tempfile.mktemp(suffix=".txt")
     rows = []
-    for name in args.loops.split(","):
+    for name in filter(None, args.pairs.split(",")):
+        loop, steps = _pair_step(name)
+        try:
+            loop.run(min(steps, 8))
+            plain, own = [], []
+            for _ in range(args.rounds):
+                plain.append(_pair_segment(loop, steps, False))
+                own.append(_pair_segment(loop, steps, True))
+        finally:
+            loop.close()
+        rows.append(f"| {name} | {statistics.median(plain):.3f} | {_ratio(own, plain, '')} | not run |")
+        print(rows[-1], flush=True)
+    for name in filter(None, args.loops.split(",")):
         step = step_fn(loop_steps(name))
         for _ in range(3):
             _segment(step, 20)

@@ -1,14 +1,17 @@
 """Where the host's time goes: a thread that samples the Python stack of the recorded (main) thread.
 
 Every ``interval_s`` the sampler reads the main thread's current frame (``sys._current_frames``) and walks
-it outwards. Consecutive samples with the same stack are one stretch, so a loop that stays in one place
-costs one row; at stop each stretch becomes ``(start_ns, end_ns, folded stack)`` where the folded stack is
-frames ``func (file:line)`` from the outermost to the innermost joined by ``;`` (the trace's ``sample``
-intervals). Files under site-packages are named from there (``torch/utils/data/dataloader.py``), files under
-the working directory relative to it.
+it outwards, keeping each frame's code and instruction offset. Consecutive samples with the same stack are
+one stretch, so a loop that stays in one place costs one row; at stop each stretch becomes ``(start_ns,
+end_ns, folded stack)`` where the folded stack is frames ``func (file:line)`` from the outermost to the
+innermost joined by ``;`` (the trace's ``sample`` intervals). Files under site-packages are named from there
+(``torch/utils/data/dataloader.py``), files under the working directory relative to it.
 
-Each sample holds the GIL for the walk (a few us for a deep stack); at the default 200 Hz that is well under
-1% of a host-bound loop (benchmarks/overhead.py measures it).
+Each sample holds the GIL for the walk, a few us for a deep stack, because it reads no line numbers: a
+frame's ``f_lineno`` scans its code's line table from the start, which on a stack of 40 frames of 800-line
+functions took 0.37 ms a sample against 9 us (benchmarks/stack_sampling.py ``--sample-cost``); frameworks'
+stacks are of such functions (a Trainer's training loop, a model's forward). Lines are looked up at stop,
+once per distinct instruction.
 
 A sample waits for the GIL, and the main thread gives it up either at its next call that releases it (a CUDA
 op, I/O) or when Python's switch interval (5 ms) runs out. With Python work of a few ms between CUDA calls the
@@ -19,6 +22,7 @@ that of when it was due.
 
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 import threading
@@ -35,6 +39,7 @@ MAX_DEPTH = 48
 SEP = ";"
 
 Key = tuple[tuple[CodeType, int], ...]
+"""A sampled stack: (code, byte offset of the frame's current instruction) per frame, innermost first."""
 
 
 class StackSampler:
@@ -52,6 +57,9 @@ class StackSampler:
         self._first: list[int] = []  # per stretch: its first sample's time (ns), its last's, its stack
         self._last: list[int] = []
         self._keys: list[Key] = []
+        self._distinct: dict[Key, Key] = {}
+        """Each distinct stack once: a stretch refers to it, so memory grows with the program's stacks, not
+        with its samples (a long run's instruction offsets change at almost every sample)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._switch = sys.getswitchinterval()
@@ -82,7 +90,7 @@ class StackSampler:
         else:
             self._first.append(now)
             self._last.append(now)
-            self._keys.append(key)
+            self._keys.append(self._distinct.setdefault(key, key))
 
     def stop(self) -> list[tuple[int, int, str]]:
         """Stop sampling; each stretch as (start_ns, end_ns, folded stack), on the sampler's clock. A stretch
@@ -95,27 +103,56 @@ class StackSampler:
         if ends:
             ends[-1] += int(self.interval_s * 1e9)
         names: dict[Key, str] = {}
-        out = []
+        lines = LineTable()
+        out: list[tuple[int, int, str]] = []
         for first, end, key in zip(self._first, ends, self._keys, strict=True):
             text = names.get(key)
             if text is None:
-                text = names[key] = folded(key)
-            out.append((first, end, text))
+                text = names[key] = folded(key, lines)
+            if out and out[-1][2] == text:  # another instruction of the same lines: one stretch
+                out[-1] = (out[-1][0], end, text)
+            else:
+                out.append((first, end, text))
         return out
 
 
 def stack_key(frame: FrameType | None) -> Key:
-    """The stack from ``frame`` outwards as (code, line) pairs, innermost first, at most MAX_DEPTH."""
+    """The stack from ``frame`` outwards as (code, instruction offset) pairs, innermost first, at most
+    MAX_DEPTH. The offset (``f_lasti``) is read as is; ``f_lineno`` would scan the code's line table."""
     out: list[tuple[CodeType, int]] = []
     while frame is not None and len(out) < MAX_DEPTH:
-        out.append((frame.f_code, frame.f_lineno))
+        out.append((frame.f_code, frame.f_lasti))
         frame = frame.f_back
     return tuple(out)
 
 
-def folded(key: Key) -> str:
+class LineTable:
+    """Source lines of instruction offsets, each code's line table read once (``co_lines``)."""
+
+    def __init__(self) -> None:
+        self._tables: dict[CodeType, tuple[list[int], list[int]]] = {}
+
+    def line(self, code: CodeType, offset: int) -> int:
+        """The line of the instruction at byte ``offset`` of ``code``, as the frame's ``f_lineno`` reads it
+        there (the code's first line where the instruction has none)."""
+        table = self._tables.get(code)
+        if table is None:
+            starts, lines, last = [], [], code.co_firstlineno
+            for start, _end, line in code.co_lines():
+                last = line if line is not None else last
+                starts.append(start)
+                lines.append(last)
+            table = self._tables[code] = (starts, lines)
+        at = bisect.bisect_right(table[0], offset) - 1
+        return table[1][at] if at >= 0 else code.co_firstlineno
+
+
+def folded(key: Key, lines: LineTable | None = None) -> str:
     """A stack key as ``func (file:line)`` frames, outermost first, joined by ``;``."""
-    return SEP.join(f"{code.co_name} ({short_path(code.co_filename)}:{line})" for code, line in reversed(key))
+    table = lines or LineTable()
+    return SEP.join(
+        f"{code.co_name} ({short_path(code.co_filename)}:{table.line(code, at)})" for code, at in reversed(key)
+    )
 
 
 _CWD = os.getcwd()

@@ -6,10 +6,13 @@ import itertools
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from types import CodeType, FrameType
 
+import pytest
 from host_work import spin
 
-from collector.recording.stacks import SEP, StackSampler, folded, short_path, stack_key
+from collector.recording.stacks import SEP, LineTable, StackSampler, folded, short_path, stack_key
 
 
 def hot_loader() -> None:
@@ -81,10 +84,93 @@ def test_the_same_stack_sampled_twice_is_one_stretch() -> None:
 
 
 def test_folded_frames_read_outermost_first_with_short_paths() -> None:
-    key = stack_key(__import__("sys")._getframe())
+    frame = sys._getframe()
+    key, line = stack_key(frame), frame.f_lineno  # one line: the key's and f_lineno's are the same
     text = folded(key)
     assert text.split(SEP)[-1].startswith("test_folded_frames_read_outermost_first_with_short_paths (")
-    assert "tests/recording/test_stacks.py:" in text.split(SEP)[-1]
+    assert text.split(SEP)[-1].endswith(f"tests/recording/test_stacks.py:{line})")
+    callers = [f"{f.f_code.co_name} ({short_path(f.f_code.co_filename)}:{f.f_lineno})" for f in _frames(frame)]
+    assert text.split(SEP)[:-1] == callers[::-1][-(len(key) - 1) :]  # every caller at the line it calls from
     assert short_path("/usr/lib/python3/site-packages/torch/utils/data/dataloader.py") == (
         "torch/utils/data/dataloader.py"
     )
+
+
+def _frames(frame: FrameType) -> list[FrameType]:
+    out = []
+    while frame.f_back is not None:
+        frame = frame.f_back
+        out.append(frame)
+    return out
+
+
+def test_instruction_offsets_read_as_the_lines_python_gives_them() -> None:
+    """Every instruction of a module's functions: the line the sampler gives its offset at stop is the line
+    Python's own position table gives (``f_lineno`` reads the same table)."""
+    lines, checked = LineTable(), 0
+
+    def codes(code: CodeType) -> Iterator[CodeType]:
+        yield code
+        for const in code.co_consts:
+            if isinstance(const, CodeType):
+                yield from codes(const)
+
+    source = threading.__file__
+    with open(source, encoding="utf-8") as f:
+        top = compile(f.read(), source, "exec")
+    if not hasattr(top, "co_positions"):
+        pytest.skip("Python 3.10 has no position table to compare with")
+    for code in codes(top):
+        for i, (line, *_) in enumerate(getattr(code, "co_positions")()):  # noqa: B009 - 3.11+
+            if line is not None:
+                assert lines.line(code, 2 * i) == line, (code.co_name, 2 * i)
+                checked += 1
+    assert checked > 1000
+
+
+def test_two_instructions_of_one_line_are_one_stretch() -> None:
+    """A thread that waits at one call, then at another call on the same line: two stacks as sampled, one
+    stack as read (its lines are the same), so one stretch."""
+    clock = itertools.count(0, 1000)
+    first, second, ready = threading.Event(), threading.Event(), threading.Event()
+
+    def worker() -> None:
+        ready.set()
+        first.wait() and second.wait()  # two calls on one line
+
+    def offset() -> int:  # where the worker's own frame is
+        frame = sys._current_frames().get(t.ident or 0)
+        while frame is not None and frame.f_code.co_name != "worker":
+            frame = frame.f_back
+        return frame.f_lasti if frame is not None else -1
+
+    t = threading.Thread(target=worker)
+    t.start()
+    ready.wait()
+    time.sleep(0.02)
+    sampler = StackSampler(thread_id=t.ident, interval_s=0.001, clock=lambda: next(clock))
+    at_first = offset()
+    sampler.sample()
+    first.set()
+    deadline = time.monotonic() + 5
+    while offset() == at_first and time.monotonic() < deadline:
+        time.sleep(0.001)
+    time.sleep(0.02)
+    sampler.sample()
+    second.set()
+    t.join()
+    assert sampler.samples == 2
+    rows = sampler.stop()
+    assert len(rows) == 1 and rows[0][:2] == (0, 1000 + 1_000_000)
+
+
+def test_a_stack_sampled_again_later_is_kept_once() -> None:
+    """A stack that comes back after another is a new stretch that refers to the stack kept the first time:
+    the sampler's memory grows with the program's distinct stacks, not with its samples."""
+    sampler = StackSampler(thread_id=threading.get_ident())
+    for _ in range(3):
+        sampler.sample()  # here
+        sampler.sample()  # and here, alternately
+    keys = sampler._keys
+    assert len(keys) == 6 and keys[0] is keys[2] is keys[4] and keys[1] is keys[3] and keys[0] != keys[1]
+    assert len(sampler.stop()) == 6
