@@ -358,3 +358,16 @@ def test_a_collective_the_backend_starts_just_after_its_enqueue_holds_the_host()
     g_rank, g_start, g_end = np.zeros(1, np.int64), np.array([133]) * us, np.array([20_000]) * us
     held, on = _collective_holds(h_rank, h_start, h_end, np.zeros(2, bool), g_rank, g_start, g_end, np.ones(1, bool))
     assert held.tolist() == [True, False] and on.tolist() == [0, -1]
+
+
+@pytest.mark.parametrize("call_ns", [None, 0, 2000])
+def test_the_recorder_s_cost_is_said_taken_out_or_unmeasured(call_ns: int | None) -> None:
+    """A recording that timed its own cost says it took it out; one whose timing read none says its times
+    include it; a trace without the note (an import) says neither."""
+    t = host_bound()
+    notes = {} if call_ns is None else {"recorder_call_ns": call_ns}
+    _, cm = _model(replace(t, meta=replace(t.meta, notes={**t.meta.notes, **notes})))
+    said = " ".join(cm.notes)
+    assert ("is taken out" in said) == (call_ns == 2000)
+    assert ("could not be measured" in said) == (call_ns == 0)
+    assert cm.recorder_call_ns == (call_ns or 0)

@@ -375,3 +375,19 @@ def test_the_plain_op_time_is_kept_from_before_the_process_s_first_capture(monke
     assert cr.CuptiRecorder._plain_op_ns(fake) == 6000.0  # type: ignore[arg-type]  # kept: not timed again
     fake._device = 1  # a device never timed before a capture: timed now, and not kept
     assert [cr.CuptiRecorder._plain_op_ns(fake) for _ in range(2)] == [7100.0, 7000.0]  # type: ignore[arg-type]
+
+
+def test_a_calibration_that_reads_no_cost_times_the_recorded_op_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording cannot make a call cheaper: a recorded timing at or under the plain one is timed again, and
+    where it is again, the cost is 0 (nothing taken out), never negative."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from collector.recording import cupti_recorder as cr
+
+    fake = SimpleNamespace(_device=0, _torch=SimpleNamespace(cuda=SimpleNamespace(device=contextlib.nullcontext)))
+    for timed, cost in (([9000.0], 3000.0), ([5900.0, 8500.0], 2500.0), ([6000.0, 5000.0], 0.0)):
+        timings = iter(timed)
+        monkeypatch.setattr(cr, "tiny_op_ns", lambda timings=timings: next(timings))
+        assert cr.CuptiRecorder._call_cost_ns(fake, 6000.0) == cost  # type: ignore[arg-type]
+        assert next(timings, None) is None  # timed once where the first timing read a cost, else twice

@@ -76,7 +76,8 @@ def causal_model(rd: RunData) -> CausalModel:
     critical = np.where(replayed[:, None], parts, 0)
     raw_steps = np.where(replayed, raw_steps, measured)
     base_steps = np.where(replayed, base_steps, measured)
-    notes = (*_notes(raw, error[replayed], call_ns), *_unattributed_note(critical[replayed]))
+    unmeasured = (rd.trace.meta.notes or {}).get("recorder_call_ns") == 0
+    notes = (*_notes(raw, error[replayed], call_ns, unmeasured), *_unattributed_note(critical[replayed]))
     if not replayed.all():
         notes = (
             f"The run holds {len(rd.trace.intervals):,} intervals: its dependency graph is replayed over "
@@ -139,7 +140,9 @@ def _unattributed_note(critical: np.ndarray) -> tuple[str, ...]:
     )
 
 
-def _notes(g: Graph, error: np.ndarray, call_ns: float) -> tuple[str, ...]:
+def _notes(g: Graph, error: np.ndarray, call_ns: float, unmeasured: bool = False) -> tuple[str, ...]:
+    """The replay's words: its self-check, what the graph lacks, and the recorder's own cost taken out (or,
+    ``unmeasured``, a recording whose start timed no such cost)."""
     out = []
     if len(error):
         worst, mid = float(error.max()), float(np.median(error))
@@ -167,5 +170,11 @@ def _notes(g: Graph, error: np.ndarray, call_ns: float) -> tuple[str, ...]:
         out.append(
             f"The recorder's own host cost ({call_ns / 1e3:.1f} us per CUDA call, measured when recording "
             "started) is taken out: step times and savings are for the run unrecorded."
+        )
+    elif unmeasured:
+        out.append(
+            "The recorder's own host cost could not be measured when recording started (its timing of a tiny op "
+            "read no cost, twice): step times and savings include it, so a host-bound loop reads slower than "
+            "it runs unrecorded. Recording again measures it anew."
         )
     return tuple(out)
