@@ -134,7 +134,8 @@ class LineTable:
 
     def line(self, code: CodeType, offset: int) -> int:
         """The line of the instruction at byte ``offset`` of ``code``, as the frame's ``f_lineno`` reads it
-        there (the code's first line where the instruction has none)."""
+        there; for an instruction without a line of its own (``f_lineno`` None), the line of the code before
+        it, or the code's first line."""
         table = self._tables.get(code)
         if table is None:
             starts, lines, last = [], [], code.co_firstlineno
