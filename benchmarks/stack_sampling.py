@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
@@ -47,12 +48,13 @@ def _segment(step, steps: int) -> float:  # type: ignore[no-untyped-def]
     return (time.perf_counter() - t0) / steps * 1e3
 
 
-def _with_sampler(step, steps: int) -> float:  # type: ignore[no-untyped-def]
+def _with_sampler(run: Callable[[], float]) -> float:
+    """``run()`` (a timed segment) with the in-process sampler sampling."""
     from collector.recording.stacks import StackSampler
 
     sampler = StackSampler(interval_s=1 / RATE_HZ).start()
     try:
-        return _segment(step, steps)
+        return run()
     finally:
         sampler.stop()
 
@@ -89,23 +91,12 @@ def _with_pyspy(step, steps: int, out: str) -> float | str:  # type: ignore[no-u
         proc.wait(timeout=10)
 
 
-def _pair_step(name: str):  # type: ignore[no-untyped-def]
-    """A whatif_loops pair's base loop as a ``_segment`` step: ``steps`` steps per call, timed by the loop."""
+def _pair_loop(name: str):  # type: ignore[no-untyped-def]
+    """A whatif_loops pair's base loop (its ``run(n)`` times n steps itself) and its steps per timing."""
     from whatif_loops import PAIRS
 
     pair = next(p for p in PAIRS if p.name == name)
     return pair.make(False), pair.steps
-
-
-def _pair_segment(loop, steps: int, sampled: bool) -> float:  # type: ignore[no-untyped-def]
-    from collector.recording.stacks import StackSampler
-
-    sampler = StackSampler(interval_s=1 / RATE_HZ).start() if sampled else None
-    try:
-        return float(loop.run(steps)) * 1e3
-    finally:
-        if sampler is not None:
-            sampler.stop()
 
 
 FRAMES, BODY_LINES, REPEATS = 40, 800, 200
@@ -169,13 +160,13 @@ def main() -> None:
     out = tempfile.mktemp(suffix=".txt")
     rows = []
     for name in filter(None, args.pairs.split(",")):
-        loop, steps = _pair_step(name)
+        loop, steps = _pair_loop(name)
         try:
             loop.run(min(steps, 8))
             plain, own = [], []
             for _ in range(args.rounds):
-                plain.append(_pair_segment(loop, steps, False))
-                own.append(_pair_segment(loop, steps, True))
+                plain.append(float(loop.run(steps)) * 1e3)
+                own.append(_with_sampler(lambda loop=loop, steps=steps: float(loop.run(steps)) * 1e3))
         finally:
             loop.close()
         rows.append(f"| {name} | {statistics.median(plain):.3f} | {_ratio(own, plain, '')} | not run |")
@@ -187,7 +178,7 @@ def main() -> None:
         plain, own, spy, why = [], [], [], ""
         for _ in range(args.rounds):
             plain.append(_segment(step, args.steps))
-            own.append(_with_sampler(step, args.steps))
+            own.append(_with_sampler(lambda step=step: _segment(step, args.steps)))
             got = _with_pyspy(step, args.steps, out)
             if isinstance(got, str):
                 why = got

@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,10 +257,15 @@ class CuptiClient:
         key = (domain, names)
         cbids = _QUIET_CBIDS.get(key)
         if cbids is None:  # the ids CUPTI has numbered them by since 12.x, checked by name; else all 1,023 ids
-            hinted = [c for c in _QUIET_CBID_HINTS.get(domain, ()) if self.callback_name(domain, c) in names]
-            if {self.callback_name(domain, c) for c in hinted} != names:
-                hinted = [c for c in range(1, 1024) if self.callback_name(domain, c) in names]
-            cbids = _QUIET_CBIDS[key] = hinted
+
+            def quiet_among(ids: Iterable[int]) -> dict[int, str]:
+                named = {c: self.callback_name(domain, c) for c in ids}
+                return {c: name for c, name in named.items() if name in names}
+
+            found = quiet_among(_QUIET_CBID_HINTS.get(domain, ()))
+            if set(found.values()) != names:
+                found = quiet_among(range(1, 1024))
+            cbids = _QUIET_CBIDS[key] = list(found)
         for cbid in cbids:
             enable(ctypes.c_uint32(cbid), ctypes.c_uint8(0))
 
