@@ -46,16 +46,16 @@ MODES += ("prof-cuda",)
 def recorder_without(naming: bool, hooks: bool) -> Iterator[None]:
     """The recorder with op naming and/or its Python hooks switched off, for the duration."""
     start, spans, ranges = client_capture.ClientCapture.start, cupti_recorder.hostspans, cupti_recorder.ranges
-    saved = (spans.install, ranges.install)
+    saved = (spans.install, spans.install_masked, ranges.install)
     if not naming:
         client_capture.ClientCapture.start = lambda self, naming=True: start(self, naming=False)  # type: ignore[method-assign]
     if not hooks:
-        spans.install = ranges.install = lambda *args: lambda: None  # type: ignore[assignment]
+        spans.install = spans.install_masked = ranges.install = lambda *args: lambda: None  # type: ignore[assignment]
     try:
         yield
     finally:
         client_capture.ClientCapture.start = start  # type: ignore[method-assign]
-        spans.install, ranges.install = saved
+        spans.install, spans.install_masked, ranges.install = saved
 
 
 def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, float]:

@@ -7,7 +7,8 @@ torch's Kineto when libcupti cannot be read (collector.recording.kineto_capture)
 Python after the first step. What only the recorder adds:
 
 * **causes and lines of waits and copies**: the Python calls that can wait or copy report spans
-  (collector.recording.hostspans); each runtime wait inside one gets its cause and the user's line;
+  (collector.recording.hostspans; indexing by a boolean mask only while ops are named); each runtime wait
+  inside one gets its cause and the user's line;
 * **op names**: ``aten::`` ops are collected for the first recorded step only (until the first step
   boundary; without one, until the first bound of collector.recording.opnames.NamingBound: time, ops, or
   the loop's repeat), then the launches of later steps are named by their kernel
@@ -156,6 +157,9 @@ class CuptiRecorder(EventsRecorder):
         if self.stacks:  # after the calibration: a cost per launch, where the sampler's is a cost per second
             self._sampler = StackSampler().start()
         self._undo.append(hostspans.install(self._on_span))
+        unmask = hostspans.install_masked(self._on_span)  # only while ops are named (hostspans' module doc)
+        self._undo.append(unmask)
+        capture.when_naming_ends(unmask)
         self._undo.append(ranges.install(self._on_annotation, self._on_mark))
         self._undo.append(compiled.install(self._on_region, self._on_setup))
         self._t_start = time.monotonic_ns()

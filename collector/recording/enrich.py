@@ -5,7 +5,8 @@ runtime calls on Kineto's clock, ``cpu_op`` rows only where op naming was on) an
 recorder's own observations already moved onto that clock. Output: the same intervals with
 
 * ``cause`` and ``source`` of every runtime wait (``sync_wait``) inside a cause span (collector.recording.hostspans):
-  the outermost span on the same thread wins, as in the Python call stack;
+  the outermost span on the same thread wins, as in the Python call stack; boolean-mask indexing, wrapped
+  only while ops were named, lends its cause and line to later waits after a kernel of the same op;
 * ``source`` of every copy (and of its launch) started inside a copy or cause span;
 * GPU work named by the ``aten::`` op that launched it: exactly where the op was recorded, else by the op
   that launched the same kernel most often while naming was on, else (Triton's kernels) after the
@@ -27,7 +28,7 @@ import pandas as pd
 
 from collector.importers.frames import appended_by_start, renumber_by_start
 from collector.importers.kineto_lanes import lookup_first
-from collector.importers.kineto_sync import outermost_enclosing
+from collector.importers.kineto_sync import latest_start, outermost_enclosing
 from collector.model import (
     COPY_CODES,
     GPU_CODES,
@@ -46,6 +47,7 @@ from collector.model import (
 )
 from collector.recording.dropped import first_covered, without_windows
 from collector.recording.gpunames import Strings, op_names, region_names
+from collector.recording.hostspans import WINDOW_CAUSES
 
 SPAN_SLACK_NS = 20_000
 """A runtime wait starting this close outside a Python call's span still belongs to it: Kineto's host times
@@ -149,6 +151,7 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     in_regions = region_names(names, unnamed, key[launch[unnamed]], start[launch[unnamed]], facts.regions, region_key)
     if in_regions:
         how += f"; {in_regions} by their compiled region"
+    _window_causes_by_op(sync[~found], sync[found], key, start, kind, launch, names, cause, source)
     _label_setup(names, is_host)
 
     frame = iv.assign(
@@ -171,6 +174,50 @@ def enrich(trace: Trace, facts: HostFacts, meta: RunMeta) -> Trace:
     notes = {**dict(meta.notes), "op_names": how}
     out_meta = replace(meta, notes=notes)
     return Trace(out_meta, tuple(lanes), conformed(frame), steps)
+
+
+def _window_causes_by_op(
+    bare: np.ndarray,
+    spanned: np.ndarray,
+    key: np.ndarray,
+    start: np.ndarray,
+    kind: np.ndarray,
+    launch: np.ndarray,
+    names: Strings,
+    cause: Strings,
+    source: Strings,
+) -> None:
+    """Waits outside any span (rows ``bare``) that follow a kernel of the op that the waits of a window-only
+    cause (collector.recording.hostspans.WINDOW_CAUSES: reported while ops were named) followed take that
+    cause, and its line where those waits had one line: boolean-mask indexing in later steps (in place).
+    The op of a wait is the op named on the last kernel its thread launched before it."""
+    window = [cause.labels.index(c) for c in WINDOW_CAUSES if c in cause.labels]
+    if not window or not len(bare):
+        return
+    learned = spanned[np.isin(cause.codes[spanned], window)]
+    if not len(learned):
+        return
+    kernels = np.flatnonzero((kind == KIND_CODE["kernel"]) & (launch >= 0))
+    by_launch = launch[kernels]
+    waits = np.concatenate([learned, bare])
+    last = latest_start(key[by_launch], start[by_launch], key[waits], start[waits])
+    op = np.where(last >= 0, names.codes[kernels[np.maximum(last, 0)]], -1)
+    rows = zip(op[: len(learned)].tolist(), cause.codes[learned].tolist(), source.codes[learned].tolist(), strict=True)
+    seen: dict[int, set[tuple[int, int]]] = {}
+    for o, c, line in rows:
+        if o >= 0:
+            seen.setdefault(o, set()).add((c, line))
+    by_op_cause = np.full(len(names.labels) + 1, -1, dtype=np.int64)  # the last slot answers op -1
+    by_op_source = by_op_cause.copy()
+    for o, pairs in seen.items():
+        causes, lines = {c for c, _ in pairs}, {line for _, line in pairs}
+        if len(causes) == 1:
+            by_op_cause[o] = causes.pop()
+            by_op_source[o] = lines.pop() if len(lines) == 1 else -1
+    bare_op = op[len(learned) :]
+    told, lined = by_op_cause[bare_op] >= 0, by_op_source[bare_op] >= 0
+    cause.codes[bare[told]] = by_op_cause[bare_op[told]]
+    source.codes[bare[lined]] = by_op_source[bare_op[lined]]
 
 
 SETUP_CALLS = re.compile(

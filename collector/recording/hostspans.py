@@ -8,10 +8,13 @@ its source line; ``bytes`` the size of the tensor it copies or reads back, which
 carry). The recorder then gives every runtime wait inside a span the span's cause and line
 (collector.recording.enrich).
 
-Wrapped: the Tensor methods of collector.syncrules.METHOD_CAUSES, the explicit synchronize calls,
-copies to, from or on the GPU (``Tensor.to`` / ``cuda`` / ``copy_``, cause ``""``: their line and bytes), boolean-mask
-indexing and the ops whose output size needs the GPU (``nonzero``, ``masked_select``, ``unique``). Only the
-calls that can wait pay more than a flag test; ordinary indexing pays one type check.
+Wrapped (:func:`install`): the Tensor methods of collector.syncrules.METHOD_CAUSES, the explicit synchronize
+calls, copies to, from or on the GPU (``Tensor.to`` / ``cuda`` / ``copy_``, cause ``""``: their line and bytes)
+and the ops whose output size needs the GPU (``nonzero``, ``masked_select``, ``unique``). Only the calls that
+can wait pay more than a flag test. Boolean-mask indexing (:func:`install_masked`) is wrapped only while the
+recorder names ops: a wrapped ``Tensor.__getitem__`` makes every ``x[i]`` a Python call (0.4-0.5 us; a
+DataLoader over a TensorDataset indexes each tensor once per sample, 1,024 calls a batch of 512 pairs). Later
+waits of the same indexing are told by the op they follow (collector.recording.enrich).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from collector.syncrules import METHOD_CAUSES
 
 OnSpan = Callable[[str, int, int, FrameType, int], None]
 """``on_span(cause, start_ns, end_ns, caller_frame, bytes)``; bytes of the tensor copied or read back, 0 if none."""
+
+WINDOW_CAUSES = frozenset({"masked_index"})
+"""Causes reported only while the recorder names ops (:func:`install_masked`)."""
 
 SIZE_OPS: dict[str, str] = {"nonzero": "nonzero", "masked_select": "masked_index", "unique": "unique"}
 """Tensor methods and torch functions whose output size needs the GPU's answer, and their cause."""
@@ -103,7 +109,7 @@ def _masked(orig: Callable[..., Any], tensor: Any, boolean: Any, on_span: OnSpan
 
 
 def install(on_span: OnSpan) -> Callable[[], None]:
-    """Patch the waiting and copying entry points of torch; return the undo function."""
+    """Patch the waiting and copying entry points of torch (all but indexing); return the undo function."""
     import torch
 
     patches = Patches()
@@ -118,9 +124,18 @@ def install(on_span: OnSpan) -> Callable[[], None]:
     for method in ("to", "cuda"):
         patches.set(torch.Tensor, method, _copying(getattr(torch.Tensor, method), on_span, False))
     patches.set(torch.Tensor, "copy_", _copying(torch.Tensor.copy_, on_span, True))
-    for method in ("__getitem__", "__setitem__"):
-        patches.set(torch.Tensor, method, _masked(getattr(torch.Tensor, method), torch.Tensor, torch.bool, on_span))
     for name, cause in SIZE_OPS.items():
         patches.set(torch.Tensor, name, _spanning(getattr(torch.Tensor, name), cause, on_span, on_tensor=True))
         patches.set(torch, name, _spanning(getattr(torch, name), cause, on_span, on_tensor=True))
+    return patches.undo
+
+
+def install_masked(on_span: OnSpan) -> Callable[[], None]:
+    """Patch ``Tensor.__getitem__`` / ``__setitem__`` for boolean CUDA masks (cause ``masked_index``); return the
+    undo function, which may be called more than once."""
+    import torch
+
+    patches = Patches()
+    for method in ("__getitem__", "__setitem__"):
+        patches.set(torch.Tensor, method, _masked(getattr(torch.Tensor, method), torch.Tensor, torch.bool, on_span))
     return patches.undo

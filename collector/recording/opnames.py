@@ -65,6 +65,9 @@ class OpNamer:
         self.started_ns = 0
         self.stopped_ns = 0
         """Clock readings at start and when naming ended (0 before)."""
+        self.on_end: list[Callable[[], None]] = []
+        """Called once when naming ends for good (a step boundary or a bound; not a pause), on the thread
+        that ended it."""
         self._clock = clock
         self._mode: Any = None
         self._owner = 0
@@ -149,6 +152,9 @@ class OpNamer:
         self.on = False
         self.stopped_by = reason
         self.stopped_ns = self._clock()
+        ending, self.on_end = self.on_end, []
+        for call in ending:
+            call()
 
     def _bounded(self, n: int, now: int) -> None:
         """A bound was reached at the ``n``-th named op, at ``now``: stop naming, leave the mode soon."""

@@ -181,6 +181,36 @@ def test_implicit_and_explicit_syncs_are_classified() -> None:
         assert cause in causes, (cause, causes)
 
 
+def test_mask_indexing_after_the_first_step_keeps_its_cause_and_line() -> None:
+    import torch
+
+    if TIMING["mode"] != "cupti":
+        pytest.skip("the events timing names every op's cause itself")
+    plain = torch.Tensor.__getitem__
+    wrapped: list[bool] = []
+
+    def work(rec):
+        x = torch.randn(4096, device="cuda")
+        for _ in range(4):
+            y = x[x > 0]  # the mask line
+            wrapped.append(torch.Tensor.__getitem__ is not plain)
+            y.sum()
+            rec.step()
+
+    iv = _record(work).intervals
+    waits = iv[(iv["kind"] == "sync_wait") & (iv["cause"] == "masked_index")]
+    assert wrapped == [True, False, False, False]  # indexing costs its plain price after the first step
+    assert sorted(set(waits["step"])) == [0, 1, 2, 3]
+    lines = set(waits["source"].astype(str))
+    assert len(lines) == 1 and lines.pop().endswith("test_recorder_gpu.py:" + str(_line_of("# the mask line")))
+
+
+def _line_of(marker: str) -> int:
+    """The line of this file holding ``marker`` in code (not in this helper)."""
+    with open(__file__, encoding="utf-8") as f:
+        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(marker) and "marker" not in text)
+
+
 def test_clock_alignment_within_50us() -> None:
     import torch
 

@@ -391,3 +391,64 @@ def test_a_calibration_that_reads_no_cost_times_the_recorded_op_once_more(monkey
         monkeypatch.setattr(cr, "tiny_op_ns", lambda timings=timings: next(timings))
         assert cr.CuptiRecorder._call_cost_ns(fake, 6000.0) == cost  # type: ignore[arg-type]
         assert next(timings, None) is None  # timed once where the first timing read a cost, else twice
+
+
+NONZERO = "void at::cuda::nonzero_kernel<bool>"
+US = 1000
+STEPS = [("step", "step 0", 0, 900 * US, 0), ("step", "step 1", 900 * US, 2000 * US, 1)]
+
+
+def _masked_events(at: tuple[int, ...] = (100, 1000)) -> list[FakeEvent]:
+    """A boolean-mask index at each time of ``at`` (us): its kernel, a copy of the count to pinned memory and
+    the stream's synchronize (the wait); ops were named in step 0 only. Then an ``add`` kernel and a wait no
+    span explains. Times in us, so that the spans' slack (20 us) reaches no other call."""
+    rows = [FakeEvent("cpu_op", "aten::index", 95, 800)]
+    for i, t in enumerate(at):
+        corr = 3 * i + 1
+        rows += [
+            FakeEvent("cuda_runtime", "cudaLaunchKernel", t, t + 10, corr=corr),
+            FakeEvent("kernel", NONZERO, t + 20, t + 40, corr=corr, stream=7),
+            FakeEvent("cuda_runtime", "cudaMemcpyAsync", t + 50, t + 60, corr=corr + 1),
+            FakeEvent("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", t + 60, t + 90, corr=corr + 1, stream=7),
+            FakeEvent("cuda_runtime", "cudaStreamSynchronize", t + 60, t + 200, corr=corr + 2),
+        ]
+    rows += [
+        FakeEvent("cuda_runtime", "cudaLaunchKernel", 1500, 1510, corr=90),
+        FakeEvent("kernel", KERNEL, 1520, 1530, corr=90, stream=7),
+        FakeEvent("cuda_runtime", "cudaStreamSynchronize", 1600, 1700, corr=91),
+    ]
+    for e in rows:
+        e.start, e.end = e.start * US, e.end * US
+    return rows
+
+
+def _mask_waits(events: list[FakeEvent], spans: list[tuple[int, str, int, int, str, int]]) -> list[tuple]:
+    spans = [(tid, c, a * US, b * US, line, n) for tid, c, a, b, line, n in spans]
+    facts = HostFacts(spans=spans, markers=STEPS, threads={TID: "main thread"})
+    raw = trace_from_kineto(event_table(events, pid=1))
+    iv = enrich(raw, facts, RunMeta.new(workload="t", clock="unix_ns", notes={"timing": "cupti"})).intervals
+    waits = iv[iv["kind"] == "sync_wait"].sort_values("start_ns")
+    return list(zip(waits["step"], waits["cause"].astype(str), waits["source"].astype(str), strict=True))
+
+
+def test_later_mask_waits_take_the_cause_and_line_of_the_first_steps() -> None:
+    assert _mask_waits(_masked_events(), [(TID, "masked_index", 90, 310, "train.py:9", 0)]) == [
+        (0, "masked_index", "train.py:9"),
+        (1, "masked_index", "train.py:9"),  # no span: told by the op its kernel ran for
+        (1, "stream_synchronize", ""),  # after another op's kernel: as the runtime call says
+    ]
+
+
+def test_mask_waits_of_two_lines_lend_the_cause_but_no_line() -> None:
+    spans = [(TID, "masked_index", 90, 310, "train.py:9", 0), (TID, "masked_index", 390, 610, "train.py:10", 0)]
+    assert _mask_waits(_masked_events((100, 400, 1000)), spans) == [
+        (0, "masked_index", "train.py:9"),
+        (0, "masked_index", "train.py:10"),
+        (1, "masked_index", ""),
+        (1, "stream_synchronize", ""),
+    ]
+
+
+def test_without_a_mask_in_the_first_step_later_waits_keep_the_runtime_cause() -> None:
+    waits = _mask_waits(_masked_events((1000,)), [(TID, "item", 1600, 1710, "train.py:20", 0)])
+    assert waits == [(1, "stream_synchronize", ""), (1, "item", "train.py:20")]

@@ -140,3 +140,31 @@ def test_the_time_bound_counts_from_the_first_op_not_the_set_up_before_it() -> N
         now[0] += 1_000_000
     assert namer.on and len(namer.rows) == 5
     namer.stop()
+
+
+def test_the_end_of_naming_is_told_once_by_a_bound_or_a_stop_not_by_a_pause() -> None:
+    x = torch.ones(4)
+    ended: list[str] = []
+    namer = OpNamer(NamingBound(ns=NEVER, ops=10, stale_ops=NEVER))
+    namer.on_end.append(lambda: ended.append(namer.stopped_by))
+    namer.start()
+    namer.pause()
+    namer.resume()
+    assert ended == []
+    for _ in range(20):
+        x.add_(1)
+    namer.stop("step")
+    assert ended == ["ops"]
+
+
+def test_mask_indexing_is_wrapped_until_its_undo() -> None:
+    from collector.recording import hostspans
+
+    plain = torch.Tensor.__getitem__
+    spans: list[str] = []
+    undo = hostspans.install_masked(lambda cause, *rest: spans.append(cause))
+    assert torch.Tensor.__getitem__ is not plain
+    assert float(torch.arange(4.0)[2]) == 2.0  # a CPU tensor: no span
+    undo()
+    undo()  # a second undo (the recorder's at stop) changes nothing
+    assert torch.Tensor.__getitem__ is plain and spans == []
