@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from analysis_traces import COMPUTE, CPU, FORWARD, LOADING, LOOP, MS, SAMPLES, US, iv, lanes, loader_bound, steps
 
 from collector.model import Lane, LaneKind, RunMeta, Trace
 from webapp.analysis import analyze
 from webapp.analysis.context import RunData
-from webapp.analysis.rules.host_bound import LOADER_SLOWDOWN
+from webapp.analysis.rules.host_bound import LOADER_SLOWDOWN, LOADER_SLOWDOWN_MOST
 
 
 def test_frame_table_has_self_and_total_time_per_frame() -> None:
@@ -31,6 +33,10 @@ def test_host_bound_names_the_loader_and_replays_more_workers() -> None:
     # advised (the trace does not say how many CPUs the host has: at most 8)
     assert "DataLoader(num_workers=8)" in f.fix and "2x slower" in f.detail
     assert f"each loads {LOADER_SLOWDOWN:.2f}x slower than this process did" in f.detail  # the replay's pace
+    # at the slowest pace seen, eight workers deliver a batch every 6 x 2.85 / 8 = 2.14 ms: the step is
+    # theirs, 0.14 ms over the 2 ms of forward, in the five windows the samples cover of six
+    slow = re.search(r"slower workers save less \(([0-9.]+) ms per step at 2\.85x", f.detail)
+    assert slow and float(slow.group(1)) == pytest.approx((8 - 6 * LOADER_SLOWDOWN_MOST / 8) * 5 / 6, abs=0.05)
     # eight workers take the 6 ms of loading off each step and deliver a batch every 0.75 ms: the 2 ms of
     # forward bound the step, 8 ms -> 2 ms, in every window but the last (which ends with its kernel)
     assert f.cost_per_step_ns == pytest.approx(6 * MS * 5 / 6, abs=20 * US)
@@ -106,7 +112,8 @@ def test_the_loader_figure_says_it_is_an_estimate_where_this_process_ran_torch_o
     assert "this process ran them on 16" in many and "the saving is an estimate" in many
     for notes in ({"torch_threads": 1}, {}):
         one = detail(notes)
-        assert "ran them on" not in one and "an estimate" not in one and "save less." in one
+        assert "ran them on" not in one and "an estimate" not in one
+        assert "slower workers save less (" in one and "at 2.85x, the slowest pace seen on another host)." in one
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,11 @@ torch ops on one thread (this process may have used many), shares the host's cor
 the other workers, and hands its batch over through shared memory. Measured on image augmentation (ResNet-18
 batches of 64, 16-CPU host): 1.74x with 8 workers and 1.84x with 15 against the process on 16 threads, whose
 own loading took 1.12x longer on one thread. The replay delivers batches at this pace."""
+LOADER_SLOWDOWN_MOST = 2.85
+"""The slowest worker pace seen, in the same terms: with 15 workers on two other 16-CPU hosts, the fixed loop's
+step was what workers 2.44x and 2.83x slower than the recorded process would deliver (or its own host work ran
+slower beside them; the hosts' cores and all-core clock, which a trace does not hold). The detail says what
+the fix would save at this pace too."""
 LOADER_HEADROOM = 2.0
 """The DataLoader fix advises enough workers to keep up with the rest of the step even if each loads a batch
 this many times slower than this process did: a margin over :data:`LOADER_SLOWDOWN`."""
@@ -84,8 +89,9 @@ class HostBound:
             savings.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", ctx.saving(change), change, None))
         loading = hoststacks.loading_cut(rd, g, nodes)
         loader = None
+        slow_ns = 0.0
         if loading is not None and loading.sum() > 0:
-            loader = _loader_fix(ctx, loading, np.bincount(win[nodes], weights=loading[nodes], minlength=n))
+            loader, slow_ns = _loader_fix(ctx, loading, np.bincount(win[nodes], weights=loading[nodes], minlength=n))
             savings.append(loader)
         each = top_host / max(per_step, 1) / 1e3
         calls_said = f"{per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
@@ -97,7 +103,7 @@ class HostBound:
             f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(device)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
-            detail += " " + _loader_words(loader[0], rd)  # what the figure assumes, where it is worth reading
+            detail += " " + _loader_words(loader[0], rd, slow_ns)  # what the figure assumes, where worth reading
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(bound_ns)),
@@ -127,21 +133,27 @@ def _fix(general: str, label: str, best_ns: float, bound_ns: float) -> str:
 
 def _loader_fix(
     ctx: RuleContext, loading_cut: np.ndarray, loading_ns: np.ndarray
-) -> tuple[str, np.ndarray, Change, np.ndarray]:
-    """The DataLoader fix: (label, saving per window, change, floor per window). The workers take the loading
-    (``loading_cut`` per host node; ``loading_ns`` per window) off the step path; enough of them are advised to
-    keep up at :data:`LOADER_HEADROOM` times this process's loading time (a power of two, within the host's
-    CPUs less one for this process), and the steps are replayed at the pace that many workers deliver batches
-    when each loads :data:`LOADER_SLOWDOWN` times slower than this process did (``floor``)."""
+) -> tuple[tuple[str, np.ndarray, Change, np.ndarray], float]:
+    """The DataLoader fix: ((label, saving per window, change, floor per window), saving per step at
+    :data:`LOADER_SLOWDOWN_MOST`, ns). The workers take the loading (``loading_cut`` per host node;
+    ``loading_ns`` per window) off the step path; enough of them are advised to keep up at
+    :data:`LOADER_HEADROOM` times this process's loading time (a power of two, within the host's CPUs less one
+    for this process), and the steps are replayed at the pace that many workers deliver batches when each loads
+    :data:`LOADER_SLOWDOWN` times slower than this process did (``floor``)."""
     change = _cut(loading_cut)
-    saved = ctx.saving(change)
-    rest = np.maximum(ctx.base_steps - saved, 1)
+    unpaced = ctx.saving(change)
+    rest = np.maximum(ctx.base_steps - unpaced, 1)
     covered = ctx.covered
     need = LOADER_HEADROOM * float(np.median(loading_ns[covered] / rest[covered])) if covered.any() else 1.0
     workers = _workers(need, _host_cpus(ctx.rd))
-    floor = (loading_ns * LOADER_SLOWDOWN / workers).astype(np.int64)
-    saved = np.minimum(saved, np.maximum(ctx.base_steps - floor, 0))
-    return f"DataLoader(num_workers={workers})", saved, change, floor
+
+    def paced(slowdown: float) -> tuple[np.ndarray, np.ndarray]:
+        floor = (loading_ns * slowdown / workers).astype(np.int64)
+        return np.minimum(unpaced, np.maximum(ctx.base_steps - floor, 0)), floor
+
+    saved, floor = paced(LOADER_SLOWDOWN)
+    slow = float(paced(LOADER_SLOWDOWN_MOST)[0].sum()) / ctx.n_win
+    return (f"DataLoader(num_workers={workers})", saved, change, floor), slow
 
 
 def _workers(need: float, cpus: int | None) -> int:
@@ -158,8 +170,9 @@ def _host_cpus(rd: RunData) -> int | None:
     return int(cpus) if cpus else None
 
 
-def _loader_words(label: str, rd: RunData) -> str:
-    """What the DataLoader figure assumes, for the detail."""
+def _loader_words(label: str, rd: RunData, slow_ns: float) -> str:
+    """What the DataLoader figure assumes, for the detail (``slow_ns``: its saving per step at
+    :data:`LOADER_SLOWDOWN_MOST`)."""
     cpus = _host_cpus(rd)
     on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs, how many the trace does not say"
     threads = int(rd.positive_note("torch_threads") or 1)
@@ -169,7 +182,8 @@ def _loader_words(label: str, rd: RunData) -> str:
         f"{LOADER_HEADROOM:.0f}x slower than this process did (a worker runs torch ops on one thread{ran}, and "
         f"the workers share {on}). The saving is replayed at the pace that many workers deliver batches when "
         f"each loads {LOADER_SLOWDOWN:.2f}x slower than this process did (as measured for image augmentation); "
-        "slower workers save less"
+        f"slower workers save less ({ms(slow_ns)} per step at {LOADER_SLOWDOWN_MOST:.2f}x, the slowest pace "
+        "seen on another host)"
     )
     if threads > 1:  # the estimate's own limit: how much the loading gained from the threads is not in the trace
         words += (
