@@ -168,3 +168,32 @@ def test_mask_indexing_is_wrapped_until_its_undo() -> None:
     undo()
     undo()  # a second undo (the recorder's at stop) changes nothing
     assert torch.Tensor.__getitem__ is plain and spans == []
+
+
+def test_both_capture_readers_tell_the_end_of_naming_once_and_not_at_a_pause() -> None:
+    from collector.recording.client_capture import ClientCapture
+    from collector.recording.kineto_capture import KinetoCapture
+
+    class Prof:
+        def toggle_collection_dynamic(self, on: bool, activities: Any) -> None:
+            pass
+
+    ends: list[str] = []
+    client = ClientCapture()
+    client.when_naming_ends(lambda: ends.append("client, not naming"))  # told at once
+    client._namer.start()  # as ClientCapture.start(naming=True) does, after CUPTI's start
+    client.when_naming_ends(lambda: ends.append("client"))
+    client._namer.pause()
+    client._namer.resume()
+    client.set_naming(False, "step")
+    client.set_naming(False, "step")
+    kineto = KinetoCapture()
+    kineto._prof, kineto.naming = Prof(), True
+    kineto.when_naming_ends(lambda: ends.append("kineto"))
+    kineto.set_naming(False, "pause")
+    kineto.set_naming(True)
+    kineto.set_naming(False, "ops")
+    kineto.set_naming(True)
+    kineto.set_naming(False, "step")
+    assert ends == ["client, not naming", "client", "kineto"]
+    assert _get_current_dispatch_mode() is None
