@@ -83,10 +83,7 @@ class ClientCapture:
 
     def when_naming_ends(self, call: Callable[[], None]) -> None:
         """``call()`` once naming has ended for good (a pause is not an end), or now if ops are not being named."""
-        if not self.naming:
-            call()
-        else:
-            self._namer.on_end.append(call)
+        self._namer.on_end.add(call, ended=not self.naming)
 
     def naming_summary(self) -> tuple[str, int]:
         """What ended the naming (a key of collector.recording.opnames.STOPPED_BY) and how long it ran, ns."""

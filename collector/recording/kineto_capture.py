@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collector.recording.opnames import OnEnd
 from collector.traceformat.events import EVENT_COLUMNS, EventTable
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
@@ -75,7 +76,7 @@ class KinetoCapture:
         self._restore_log: Callable[[], None] = _nothing
         self.naming = False
         self._named: tuple[str, int, int] = ("", 0, 0)  # (what ended naming, start and end ns)
-        self._on_end: list[Callable[[], None]] = []
+        self._on_end = OnEnd()
 
     def start(self, naming: bool = True) -> None:
         import torch
@@ -130,18 +131,13 @@ class KinetoCapture:
         if not on:
             self._named = (reason, self._named[1], time.monotonic_ns())
             if reason != "pause":
-                ending, self._on_end = self._on_end, []
-                for call in ending:
-                    call()
+                self._on_end.fire()
         elif self._named[0] == "pause":
             self._named = ("", self._named[1], 0)
 
     def when_naming_ends(self, call: Callable[[], None]) -> None:
         """``call()`` once naming has ended for good (a pause is not an end), or now if ops are not being named."""
-        if not self.naming:
-            call()
-        else:
-            self._on_end.append(call)
+        self._on_end.add(call, ended=not self.naming)
 
     def naming_summary(self) -> tuple[str, int]:
         """What ended the naming and how long it ran, ns (as ClientCapture's)."""

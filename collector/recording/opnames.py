@@ -51,6 +51,26 @@ class NamingBound:
     stale_ops: int = NAMING_STALE_OPS
 
 
+class OnEnd:
+    """The calls to make once when op naming ends for good (a step boundary or a bound; a pause is not an end),
+    on the thread that ended it."""
+
+    def __init__(self) -> None:
+        self._calls: list[Callable[[], None]] = []
+
+    def add(self, call: Callable[[], None], ended: bool) -> None:
+        """``call()`` now if naming has ``ended`` (or never ran), else when it ends."""
+        if ended:
+            call()
+        else:
+            self._calls.append(call)
+
+    def fire(self) -> None:
+        calls, self._calls = self._calls, []
+        for call in calls:
+            call()
+
+
 class OpNamer:
     """``start()`` on the recording thread, ``stop()`` at the first step boundary (or a bound ends it);
     ``rows`` then holds ``(ident & 0xffffffff, name, start_ns, end_ns)`` per op."""
@@ -65,9 +85,7 @@ class OpNamer:
         self.started_ns = 0
         self.stopped_ns = 0
         """Clock readings at start and when naming ended (0 before)."""
-        self.on_end: list[Callable[[], None]] = []
-        """Called once when naming ends for good (a step boundary or a bound; not a pause), on the thread
-        that ended it."""
+        self.on_end = OnEnd()
         self._clock = clock
         self._mode: Any = None
         self._owner = 0
@@ -152,9 +170,7 @@ class OpNamer:
         self.on = False
         self.stopped_by = reason
         self.stopped_ns = self._clock()
-        ending, self.on_end = self.on_end, []
-        for call in ending:
-            call()
+        self.on_end.fire()
 
     def _bounded(self, n: int, now: int) -> None:
         """A bound was reached at the ``n``-th named op, at ``now``: stop naming, leave the mode soon."""

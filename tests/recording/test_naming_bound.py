@@ -146,7 +146,7 @@ def test_the_end_of_naming_is_told_once_by_a_bound_or_a_stop_not_by_a_pause() ->
     x = torch.ones(4)
     ended: list[str] = []
     namer = OpNamer(NamingBound(ns=NEVER, ops=10, stale_ops=NEVER))
-    namer.on_end.append(lambda: ended.append(namer.stopped_by))
+    namer.on_end.add(lambda: ended.append(namer.stopped_by), ended=False)
     namer.start()
     namer.pause()
     namer.resume()
