@@ -38,21 +38,24 @@ def test_samples_show_where_the_host_time_goes_and_the_replay_holds() -> None:
 
     trace = _host_bound_trace()
     notes = trace.meta.notes
-    assert 0 < notes["recorder_call_ns"] < 50_000 and notes["stack_samples"] > 20
+    assert 0 < notes.get("recorder_call_ns", 0) < 50_000, notes
+    assert notes.get("stack_samples", 0) > 20, notes
     samples = trace.intervals[trace.intervals["kind"] == "sample"]
     assert len(samples) and samples["lane_label"].astype(str).str.contains("sampled").all()
     result = analyze(trace)
     frames = result.host_frames.set_index("frame")
     hot = [f for f in frames.index if f.startswith("prepare_batch (tests/gpu/test_causal_gpu.py:")]
-    assert hot and frames.loc[hot[0], "total_frac"] > 0.5
-    assert result.metrics["replay_error_max_frac"] <= 0.02
+    assert hot and frames.loc[hot[0], "total_frac"] > 0.5, frames.head(8)
+    assert result.metrics["replay_error_max_frac"] <= 0.02, result.metrics
     # listed or minor: its cost is the best replayed fix (CUDA graphs cut a few launches of a step that is
     # Python), a fraction of a percent that falls either side of the listing threshold by GPU
-    f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
-    assert "prepare_batch" in f.detail and "a host with no time of its own would save" in f.detail
+    found = {x.rule: x for x in (*result.findings, *result.minor_findings)}
+    assert "host-bound" in found, list(found)
+    f = found["host-bound"]
+    assert "prepare_batch" in f.detail and "a host with no time of its own would save" in f.detail, f.detail
     # the critical path of a host-bound step is mostly host work
     per = result.per_step
-    assert float(np.median(per["cp_host_ns"])) > 0.5 * float(np.median(per["step_time_ns"]))
+    assert float(np.median(per["cp_host_ns"])) > 0.5 * float(np.median(per["step_time_ns"])), per.describe()
 
 
 def test_sampling_can_be_turned_off() -> None:
