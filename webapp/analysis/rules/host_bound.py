@@ -24,7 +24,8 @@ LOADER_SLOWDOWN = 1.75
 torch ops on one thread (this process may have used many), shares the host's cores and memory bandwidth with
 the other workers, and hands its batch over through shared memory. Measured on image augmentation (ResNet-18
 batches of 64, 16-CPU host): 1.74x with 8 workers and 1.84x with 15 against the process on 16 threads, whose
-own loading took 1.12x longer on one thread. The replay delivers batches at this pace."""
+own loading took 1.12x longer on one thread; on another such host, 1.62x with 8 and 1.45x with 15, each worker
+at the one-thread pace (1.63x the process's). The replay delivers batches at this pace."""
 LOADER_SLOWDOWN_MOST = 2.85
 """The slowest worker pace seen, in the same terms: with 15 workers on two other 16-CPU hosts, the fixed loop's
 step was what workers 2.44x and 2.83x slower than the recorded process would deliver (or its own host work ran
