@@ -112,8 +112,10 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
     """Per round: the base loop timed plain, then recorded (a prediction), then the base loop, the fixed one and
     the base loop again timed plain, so that each prediction and its measurement see the host as it was in that
     round (a host-bound loop's speed drifts by 10-30% between minutes on a shared host), and the base's two
-    timings around the fixed loop's cancel a drift within the round and whatever the recording leaves to the loop
-    timed right after it. The base's timing ahead of the recording only measures the host: how far the base's
+    timings around the fixed loop's cancel a drift within the round. Between the recording and those timings the
+    base loop runs once untimed: whatever the recording leaves behind (in one Lightning loop the base timed right
+    after it was the round's slowest in every round) would slow only the first timing, the base's, and favour the
+    fix. The base's timing ahead of the recording only measures the host: how far the base's
     three timings part is the round's noise, against which the prediction (made during the recording) cannot be
     read more closely. The figures are medians over the rounds."""
     import torch
@@ -128,6 +130,7 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             ahead = base.run(pair.steps)
             result = _recorded(pair, base, "" if i == 0 else f"-{i}")
             preds.append(_predict(pair, result, warm))
+            base.run(pair.steps)  # untimed: what the recording leaves behind settles here, not in a timing
             before = base.run(pair.steps)
             times_f.append(fixed.run(pair.steps))
             after = base.run(pair.steps)
@@ -219,9 +222,10 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         "",
         f"Measured {when} on {torch.cuda.get_device_name(0)}, torch {torch.__version__}, Python "
         f"{platform.python_version()} (`PYTHONPATH=. python3 benchmarks/whatif_truth.py`, {rounds} rounds per "
-        "pair). In each round the loop is recorded, its finding's replayed saving read off the analysis, then "
-        "the loop, the loop with that one fix and the loop again are timed unrecorded (the loop's two timings "
-        "averaged, so that neither drift nor the recording just before favours one side); figures are medians "
+        "pair). In each round the loop is recorded, its finding's replayed saving read off the analysis, the "
+        "loop run once untimed (whatever the recording leaves behind settles there), then the loop, the loop "
+        "with that one fix and the loop again are timed unrecorded (the loop's two timings averaged, so that a "
+        "drift within the round favours neither side); figures are medians "
         "over the rounds. The loop is also timed ahead of each recording, to measure how far the host moves "
         "within a round (`base noise`). "
         "`now` is the analysis's step time "
