@@ -293,6 +293,34 @@ def test_host_bound_fires_when_kernels_wait_for_launches(device: str, bubble_ns:
     assert result.metrics["cp_host_step_median_ns"] > result.metrics["cp_compute_step_median_ns"]
 
 
+def test_host_bound_reads_its_average_savings_against_the_average_step() -> None:
+    """Three steps of 100 launches and one with 6 ms of host work ahead of them: the median step is 1.2 ms and
+    the average 2.7 ms. The savings are averages over the steps, so the bound is said against the average step
+    (a bound above the median step would read as a saving larger than a step), the host's time by the median."""
+    from webapp.analysis.rules.base import ms
+
+    rows, bounds, t = [], [], 0
+    for k in range(4):
+        start = t
+        t += 6 * MS if k == 3 else 0
+        for i in range(100):
+            n = 100 * k + i
+            rows += [
+                iv(CPU, "launch", t, t + 10 * US, id=2 * n, step=k),
+                iv(COMPUTE, "kernel", t + 10 * US, t + 12 * US, "tiny", launch_id=2 * n, id=2 * n + 1, step=k),
+            ]
+            t += 12 * US
+        bounds.append((start, t))
+    result = analyze(trace(rows, steps(*bounds)))
+    f = _by_rule(result)["host-bound"]
+    mean_ns = sum(b - a for a, b in bounds) / 4
+    assert mean_ns == 2.7 * MS
+    assert f"took {ms(1.2 * MS - 2 * US)} in the median step" in f.detail, f.detail
+    assert f" of the {ms(mean_ns)} a step takes" in f.detail, f.detail
+    bound = dict(f.options)["a host with no time of its own (bound)"]
+    assert 1.2 * MS < bound < mean_ns
+
+
 def test_unlinked_gpu_gaps_are_not_blamed_on_anything() -> None:
     """Without launches the replay keeps GPU work where it ran: the gap is 'other' on the critical path."""
     rows = [iv(COMPUTE, "kernel", 0, 4 * MS, id=0), iv(COMPUTE, "kernel", 7 * MS, 10 * MS, id=1)]

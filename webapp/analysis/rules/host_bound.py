@@ -98,9 +98,12 @@ class HostBound:
         calls_said = f"{per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
         detail = _facts(ranks, but, calls_said if len(launching) else "") + _where(rd, ranks)
         replayed = "; ".join(_saves(label, float(s.sum()) / ctx.n_win) for label, s, _, _ in savings)
+        steps = ctx.base_steps[ctx.covered]  # the savings are means over the steps: so is the step they are read by
+        mean_ns = float(steps.mean()) if len(steps) else 0.0
         detail += (
-            f" Replayed: {replayed + '; ' if replayed else ''}a host with no time of its own would save "
-            f"{ms(bound_ns)} per step (the bound on fixes that only make the host faster; "
+            f" Replayed (per step, averaged over the steps): {replayed + '; ' if replayed else ''}a host with no "
+            f"time of its own would save {ms(bound_ns)} of the {ms(mean_ns)} a step takes (the bound on fixes that "
+            "only make the host faster; "
             f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(device)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
@@ -199,7 +202,9 @@ def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
     passed over), its ``calls`` sentence, and the other ranks' times."""
     top, host, gpu = ranks[0]
     who = "The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)} ranks{but}, the host"
-    facts = f"{who} took {ms(host)} per step to issue work the GPU ran in {ms(gpu)} ({host / max(gpu, 1):.1f}x)"
+    facts = (
+        f"{who} took {ms(host)} in the median step to issue work the GPU ran in {ms(gpu)} ({host / max(gpu, 1):.1f}x)"
+    )
     facts += f"; {calls}" if calls else ""
     others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
     if others:
