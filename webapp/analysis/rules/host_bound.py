@@ -203,7 +203,7 @@ def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
     top, host, gpu = ranks[0]
     who = "The host" if len(ranks) == 1 else f"On rank {top}, the most host-bound of {len(ranks)} ranks{but}, the host"
     facts = (
-        f"{who} took {ms(host)} in the median step to issue work the GPU ran in {ms(gpu)} ({host / max(gpu, 1):.1f}x)"
+        f"{who} took {ms(host)} per step (medians) to issue work the GPU ran in {ms(gpu)} ({host / max(gpu, 1):.1f}x)"
     )
     facts += f"; {calls}" if calls else ""
     others = [f"rank {r} {ms(h)} for {ms(gp)}" for r, h, gp in ranks[1:MAX_RANKS_SAID]]
