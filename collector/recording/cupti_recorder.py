@@ -42,6 +42,7 @@ from collector.recording.commjoin import join_comm
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich, without_setup_steps
 from collector.recording.events_recorder import EventsRecorder
+from collector.recording.gcspans import GcSpans, split_samples
 from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.opnames import NAMING_LIMIT_NS, naming_note, naming_sentence
@@ -87,6 +88,7 @@ class CuptiRecorder(EventsRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sampler: StackSampler | None = None
+        self._gc = GcSpans()
         self._call_ns = 0.0
         """The recorder's own host cost per CUDA call (ns), measured at start when ``calibrate``."""
         self._probe_at_stop, self.probe = self.probe, False  # the bandwidth probe: at stop, if copies need it
@@ -156,6 +158,7 @@ class CuptiRecorder(EventsRecorder):
             self.start_timings["calibrate"] = t_capture - t_start + (time.monotonic_ns() - t0) / 1e9
         if self.stacks:  # after the calibration: a cost per launch, where the sampler's is a cost per second
             self._sampler = StackSampler().start()
+        self._undo.append(self._gc.install())
         self._undo.append(hostspans.install(self._on_span))
         unmask = hostspans.install_masked(self._on_span)  # only while ops are named (hostspans' module doc)
         self._undo.append(unmask)
@@ -309,16 +312,19 @@ class CuptiRecorder(EventsRecorder):
             timings["probe"] = time.perf_counter() - t1
         t_join = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
+        sampled = int(threading.main_thread().native_id or 0)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
-            annotations=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._annotations],
+            annotations=[
+                (t, n, to_trace(a), to_trace(b)) for t, n, a, b in [*self._annotations, *self._gc.annotations()]
+            ],
             markers=[(k, n, to_trace(a), to_trace(b), st) for k, n, a, b, st in self._markers],
             threads=live_thread_labels(),
             stream_names=self._stream_names,
             stream_tags=[(to_trace(a), to_trace(b), lb) for a, b, lb in self._tags],
             dropped=[(to_trace(a), to_trace(b)) for a, b in self._own],
-            samples=[(to_trace(a), to_trace(b), st) for a, b, st in samples],
-            sampled_thread=int(threading.main_thread().native_id or 0),
+            samples=[(to_trace(a), to_trace(b), st) for a, b, st in split_samples(samples, self._gc.spans, sampled)],
+            sampled_thread=sampled,
             regions=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._regions],
         )
         setup = [(w, to_trace(a), to_trace(b)) for w, a, b in self._setup]

@@ -8,6 +8,7 @@ import pytest
 from analysis_traces import COMPUTE, CPU, FORWARD, LOADING, LOOP, MS, SAMPLES, US, iv, lanes, loader_bound, steps
 
 from collector.model import Lane, LaneKind, RunMeta, Trace
+from collector.recording.gcspans import label
 from webapp.analysis import analyze
 from webapp.analysis.context import RunData
 from webapp.analysis.rules.host_bound import LOADER_SLOWDOWN, LOADER_SLOWDOWN_MOST
@@ -234,3 +235,14 @@ def test_a_replayed_fix_that_slows_the_steps_says_so() -> None:
 
     assert _saves("CUDA graphs", 2_500_000) == "CUDA graphs saves 2.50 ms"
     assert _saves("CUDA graphs", -40_000) == "CUDA graphs would add 0.04 ms"
+
+
+def test_a_collection_in_the_loop_is_named_where_the_host_time_goes() -> None:
+    """The sampled loading stretches are a full collection triggered in the user's load_batch: the frame table
+    gives the collection the time, under the line that triggered it."""
+    stack = f"{LOOP};load_batch (data.py:40);{label(2)}"
+    result = analyze(loader_bound(loading=stack))
+    table = result.host_frames.set_index("frame")
+    assert table.loc[label(2), "self_ns"] > 0
+    f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
+    assert f"{label(2)} in load_batch (data.py:40)" in f.detail, f.detail

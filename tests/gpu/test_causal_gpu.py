@@ -72,3 +72,36 @@ def test_sampling_can_be_turned_off() -> None:
     assert rec.trace is not None
     assert not (rec.trace.intervals["kind"] == "sample").any()
     assert "stack_samples" not in rec.trace.meta.notes
+
+
+def test_a_full_collection_in_the_loop_is_a_span_and_its_sampled_time() -> None:
+    """A loop that holds many reference cycles and collects them once: the collection is an annotation row on
+    the main thread, and the stack sampler's stretch across it gives its time to the collection, not to the
+    frame sampled before it."""
+    import gc
+
+    import torch
+
+    from collector.recording.api import record
+    from collector.recording.gcspans import label
+
+    held: list[list[object]] = [[] for _ in range(300_000)]
+    for cell in held:
+        cell.append(cell)  # a reference cycle: only the cyclic collector frees it
+    x = torch.randn(256, 256, device="cuda")
+    rec = record("gc-in-loop", None, probe=False)
+    with rec:
+        for i in range(12):
+            prepare_batch()
+            if i == 6:
+                gc.collect()
+            (x @ x).sum()
+            rec.step()
+    assert rec.trace is not None
+    iv = rec.trace.intervals
+    names = iv["name"].astype(str)
+    collections = iv[(iv["kind"] == "annotation") & (names == label(2))]
+    assert len(collections) >= 1, names[iv["kind"] == "annotation"].unique()
+    sampled = iv[(iv["kind"] == "sample") & names.str.endswith(label(2))]
+    assert len(sampled) >= 1 and int(sampled["dur_ns"].sum()) > 0, names[iv["kind"] == "sample"].unique()[:5]
+    del held
