@@ -239,7 +239,7 @@ def test_a_replayed_fix_that_slows_the_steps_says_so() -> None:
 
 def test_a_collection_in_the_loop_is_named_where_the_host_time_goes() -> None:
     """The sampled loading stretches are a full collection triggered in the user's load_batch: the frame table
-    gives the collection the time, under the line that triggered it."""
+    gives the collection the time, under the stack sampled before it."""
     stack = f"{LOOP};load_batch (data.py:40);{label(2)}"
     result = analyze(loader_bound(loading=stack))
     table = result.host_frames.set_index("frame")
