@@ -35,14 +35,13 @@ from types import FrameType
 from typing import Any
 
 from collector.model import RunMeta, Trace
-from collector.recording import comm, compiled, hostspans, ranges, sourceline
+from collector.recording import comm, compiled, gcspans, hostspans, ranges, sourceline
 from collector.recording.client_capture import ClientCapture
 from collector.recording.clock import ClockLine, clock_pair
 from collector.recording.commjoin import join_comm
 from collector.recording.cpu_recorder import distributed_env
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich, without_setup_steps
 from collector.recording.events_recorder import EventsRecorder
-from collector.recording.gcspans import GcSpans, split_samples
 from collector.recording.heap import steady_heap
 from collector.recording.kineto_capture import CaptureUnavailable, KinetoCapture
 from collector.recording.opnames import NAMING_LIMIT_NS, naming_note, naming_sentence
@@ -88,7 +87,7 @@ class CuptiRecorder(EventsRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sampler: StackSampler | None = None
-        self._gc = GcSpans()
+        self._gc = gcspans.GcSpans()
         self._call_ns = 0.0
         """The recorder's own host cost per CUDA call (ns), measured at start when ``calibrate``."""
         self._probe_at_stop, self.probe = self.probe, False  # the bandwidth probe: at stop, if copies need it
@@ -313,17 +312,22 @@ class CuptiRecorder(EventsRecorder):
         t_join = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
         sampled = int(threading.main_thread().native_id or 0)
+        own = [t for t in [self._sampler.native_id if self._sampler is not None else None] if t is not None]
+        collections = gcspans.moved(self._gc.spans, sampled, own)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],
             annotations=[
-                (t, n, to_trace(a), to_trace(b)) for t, n, a, b in [*self._annotations, *self._gc.annotations()]
+                (t, n, to_trace(a), to_trace(b))
+                for t, n, a, b in [*self._annotations, *gcspans.as_annotations(collections)]
             ],
             markers=[(k, n, to_trace(a), to_trace(b), st) for k, n, a, b, st in self._markers],
             threads=live_thread_labels(),
             stream_names=self._stream_names,
             stream_tags=[(to_trace(a), to_trace(b), lb) for a, b, lb in self._tags],
             dropped=[(to_trace(a), to_trace(b)) for a, b in self._own],
-            samples=[(to_trace(a), to_trace(b), st) for a, b, st in split_samples(samples, self._gc.spans, sampled)],
+            samples=[
+                (to_trace(a), to_trace(b), st) for a, b, st in gcspans.split_samples(samples, collections, sampled)
+            ],
             sampled_thread=sampled,
             regions=[(t, n, to_trace(a), to_trace(b)) for t, n, a, b in self._regions],
         )

@@ -16,7 +16,7 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from collector.recording.stacks import SEP
@@ -58,9 +58,19 @@ class GcSpans:
 
         return undo
 
-    def annotations(self) -> list[tuple[int, str, int, int]]:
-        """The kept collections as (thread id, name, start_ns, end_ns)."""
-        return [(tid, label(gen), start, end) for tid, gen, start, end in self.spans]
+
+def moved(
+    spans: Sequence[tuple[int, int, int, int]], to: int, away_from: Collection[int]
+) -> list[tuple[int, int, int, int]]:
+    """``spans`` (as :attr:`GcSpans.spans`) with those run on a thread of ``away_from`` (the recorder's own: its
+    stack sampler allocates too, and may tip the count) put on thread ``to``: a collection walks the program's
+    objects and holds the GIL whichever thread tipped it."""
+    return [(to if tid in away_from else tid, gen, start, end) for tid, gen, start, end in spans]
+
+
+def as_annotations(spans: Sequence[tuple[int, int, int, int]]) -> list[tuple[int, str, int, int]]:
+    """``spans`` (as :attr:`GcSpans.spans`) as annotation rows: (thread id, name, start_ns, end_ns)."""
+    return [(tid, label(gen), start, end) for tid, gen, start, end in spans]
 
 
 def split_samples(

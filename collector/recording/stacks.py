@@ -77,6 +77,11 @@ class StackSampler:
         while not wait(self.interval_s):
             self.sample()
 
+    @property
+    def native_id(self) -> int | None:
+        """The sampling thread's OS id (None before :meth:`start`)."""
+        return self._thread.native_id if self._thread is not None else None
+
     def sample(self) -> None:
         """Take one sample now (the loop calls this; tests call it directly)."""
         frame = sys._current_frames().get(self.thread_id)  # noqa: SLF001 - the documented way to read a stack

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from collector.recording import gcspans
-from collector.recording.gcspans import GcSpans, label, split_samples
+from collector.recording.gcspans import GcSpans, as_annotations, label, moved, split_samples
 
 
 def _timed_full_collection() -> GcSpans:
@@ -35,7 +35,7 @@ def test_a_full_collection_is_timed_on_its_thread_until_undone() -> None:
     tid, generation, start, end = spans.spans[0]
     assert tid == threading.get_native_id() and generation == 2
     assert end - start >= gcspans.MIN_NS
-    assert spans.annotations() == [(tid, "garbage collection (Python gc, generation 2)", start, end)]
+    assert as_annotations(spans.spans) == [(tid, "garbage collection (Python gc, generation 2)", start, end)]
     gc.collect()  # undone: no longer timed
     assert len(spans.spans) == 1
     del held
@@ -60,3 +60,8 @@ def test_sampled_stretches_are_cut_around_the_collections_of_their_thread() -> N
         (26, 30, ""),
     ]
     assert split_samples(samples, spans, thread=9) == samples
+
+
+def test_collections_the_recorders_own_thread_tipped_are_put_on_the_main_thread() -> None:
+    spans = [(5, 0, 1, 2), (9, 2, 3, 4), (6, 1, 5, 6)]
+    assert moved(spans, to=5, away_from={9}) == [(5, 0, 1, 2), (5, 2, 3, 4), (6, 1, 5, 6)]

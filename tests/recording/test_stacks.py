@@ -30,6 +30,7 @@ def test_a_loop_is_sampled_where_its_time_goes() -> None:
         hot_model()
     rows = sampler.stop()
     assert sampler.samples >= 10
+    assert sampler.native_id not in (None, threading.get_native_id())  # its own thread (the recorder's)
     assert all(a < b for a, b, _ in rows) and all(b <= c for (_, b, _), (c, _, _) in itertools.pairwise(rows))
     time_in: dict[str, int] = {}
     for a, b, stack in rows:
