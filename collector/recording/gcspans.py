@@ -6,7 +6,9 @@ whatever allocation tipped the count), would read as time in the frame sampled j
 recorder times GPU work with CUPTI (collector.recording.cupti_recorder, which samples the stacks), a
 ``gc.callbacks`` hook times each collection. Those of at least :data:`MIN_NS` become ``annotation`` rows named
 by :func:`label` on the thread that ran them, and the sampled stretches they overlap are cut around them, with
-the collection as the innermost frame of its part (:func:`split_samples`).
+the collection as the innermost frame of its part (:func:`split_samples`). The hook costs about 3 us a
+collection (CPython builds its arguments): a loop making nothing but cyclic garbage, 236 young collections in
+25 ms, ran 2.7% slower with it; a training step's few collections, microseconds.
 """
 
 from __future__ import annotations
