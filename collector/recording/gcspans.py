@@ -8,7 +8,7 @@ recorder times GPU work with CUPTI (collector.recording.cupti_recorder, which sa
 by :func:`label` on the thread that ran them, and the sampled stretches they overlap are cut around them, with
 the collection as the innermost frame of its part (:func:`split_samples`). The hook costs about 3 us a
 collection (CPython builds its arguments): a loop making nothing but cyclic garbage, 236 young collections in
-25 ms, ran 2.7% slower with it; a training step's few collections, microseconds.
+25 ms, ran 2.7% slower with it.
 """
 
 from __future__ import annotations
