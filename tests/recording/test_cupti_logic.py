@@ -3,6 +3,7 @@ host facts (causes, lines, op names, steps, annotations), the clock line, and th
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from collector.importers.kineto import trace_from_kineto
 from collector.model import RunMeta, Trace
+from collector.recording import gcspans
 from collector.recording.build import build_trace, launch_end_ns
 from collector.recording.clock import ClockLine, ClockMap
 from collector.recording.enrich import HostFacts, drop_empty_last_step, enrich
@@ -200,6 +202,31 @@ def test_steps_annotations_links_and_labels() -> None:
     assert iv["start_ns"].is_monotonic_increasing
     labels = {ln.label for ln in trace.lanes}
     assert "main thread" in labels and "stream 9 prefetch (transfer)" in labels
+
+
+def test_a_collection_is_a_row_on_the_main_thread_and_cuts_the_sampled_stretch() -> None:
+    """What the recorder hands enrich for a full collection (timed by collector.recording.gcspans, put on the
+    main thread, the sampled stretch across it cut): an annotation row on the main thread's lane and, on the
+    sampled lane, the collection's part of the stretch with the collection as its innermost frame."""
+    collections = gcspans.moved([(TID + 1, 2, 600, 900)], to=TID, away_from={TID + 1})  # the sampler's thread
+    samples = gcspans.split_samples([(500, 1000, "main (train.py:1)")], collections, TID)
+    facts = dataclasses.replace(
+        FACTS,
+        annotations=[*FACTS.annotations, *gcspans.as_annotations(collections)],
+        samples=samples,
+        sampled_thread=TID,
+    )
+    iv = _recorded(facts).intervals
+    names = iv["name"].astype(str)
+    row = iv[(iv["kind"] == "annotation") & (names == gcspans.label(2))]
+    assert len(row) == 1 and row.iloc[0]["lane_label"] == "main thread"
+    assert (row.iloc[0]["start_ns"], row.iloc[0]["end_ns"]) == (600, 900)
+    sampled = iv[iv["kind"] == "sample"].sort_values("start_ns")
+    assert list(zip(sampled["start_ns"], sampled["end_ns"], sampled["name"].astype(str), strict=True)) == [
+        (500, 600, "main (train.py:1)"),
+        (600, 900, f"main (train.py:1);{gcspans.label(2)}"),
+        (900, 1000, "main (train.py:1)"),
+    ]
 
 
 def test_dropped_windows_remove_host_rows_and_the_gpu_work_they_launched() -> None:
