@@ -91,6 +91,12 @@ class RuleContext:
         steps = self.base_steps[self.covered]
         return float(np.median(steps)) if len(steps) else 0.0
 
+    @property
+    def step_mean(self) -> float:
+        """The average replayed step over the windows the graph covers (ns): what a saving per step, a sum over
+        them divided by :attr:`n_win`, is read against."""
+        return float(self.base_steps[self.covered].sum()) / self.n_win
+
     def host_win(self) -> np.ndarray:
         """Step window of each host node (its step tag, else its start), -1 outside the steps."""
         if "host_win" not in self._cache:

@@ -98,12 +98,10 @@ class HostBound:
         calls_said = f"{per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
         detail = _facts(ranks, but, calls_said if len(launching) else "") + _where(rd, ranks)
         replayed = "; ".join(_saves(label, float(s.sum()) / ctx.n_win) for label, s, _, _ in savings)
-        steps = ctx.base_steps[ctx.covered]  # the savings are means over the steps: so is the step they are read by
-        mean_ns = float(steps.mean()) if len(steps) else 0.0
         detail += (
             f" Replayed (per step, averaged over the steps): {replayed + '; ' if replayed else ''}a host with no "
-            f"time of its own would save {ms(bound_ns)} of the {ms(mean_ns)} a step takes (the bound on fixes that "
-            "only make the host faster; "
+            f"time of its own would save {ms(bound_ns)} of the {ms(ctx.step_mean)} a step takes (the bound on "
+            "fixes that only make the host faster; "
             f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(device)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
