@@ -312,7 +312,7 @@ class CuptiRecorder(EventsRecorder):
         t_join = time.perf_counter()
         to_trace = ClockLine(self._clock0, clock1)
         sampled = int(threading.main_thread().native_id or 0)
-        own = [t for t in [self._sampler.native_id if self._sampler is not None else None] if t is not None]
+        own = (self._sampler.native_id,) if self._sampler is not None else ()  # the recorder's sampling thread
         collections = gcspans.moved(self._gc.spans, sampled, own)
         facts = HostFacts(
             spans=[(t, c, to_trace(a), to_trace(b), s, n) for t, c, a, b, s, n in self._spans],

@@ -62,7 +62,7 @@ class GcSpans:
 
 
 def moved(
-    spans: Sequence[tuple[int, int, int, int]], to: int, away_from: Collection[int]
+    spans: Sequence[tuple[int, int, int, int]], to: int, away_from: Collection[int | None]
 ) -> list[tuple[int, int, int, int]]:
     """``spans`` (as :attr:`GcSpans.spans`) with those run on a thread of ``away_from`` (the recorder's own: its
     stack sampler allocates too, and may tip the count) put on thread ``to``: a collection walks the program's
