@@ -4,6 +4,7 @@ one fix applied and the loop again are timed unrecorded (a measurement, the loop
 a GPU:
 
     PYTHONPATH=. python3 benchmarks/whatif_truth.py --md /tmp/whatif.md [--pairs NAME,NAME] [--rounds 3]
+        [--alternations 1]
 
 Per pair: the finding's severity and replayed saving (its own fix alone; for a finding with several fixes,
 the one applied), the step time unrecorded as the analysis estimates it and as the plain run measured it,
@@ -108,7 +109,7 @@ def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
     }
 
 
-def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
+def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
     """Per round: the base loop timed plain, then recorded (a prediction), then the base loop, the fixed one and
     the base loop again timed plain, so that each prediction and its measurement see the host as it was in that
     round (a host-bound loop's speed drifts by 10-30% between minutes on a shared host), and the base's two
@@ -117,7 +118,11 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
     after it was the round's slowest in every round) would slow only the first timing, the base's, and favour the
     fix. The base's timing ahead of the recording only measures the host: how far the base's
     three timings part is the round's noise, against which the prediction (made during the recording) cannot be
-    read more closely. The figures are medians over the rounds."""
+    read more closely. With ``alternations`` above 1 the fixed loop and the base loop alternate that many times
+    after the first base timing (base, fixed, base, fixed, base, ...): each fixed timing is read against the mean
+    of the base timings on its two sides, and the round's measurement is the median of those ratios, which a
+    host whose pace moves from one timing to the next (a host-bound Python loop) sways less than one pair of
+    timings. The figures are medians over the rounds."""
     import torch
 
     base, fixed = pair.make(False), pair.make(True)
@@ -125,18 +130,21 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
         base.run(min(pair.steps, 8))
         fixed.run(min(pair.steps, 8))
         warm = getattr(base, "warm", WARM)
-        preds, times_b, times_f, base_runs = [], [], [], []
+        preds, times_b, times_f, base_runs, ratios = [], [], [], [], []
         for i in range(max(rounds, 1)):  # at least one: the last recording gives the table its top finding
             ahead = base.run(pair.steps)
             result = _recorded(pair, base, "" if i == 0 else f"-{i}")
             preds.append(_predict(pair, result, warm))
             base.run(pair.steps)  # untimed: what the recording leaves behind settles here, not in a timing
-            before = base.run(pair.steps)
-            times_f.append(fixed.run(pair.steps))
-            after = base.run(pair.steps)
-            times_b.append((before + after) / 2)
-            base_runs.append((ahead, before, after))
-        ratios = [b / f for b, f in zip(times_b, times_f, strict=True)]
+            bases, fixes = [base.run(pair.steps)], []
+            for _ in range(max(alternations, 1)):
+                fixes.append(fixed.run(pair.steps))
+                bases.append(base.run(pair.steps))
+            around = [(b0 + b1) / 2 for b0, b1 in zip(bases[:-1], bases[1:], strict=True)]  # either side of each fixed
+            ratios.append(statistics.median(b / f for b, f in zip(around, fixes, strict=True)))
+            times_b.append(statistics.median(around))
+            times_f.append(statistics.median(fixes))
+            base_runs.append((ahead, *bases))
         measured = statistics.median(ratios)
         last = preds[-1]
         finding = last["finding"]
@@ -161,9 +169,10 @@ def run_pair(pair: Pair, rounds: int) -> dict[str, Any]:
             # rounds (a loop sync-bound in one round, host-bound in the next), and each round's recording
             # predicts its own round
             "paired": statistics.median(p["predicted"] / m for p, m in zip(preds, ratios, strict=True)),
-            # the base loop's seconds per step ahead of the recording, and before and after the fixed loop's
+            # the base loop's seconds per step ahead of the recording, and around each of the fixed loop's
             "base_timings": base_runs,
-            # how far the base loop's three timings in one round part (median over rounds, a fraction of their
+            "alternations": max(alternations, 1),
+            # how far the base loop's timings in one round part (median over rounds, a fraction of their
             # mean): the host's own noise, against which a 10% bound cannot be read when it is larger
             "noise": statistics.median((max(t) - min(t)) / max(statistics.mean(t), 1e-12) for t in base_runs),
             "lo": min(ratios),
@@ -213,7 +222,7 @@ def verdicts(row: dict[str, Any]) -> list[str]:
     return bad
 
 
-def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
+def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int, alternations: int = 1) -> str:
     import torch
 
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -225,7 +234,14 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
         "pair). In each round the loop is recorded, its finding's replayed saving read off the analysis, the "
         "loop run once untimed (whatever the recording leaves behind settles there), then the loop, the loop "
         "with that one fix and the loop again are timed unrecorded (the loop's two timings averaged, so that a "
-        "drift within the round favours neither side); figures are medians "
+        "drift within the round favours neither side"
+        + (
+            f"; the fixed loop and the loop alternate {alternations} times a round, each fixed timing read "
+            "against the loop's timings on its two sides and the round's measurement the median of those ratios"
+            if alternations > 1
+            else ""
+        )
+        + "); figures are medians "
         "over the rounds. The loop is also timed ahead of each recording, to measure how far the host moves "
         "within a round (`base noise`). "
         "`now` is the analysis's step time "
@@ -274,8 +290,8 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
     held = sum(1 for r in rows if not verdicts(r))
     lines += [
         "",
-        f"{held} of {len(rows) + len(failed)} pairs hold every bound. `base noise`: how far the base loop's three "
-        "timings in one round part (ahead of the recording, before and after the fixed loop; median over "
+        f"{held} of {len(rows) + len(failed)} pairs hold every bound. `base noise`: how far the base loop's "
+        "timings in one round part (ahead of the recording, and around the fixed loop's; median over "
         "rounds); where it exceeds 10%, a prediction outside the bound is reported as undecided, not as off.",
     ]
     return "\n".join(lines) + "\n"
@@ -285,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", default="", help="comma-separated pair names (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--alternations", type=int, default=1, help="fixed/base timings alternated per round (default 1)"
+    )
     parser.add_argument("--md", type=Path)
     parser.add_argument("--traces", type=Path, help="a folder to write each recorded run to")
     args = parser.parse_args(argv)
@@ -297,14 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     for pair in pairs:
         print(f"--- {pair.name}", flush=True)
         try:
-            row = run_pair(pair, args.rounds)
+            row = run_pair(pair, args.rounds, args.alternations)
         except Exception:  # one loop's missing package or API change must not lose the others
             traceback.print_exc()
             failed.append(pair.name)
             continue
         rows.append(row)
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
-    text = markdown(rows, failed, args.rounds)
+    text = markdown(rows, failed, args.rounds, args.alternations)
     print(text)
     if args.md:
         args.md.write_text(text)
