@@ -112,8 +112,9 @@ def _predict(pair: Pair, result: Any, warm: int) -> dict[str, Any]:
 def _timed(loop: Any, steps: int) -> float:
     """``loop.run(steps)`` (seconds per step) after a full garbage collection, so that every timing starts from
     the same collector state. Otherwise a full collection that other work made due (a recording's rows, the
-    analysis, another loop's allocations) falls on whichever timing comes next: in a Lightning loop, the step
-    that held a full collection took 276 ms against a 6.7 ms median, 30% more time for a timing of 150 steps.
+    analysis, another loop's allocations) falls on whichever timing comes next, and a loop timed by its mean
+    step counts all of it (in a Lightning loop's recordings, the step that held a full collection took 276 ms
+    against a 6.7 ms median; that loop is timed by its median step, which one such step barely moves).
     Collections the loop's own allocations trigger within the timing still count."""
     gc.collect()
     return loop.run(steps)
