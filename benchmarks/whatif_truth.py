@@ -141,7 +141,7 @@ def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
         base.run(min(pair.steps, 8))
         fixed.run(min(pair.steps, 8))
         warm = getattr(base, "warm", WARM)
-        preds, times_b, times_f, base_runs, ratios = [], [], [], [], []
+        preds, times_b, times_f, base_runs, fixed_runs, ratios = [], [], [], [], [], []
         for i in range(max(rounds, 1)):  # at least one: the last recording gives the table its top finding
             ahead = _timed(base, pair.steps)
             gc.collect()  # the recording, too, starts from the collector state every timing starts from
@@ -157,6 +157,7 @@ def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
             times_b.append(statistics.median(around))
             times_f.append(statistics.median(fixes))
             base_runs.append((ahead, *bases))
+            fixed_runs.append(tuple(fixes))
         measured = statistics.median(ratios)
         last = preds[-1]
         finding = last["finding"]
@@ -183,6 +184,7 @@ def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
             "paired": statistics.median(p["predicted"] / m for p, m in zip(preds, ratios, strict=True)),
             # the base loop's seconds per step ahead of the recording, and around each of the fixed loop's
             "base_timings": base_runs,
+            "fixed_timings": fixed_runs,  # the fixed loop's seconds per step, each between two of the base's
             "alternations": max(alternations, 1),
             # how far the base loop's timings in one round part (median over rounds, a fraction of their
             # mean): the host's own noise, against which a 10% bound cannot be read when it is larger
