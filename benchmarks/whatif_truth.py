@@ -128,7 +128,7 @@ def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
     base loop runs once untimed: whatever the recording leaves behind (in one Lightning loop the base timed right
     after it was the round's slowest in every round) would slow only the first timing, the base's, and favour the
     fix. The base's timing ahead of the recording only measures the host: how far the base's
-    three timings part is the round's noise, against which the prediction (made during the recording) cannot be
+    timings part is the round's noise, against which the prediction (made during the recording) cannot be
     read more closely. With ``alternations`` above 1 the fixed loop and the base loop alternate that many times
     after the first base timing (base, fixed, base, fixed, base, ...): each fixed timing is read against the mean
     of the base timings on its two sides, and the round's measurement is the median of those ratios, which a
