@@ -361,11 +361,14 @@ class Pair:
     option: str = ""
     advice: str = ""
     """Words the fix's option label must hold for the applied fix to be the advised one (e.g. its worker count)."""
+    alternations: int = 1
+    """Fixed/base timings alternated per round (whatif_truth.run_pair): more for a loop whose plain pace moves
+    from one timing to the next by more than the bound (a framework's host-bound loop)."""
 
 
 PAIRS = (
-    Pair("hf-trainer-gpt2", hf_trainer, "sync-in-loop", "logging_nan_inf_filter=False", 40),
-    Pair("lightning-mlp", lightning_mlp, "pageable-copy", "DataLoader(pin_memory=True)", 150),
+    Pair("hf-trainer-gpt2", hf_trainer, "sync-in-loop", "logging_nan_inf_filter=False", 40, alternations=3),
+    Pair("lightning-mlp", lightning_mlp, "pageable-copy", "DataLoader(pin_memory=True)", 150, alternations=5),
     Pair(
         "resnet18-dataloader",
         resnet_loader,

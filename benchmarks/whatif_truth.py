@@ -4,7 +4,7 @@ one fix applied and the loop again are timed unrecorded (a measurement, the loop
 a GPU:
 
     PYTHONPATH=. python3 benchmarks/whatif_truth.py --md /tmp/whatif.md [--pairs NAME,NAME] [--rounds 3]
-        [--alternations 1]
+        [--alternations N]
 
 Per pair: the finding's severity and replayed saving (its own fix alone; for a finding with several fixes,
 the one applied), the step time unrecorded as the analysis estimates it and as the plain run measured it,
@@ -120,22 +120,23 @@ def _timed(loop: Any, steps: int) -> float:
     return loop.run(steps)
 
 
-def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
+def run_pair(pair: Pair, rounds: int, alternations: int | None = None) -> dict[str, Any]:
     """Per round: the base loop timed plain, then recorded (a prediction), then the base loop, the fixed one and
     the base loop again timed plain, so that each prediction and its measurement see the host as it was in that
     round (a host-bound loop's speed drifts by 10-30% between minutes on a shared host), and the base's two
     timings around the fixed loop's cancel a drift within the round. Between the recording and those timings the
     base loop runs once untimed: whatever the recording leaves behind (in one Lightning loop the base timed right
     after it was the round's slowest in every round) would slow only the first timing, the base's, and favour the
-    fix. The base's timing ahead of the recording only measures the host: how far the base's
-    timings part is the round's noise, against which the prediction (made during the recording) cannot be
-    read more closely. With ``alternations`` above 1 the fixed loop and the base loop alternate that many times
-    after the first base timing (base, fixed, base, fixed, base, ...): each fixed timing is read against the mean
-    of the base timings on its two sides, and the round's measurement is the median of those ratios, which a
-    host whose pace moves from one timing to the next (a host-bound Python loop) sways less than one pair of
-    timings. The figures are medians over the rounds."""
+    fix. The base's timing ahead of the recording only measures the host: how far the base's timings part is the
+    round's noise, against which the prediction (made during the recording) cannot be read more closely. With
+    ``alternations`` (None: the pair's own, ``Pair.alternations``) above 1, the fixed loop and the base loop
+    alternate that many times after the first base timing (base, fixed, base, fixed, base, ...): each fixed
+    timing is read against the mean of the base timings on its two sides, and the round's measurement is the
+    median of those ratios, which a host whose pace moves from one timing to the next (a host-bound Python
+    loop) sways less than one pair of timings. The figures are medians over the rounds."""
     import torch
 
+    alternations = max(alternations or pair.alternations, 1)
     base, fixed = pair.make(False), pair.make(True)
     try:
         base.run(min(pair.steps, 8))
@@ -149,7 +150,7 @@ def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
             preds.append(_predict(pair, result, warm))
             _timed(base, pair.steps)  # untimed: what the recording leaves behind settles here, not in a timing
             bases, fixes = [_timed(base, pair.steps)], []
-            for _ in range(max(alternations, 1)):
+            for _ in range(alternations):
                 fixes.append(_timed(fixed, pair.steps))
                 bases.append(_timed(base, pair.steps))
             around = [(b0 + b1) / 2 for b0, b1 in zip(bases[:-1], bases[1:], strict=True)]  # either side of each fixed
@@ -185,7 +186,7 @@ def run_pair(pair: Pair, rounds: int, alternations: int = 1) -> dict[str, Any]:
             # the base loop's seconds per step ahead of the recording, and around each of the fixed loop's
             "base_timings": base_runs,
             "fixed_timings": fixed_runs,  # the fixed loop's seconds per step, each between two of the base's
-            "alternations": max(alternations, 1),
+            "alternations": alternations,
             # how far the base loop's timings in one round part (median over rounds, a fraction of their
             # mean): the host's own noise, against which a 10% bound cannot be read when it is larger
             "noise": statistics.median((max(t) - min(t)) / max(statistics.mean(t), 1e-12) for t in base_runs),
@@ -218,6 +219,12 @@ def _call_us(row: dict[str, Any]) -> str:
     return f"{row['recorder_call_ns'] / 1e3:.1f} ({min(each) / 1e3:.1f}-{max(each) / 1e3:.1f})"
 
 
+def _alternated(row: dict[str, Any]) -> str:
+    """``"; N alt."`` for a pair timed with N > 1 alternations a round, else ``""``."""
+    n = int(row.get("alternations", 1))
+    return f"; {n} alt." if n > 1 else ""
+
+
 def verdicts(row: dict[str, Any]) -> list[str]:
     """What the bounds say of one pair ('' list: all hold)."""
     bad = []
@@ -236,7 +243,7 @@ def verdicts(row: dict[str, Any]) -> list[str]:
     return bad
 
 
-def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int, alternations: int = 1) -> str:
+def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int) -> str:
     import torch
 
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -250,13 +257,9 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int, alterna
         "with that one fix and the loop again are timed unrecorded (the loop's two timings averaged, so that a "
         "drift within the round favours neither side; each timing and recording starts after a full garbage "
         "collection, so that a collection other work made due falls on neither side"
-        + (
-            f"; the fixed loop and the loop alternate {alternations} times a round, each fixed timing read "
-            "against the loop's timings on its two sides and the round's measurement the median of those ratios"
-            if alternations > 1
-            else ""
-        )
-        + "); figures are medians "
+        + "; where `alt.` in the measured column is above 1, the fixed loop and the loop alternate that many "
+        "times a round, each fixed timing read against the loop's timings on its two sides and the round's "
+        "measurement the median of those ratios); figures are medians "
         "over the rounds. The loop is also timed ahead of each recording, to measure how far the host moves "
         "within a round (`base noise`). "
         "`now` is the analysis's step time "
@@ -281,7 +284,8 @@ def markdown(rows: list[dict[str, Any]], failed: list[str], rounds: int, alterna
             f"{r['predicted']:.2f}x "
             f"({min(r['predicted_each']):.2f}-{max(r['predicted_each']):.2f}) | "
             f"{r['predicted_pace']:.2f}x | "
-            f"{r['measured']:.2f}x ({r['lo']:.2f}-{r['hi']:.2f}) | {r['paired']:.2f} | {r['noise']:.0%} | {top} | "
+            f"{r['measured']:.2f}x ({r['lo']:.2f}-{r['hi']:.2f}{_alternated(r)}) | {r['paired']:.2f} | "
+            f"{r['noise']:.0%} | {top} | "
             f"{'; '.join(bad) or 'hold'} |"
         )
     for name in failed:
@@ -317,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", default="", help="comma-separated pair names (default: all)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--alternations", type=int, default=1, help="fixed/base timings alternated per round (default 1)"
+        "--alternations", type=int, help="fixed/base timings alternated per round (default: each pair's own)"
     )
     parser.add_argument("--md", type=Path)
     parser.add_argument("--traces", type=Path, help="a folder to write each recorded run to")
@@ -338,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.append(row)
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
-    text = markdown(rows, failed, args.rounds, args.alternations)
+    text = markdown(rows, failed, args.rounds)
     print(text)
     if args.md:
         args.md.write_text(text)

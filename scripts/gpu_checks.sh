@@ -2,7 +2,7 @@
 # The checks that need an NVIDIA GPU, in parts that each fit in about ten minutes. From the repository root:
 #
 #   bash scripts/gpu_checks.sh tests      # every @pytest.mark.gpu test (recorder, programs, ranks, labels, replay)
-#   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py: each finding's fix against its prediction
+#   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py, a process per pair: fixes against predictions
 #   bash scripts/gpu_checks.sh overhead   # benchmarks/overhead.py --quick and stack_sampling.py
 #   bash scripts/gpu_checks.sh fidelity   # benchmarks/fidelity.py: our GPU intervals against CUPTI's, every loop
 #   bash scripts/gpu_checks.sh ddp        # record --nproc 2 of the gloo DDP test script (2 ranks, one GPU)
@@ -23,8 +23,12 @@ tests)
     python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu 2>&1 | tee "$out/gpu-tests.log"
     ;;
 truth)
-    python3 benchmarks/whatif_truth.py --rounds 3 --md "$out/whatif_truth.md" --traces "$out/traces" 2>&1 |
-        tee "$out/whatif_truth.log"
+    # one fresh process per pair, so that no pair's loops, recordings or heap weigh on the next one's timings
+    pairs="$(cd benchmarks && python3 -c 'from whatif_loops import PAIRS; print(" ".join(p.name for p in PAIRS))')"
+    for pair in $pairs; do
+        python3 benchmarks/whatif_truth.py --pairs "$pair" --rounds 3 --md "$out/whatif_truth-$pair.md" \
+            --traces "$out/traces" 2>&1 | tee -a "$out/whatif_truth.log"
+    done
     ;;
 overhead)
     (cd benchmarks && python3 overhead.py --quick --md "$out/overhead_quick.md") 2>&1 | tee "$out/overhead.log"
