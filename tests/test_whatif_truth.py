@@ -54,7 +54,12 @@ def log(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(wt, "_recorded", recorded)
     monkeypatch.setattr(wt, "_predict", predict)
-    monkeypatch.setattr(wt.gc, "collect", lambda *a: events.append("gc") or 0)
+
+    def collect(*generation: int) -> int:
+        events.append("gc")
+        return 0
+
+    monkeypatch.setattr(wt.gc, "collect", collect)
     return events
 
 
