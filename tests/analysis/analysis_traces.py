@@ -115,10 +115,10 @@ LOADING = f"{LOOP};__next__ (torch/utils/data/dataloader.py:701);_next_data (tor
 FORWARD = f"{LOOP};forward (model.py:12)"
 
 
-def loader_bound(n: int = 6, loading: str = LOADING, rank: int = 0) -> Trace:
+def loader_bound(n: int = 6, loading: str = LOADING, rank: int = 0, extra: Sequence[Interval] = ()) -> Trace:
     """Per 8 ms step: 6 ms in ``loading`` (the DataLoader's __next__) and 2 ms in forward (sampled), then a
-    launch of a 1 ms kernel; on ``rank``."""
-    rows = []
+    launch of a 1 ms kernel; on ``rank``; and the ``extra`` rows."""
+    rows = list(extra)
     for k in range(n):
         t = k * 8 * MS
         rows += [

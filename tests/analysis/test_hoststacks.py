@@ -246,3 +246,41 @@ def test_a_collection_in_the_loop_is_named_where_the_host_time_goes() -> None:
     assert table.loc[label(2), "self_ns"] > 0
     f = {x.rule: x for x in (*result.findings, *result.minor_findings)}["host-bound"]
     assert f"{label(2)} in load_batch (data.py:40)" in f.detail, f.detail
+
+
+def _with_waits(*waits: tuple[int, int, str], loading: str = LOADING) -> Trace:
+    """:func:`loader_bound` with a sync wait on the main thread's lane in each step: (start after the step's
+    start, ns; duration, ns; source ``path:line``)."""
+    rows = [
+        iv(CPU, "sync_wait", k * 8 * MS + at, k * 8 * MS + at + dur, "cudaStreamSynchronize", source=src, step=k)
+        for k in range(6)
+        for at, dur, src in waits
+    ]
+    return loader_bound(loading=loading, extra=rows)
+
+
+def test_a_wait_inside_a_sampled_stretch_counts_to_the_line_that_waited() -> None:
+    """Each step's forward stretch (2 ms, sampled in model.py) holds a 1 ms wait at train.py:33, recorded with
+    its line: that millisecond goes to train_epoch at line 33, not to forward. A wait in a file that is not on
+    the stretch's stack stays with the stretch (where it was called from is not known)."""
+    t = _with_waits((6 * MS + 500 * US, MS, "/home/me/train.py:33"), (MS, MS // 2, "/lib/other.py:5"))
+    table = analyze(t).host_frames.set_index("frame")
+    # the samples of steps 1-5 fall in the step windows (the first test)
+    assert table.loc["train_epoch (train.py:33)", "self_ns"] == 5 * MS
+    assert table.loc["forward (model.py:12)", "self_ns"] == 5 * MS
+    assert table.loc["_next_data (torch/utils/data/dataloader.py:757)", "self_ns"] == 5 * 6 * MS
+    assert table.loc["train_epoch (train.py:30)", "total_frac"] == pytest.approx(7 / 8)  # loading and forward
+    assert table["self_ns"].sum() == 5 * 8 * MS  # moved, not added
+
+
+def test_a_wait_at_a_line_sampled_in_another_function_stays_with_its_stretch() -> None:
+    """train.py:33 is sampled in log_step (the loading stretches here), so a wait there inside the forward
+    stretch is not train_epoch's line 33: not moved. A torch.profiler trace's Python calls are exact, so its
+    waits are never moved."""
+    wait = (6 * MS + 500 * US, MS, "/home/me/train.py:33")
+    table = analyze(_with_waits(wait, loading=f"{LOOP};log_step (train.py:33)")).host_frames.set_index("frame")
+    assert "train_epoch (train.py:33)" not in table.index
+    assert table.loc["forward (model.py:12)", "self_ns"] == 5 * 2 * MS
+    profiler = analyze(_with_waits(wait).with_meta(source="torch.profiler"))
+    assert "train_epoch (train.py:33)" not in profiler.host_frames["frame"].tolist()
+    assert "train_epoch (train.py:33)" in analyze(_with_waits(wait)).host_frames["frame"].tolist()

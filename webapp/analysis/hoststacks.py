@@ -3,8 +3,9 @@
 Each ``sample`` interval is a stretch during which a host thread's Python stack stayed the same, named by
 the stack in folded form: frames ``func (file:line)`` from the outermost to the innermost, joined by ``;``.
 The recorder samples them; a torch.profiler trace recorded with ``with_stack=True`` has them exactly (its
-``python_function`` calls, collector.importers.kineto_stacks). Without them, host time by CPU op (self
-time, nested ops taken out) stands in.
+``python_function`` calls, collector.importers.kineto_stacks). The recorder's sync waits, timed exactly with
+their line, take their part of a sampled stretch to that line (:func:`_waits_in_samples`). Without stacks,
+host time by CPU op (self time, nested ops taken out) stands in.
 """
 
 from __future__ import annotations
@@ -103,10 +104,101 @@ def _on_rank(rd: RunData, rows: np.ndarray, rank: int | None) -> np.ndarray:
 
 def _stack_times(rd: RunData, rows: np.ndarray) -> pd.Series:
     """Sampled host time (ns) per folded stack over the ``sample`` rows ``rows``, each stack cut at the
-    recorder's own frames (:func:`without_recorder`)."""
+    recorder's own frames (:func:`without_recorder`), and the recorded sync waits inside a sampled stretch
+    given to the line that waited (:func:`_waits_in_samples`)."""
     dur = (rd.e[rows] - rd.s[rows]).astype(np.int64)
-    by_stack = pd.Series(dur, index=rd.strings("name", rows)).groupby(level=0).sum()
-    return by_stack.groupby([without_recorder(str(s)) for s in by_stack.index]).sum()
+    codes, names = pd.factorize(rd.strings("name", rows))
+    stacks = np.array([without_recorder(str(s)) for s in names], dtype=object)[codes]
+    moved: list[tuple[str, int]] = []
+    if rd.trace.meta.source != "torch.profiler":  # its Python calls are exact: a wait is inside its own line
+        taken, moved = _waits_in_samples(rd, rows, stacks)
+        dur = dur - taken
+    by_stack = pd.Series(dur, index=stacks).groupby(level=0).sum()
+    if moved:
+        parts = pd.Series([ns for _, ns in moved], index=[st for st, _ in moved]).groupby(level=0).sum()
+        by_stack = by_stack.add(parts, fill_value=0).astype(np.int64)
+    return by_stack
+
+
+def _waits_in_samples(rd: RunData, rows: np.ndarray, stacks: np.ndarray) -> tuple[np.ndarray, list[tuple[str, int]]]:
+    """The recorded sync waits of a sampled thread that fall inside its sampled stretches. A stretch carries
+    the stack sampled at its start, so a wait that begins within it (the host blocked at ``.item()`` right
+    after a backward the sampler caught) would count to that stack; the wait is recorded exactly, with its
+    line. Returns the ns of each of ``rows`` spent in such waits, and ``(stack, ns)`` for each part moved: the
+    stretch's stack up to its innermost frame in the wait's file, that frame at the wait's line (the frame's
+    function as sampled at that line anywhere in the run, where it was). A wait whose file is not on the
+    stretch's stack stays with it (where it was called from is not known)."""
+    taken = np.zeros(len(rows), dtype=np.int64)
+    moved: list[tuple[str, int]] = []
+    waits = np.flatnonzero(kind_mask(rd.kind, IntervalKind.SYNC_WAIT))
+    if not len(waits) or not len(rows):
+        return taken, moved
+    lanes = rd.trace.lanes
+    lane = rd.ints("lane", rows)
+    wait_lane = rd.ints("lane", waits)
+    source = rd.strings("source", waits)
+    known = _frames_by_line(stacks)
+    placed: dict[tuple[str, str], str | None] = {}  # (stretch's stack, wait's source) -> the wait's stack
+    for sampled in np.unique(lane).tolist():
+        ln = lanes[sampled]
+        thread = [i for i, t in enumerate(lanes) if t.rank == ln.rank and t.ident == -ln.ident and t.kind == ln.kind]
+        mine = np.flatnonzero(lane == sampled)
+        mine = mine[np.argsort(rd.s[rows[mine]], kind="stable")]
+        on = np.isin(wait_lane, thread) & (source != "") if thread else np.zeros(len(waits), dtype=bool)
+        w, wsource = waits[on], source[on]
+        if not len(w) or not len(mine):
+            continue
+        s, e = rd.s[rows[mine]], rd.e[rows[mine]]
+        ws, we = rd.s[w], rd.e[w]
+        lo = np.searchsorted(e, ws, side="right")  # the first stretch that ends after the wait starts
+        hi = np.searchsorted(s, we, side="left")  # past the last that starts before it ends
+        count = np.maximum(hi - lo, 0)
+        pair_w = np.repeat(np.arange(len(w)), count)
+        pair_k = lo[pair_w] + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        overlap = np.minimum(e[pair_k], we[pair_w]) - np.maximum(s[pair_k], ws[pair_w])
+        for k, j, ns in zip(pair_k.tolist(), pair_w.tolist(), overlap.tolist(), strict=True):
+            if ns <= 0:
+                continue
+            key = (str(stacks[mine[k]]), str(wsource[j]))
+            if key not in placed:
+                placed[key] = _at_line(*key, known)
+            stack = placed[key]
+            if stack is None or stack == key[0]:
+                continue
+            taken[mine[k]] += ns
+            moved.append((stack, ns))
+    return taken, moved
+
+
+def _frames_by_line(stacks: np.ndarray) -> dict[str, str]:
+    """``file:line`` -> the frame sampled there (``func (file:line)``), over the distinct ``stacks``."""
+    out: dict[str, str] = {}
+    for stack in dict.fromkeys(stacks.tolist()):
+        for frame in str(stack).split(SEP):
+            at = frame.rfind(" (")
+            if at >= 0 and frame.endswith(")"):
+                out.setdefault(frame[at + 2 : -1], frame)
+    return out
+
+
+def _at_line(stack: str, source: str, known: dict[str, str]) -> str | None:
+    """``stack`` up to its innermost frame in ``source``'s file (of the function sampled at ``source``'s line,
+    where ``known`` has it), that frame at ``source``'s line (``source``: ``path:line``, the path absolute or
+    as the frames give it); None where no such frame is on the stack."""
+    path, _, line = source.rpartition(":")
+    if not path or not line.isdigit():
+        return None
+    frames = stack.split(SEP)
+    for k in range(len(frames) - 1, -1, -1):
+        m = FRAME_FILE.search(frames[k])
+        if m is None or not (path == m.group(1) or path.endswith("/" + m.group(1))):
+            continue
+        func, at = frames[k][: frames[k].rfind(" (")], f"{m.group(1)}:{line}"
+        there = known.get(at, "")
+        if there and there[: there.rfind(" (")] != func:
+            continue  # that line is in another function of the file: a frame further out may be it
+        return SEP.join([*frames[:k], f"{func} ({at})"])
+    return None
 
 
 def without_recorder(stack: str) -> str:
