@@ -84,13 +84,20 @@ NO_LAUNCH = -1
 class Lane:
     """One timeline lane: a host thread or a CUDA stream of one rank.
 
-    ``ident`` is the CUDA stream id (for stream lanes) or the OS thread id (for CPU lanes).
+    ``ident`` is the CUDA stream id (for stream lanes) or the OS thread id (for CPU lanes); a lane of a
+    thread's Python stacks has :func:`stack_lane_ident` of the thread's id.
     """
 
     rank: int
     kind: LaneKind
     ident: int
     label: str
+
+
+def stack_lane_ident(tid: int) -> int:
+    """The ident of the lane that holds thread ``tid``'s Python stacks (sampled or traced): minus its id, below
+    every id for thread 0."""
+    return -tid if tid else -(2**31 - 1)
 
 
 @dataclass(frozen=True)

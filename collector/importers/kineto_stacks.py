@@ -16,7 +16,7 @@ import pandas as pd
 
 from collector.importers.kineto_lanes import lookup_first, per_lane
 from collector.importers.kineto_sync import PyFrames
-from collector.model import Lane, LaneKind, conform_intervals, step_at
+from collector.model import Lane, LaneKind, conform_intervals, stack_lane_ident, step_at
 
 SEP = ";"
 STACKS_LABEL = "Python stack (torch.profiler)"
@@ -116,22 +116,17 @@ def stack_stretches(frames: PyFrames, categories: pd.Index) -> pd.DataFrame:
     )
 
 
-def _stack_ident(tid: int) -> int:
-    """The ident of a thread's stack lane: minus its id (as the recorder's), below every id for thread 0."""
-    return -tid if tid else -(2**31 - 1)
-
-
 def stack_rows(
     stretches: pd.DataFrame, lanes: tuple[Lane, ...], rank: int, steps: pd.DataFrame, first_id: int
 ) -> tuple[pd.DataFrame, tuple[Lane, ...]]:
     """The stretches as ``sample`` intervals on a lane per thread, appended to ``lanes`` (ident:
-    :func:`_stack_ident`, label: the thread's own and STACKS_LABEL); rows in lane then start order, ids from
-    ``first_id``."""
+    :func:`collector.model.stack_lane_ident`, label: the thread's own and STACKS_LABEL); rows in lane then start
+    order, ids from ``first_id``."""
     tid = (stretches["thread"].to_numpy(np.int64) & 0xFFFFFFFF).astype(np.int64)
     threads, which = np.unique(tid, return_inverse=True)
     own = {ln.ident: ln.label for ln in lanes if ln.kind is LaneKind.CPU_THREAD}
     added = tuple(
-        Lane(rank, LaneKind.CPU_THREAD, _stack_ident(t), f"{own.get(t, f'thread {t}')}: {STACKS_LABEL}")
+        Lane(rank, LaneKind.CPU_THREAD, stack_lane_ident(t), f"{own.get(t, f'thread {t}')}: {STACKS_LABEL}")
         for t in threads.tolist()
     )
     lane = len(lanes) + which.reshape(-1)

@@ -43,6 +43,7 @@ from collector.model import (
     conform_markers,
     conformed,
     empty_markers,
+    stack_lane_ident,
     step_at,
 )
 from collector.recording.dropped import first_covered, without_windows
@@ -341,7 +342,8 @@ def _with_annotations(
     facts: HostFacts,
 ) -> tuple[pd.DataFrame, list[Lane]]:
     """Annotation rows appended on their thread's lane (the main lane when threads cannot be matched), and
-    sampled stacks on a lane of their own (ident: minus the sampled thread's)."""
+    sampled stacks on a lane of their own (ident: :func:`collector.model.stack_lane_ident` of the sampled
+    thread's)."""
     if not rows and not facts.samples:
         return renumber_by_start(frame), lanes
     lanes = list(lanes)
@@ -358,7 +360,7 @@ def _with_annotations(
             lanes.append(Lane(rank, LaneKind.CPU_THREAD, int(t), f"thread {t}"))
             lane_of.append(by_ident[t])
     if facts.samples:
-        ident = -int(facts.sampled_thread or (lanes[main_lane].ident if main_lane >= 0 else 0))
+        ident = stack_lane_ident(int(facts.sampled_thread or (lanes[main_lane].ident if main_lane >= 0 else 0)))
         lanes.append(Lane(rank, LaneKind.CPU_THREAD, ident, f"main thread: {SAMPLES_LABEL}"))
         lane_of += [len(lanes) - 1] * len(facts.samples)
     kinds = [KIND_CODE["annotation"]] * len(rows) + [KIND_CODE["sample"]] * len(facts.samples)

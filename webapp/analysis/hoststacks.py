@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from collector.model import IntervalKind
+from collector.model import IntervalKind, stack_lane_ident
 from webapp.analysis import intervals as iv
 from webapp.analysis.causal.graph import Graph
 from webapp.analysis.context import RunData, kind_mask
@@ -141,7 +141,11 @@ def _waits_in_samples(rd: RunData, rows: np.ndarray, stacks: np.ndarray) -> tupl
     placed: dict[tuple[str, str], str | None] = {}  # (stretch's stack, wait's source) -> the wait's stack
     for sampled in np.unique(lane).tolist():
         ln = lanes[sampled]
-        thread = [i for i, t in enumerate(lanes) if t.rank == ln.rank and t.ident == -ln.ident and t.kind == ln.kind]
+        thread = [
+            i
+            for i, t in enumerate(lanes)
+            if t.rank == ln.rank and stack_lane_ident(t.ident) == ln.ident and t.kind == ln.kind
+        ]
         mine = np.flatnonzero(lane == sampled)
         mine = mine[np.argsort(rd.s[rows[mine]], kind="stable")]
         on = np.isin(wait_lane, thread) & (source != "") if thread else np.zeros(len(waits), dtype=bool)
@@ -171,33 +175,35 @@ def _waits_in_samples(rd: RunData, rows: np.ndarray, stacks: np.ndarray) -> tupl
 
 
 def _frames_by_line(stacks: np.ndarray) -> dict[str, str]:
-    """``file:line`` -> the frame sampled there (``func (file:line)``), over the distinct ``stacks``."""
+    """``file:line`` -> the function sampled there, over the distinct ``stacks``."""
     out: dict[str, str] = {}
     for stack in dict.fromkeys(stacks.tolist()):
         for frame in str(stack).split(SEP):
-            at = frame.rfind(" (")
-            if at >= 0 and frame.endswith(")"):
-                out.setdefault(frame[at + 2 : -1], frame)
+            if _frame_file(frame):
+                out.setdefault(frame[frame.rfind(" (") + 2 : -1], _frame_func(frame))
     return out
+
+
+def _frame_func(frame: str) -> str:
+    """``"func (path/file.py:12)"`` -> ``"func"``."""
+    return frame[: frame.rfind(" (")]
 
 
 def _at_line(stack: str, source: str, known: dict[str, str]) -> str | None:
     """``stack`` up to its innermost frame in ``source``'s file (of the function sampled at ``source``'s line,
-    where ``known`` has it), that frame at ``source``'s line (``source``: ``path:line``, the path absolute or
-    as the frames give it); None where no such frame is on the stack."""
+    where ``known``, :func:`_frames_by_line`, has it), that frame at ``source``'s line (``source``:
+    ``path:line``, the path absolute or as the frames give it); None where no such frame is on the stack."""
     path, _, line = source.rpartition(":")
     if not path or not line.isdigit():
         return None
     frames = stack.split(SEP)
     for k in range(len(frames) - 1, -1, -1):
-        m = FRAME_FILE.search(frames[k])
-        if m is None or not (path == m.group(1) or path.endswith("/" + m.group(1))):
+        file, func = _frame_file(frames[k]), _frame_func(frames[k])
+        if not file or not (path == file or path.endswith("/" + file)):
             continue
-        func, at = frames[k][: frames[k].rfind(" (")], f"{m.group(1)}:{line}"
-        there = known.get(at, "")
-        if there and there[: there.rfind(" (")] != func:
+        if known.get(f"{file}:{line}", func) != func:
             continue  # that line is in another function of the file: a frame further out may be it
-        return SEP.join([*frames[:k], f"{func} ({at})"])
+        return SEP.join([*frames[:k], f"{func} ({file}:{line})"])
     return None
 
 
