@@ -148,6 +148,32 @@ def test_copy_kinds_bytes_and_memory_kinds() -> None:
     assert set(gpu["launch_id"]) <= set(launches.index)
 
 
+def test_the_probe_runs_at_stop_for_a_large_upload_and_measures_shared_pages() -> None:
+    """A 4 MiB upload brings the probe: pinned and pageable bandwidth, and what a first read of shared memory
+    costs a page; a run of small copies only does without it."""
+    import torch
+
+    from collector.recording.api import record
+
+    def recorded(nbytes: int):
+        host = torch.ones(nbytes // 4)
+        rec = record("probe", None, probe=True, timing=TIMING["mode"])
+        rec.start()
+        try:
+            host.to("cuda")
+            torch.cuda.synchronize()
+        finally:
+            rec.stop()
+        assert rec.trace is not None
+        return dict(rec.trace.meta.bandwidth_probe)
+
+    probe = recorded(4 << 20)
+    assert probe["h2d_pinned_gbps"] > probe["h2d_pageable_gbps"] > 0
+    assert 0 < probe["shm_fault_ns_per_4kib"] < 100_000
+    if TIMING["mode"] == "cupti":  # the events recorder probes at start, whatever the run copies
+        assert recorded(4 << 10) == {}
+
+
 def test_implicit_and_explicit_syncs_are_classified() -> None:
     import torch
 
