@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import numpy as np
 import pytest
 from analysis_traces import COMPUTE, CPU, FORWARD, LOADING, LOOP, MS, SAMPLES, US, iv, lanes, loader_bound, steps
 
@@ -11,7 +13,7 @@ from collector.model import Lane, LaneKind, RunMeta, Trace
 from collector.recording.gcspans import label
 from webapp.analysis import analyze
 from webapp.analysis.context import RunData
-from webapp.analysis.rules.host_bound import LOADER_SLOWDOWN, LOADER_SLOWDOWN_MOST
+from webapp.analysis.rules.host_bound import LOADER_SLOWDOWN, LOADER_SLOWDOWN_MOST, SHM_FAULT_NS_PER_4KIB
 
 
 def test_frame_table_has_self_and_total_time_per_frame() -> None:
@@ -115,6 +117,74 @@ def test_the_loader_figure_says_it_is_an_estimate_where_this_process_ran_torch_o
         one = detail(notes)
         assert "ran them on" not in one and "an estimate" not in one
         assert "slower workers save less (" in one and "at 2.85x, the slowest pace seen on another host)." in one
+
+
+def _with_upload(fault_ns: float | None) -> Trace:
+    """:func:`loader_bound` whose forward starts with a blocking 1 ms pageable upload of 16 MiB (4,096 pages);
+    ``fault_ns``: what the probe measured per page of shared memory (None: no such probe)."""
+    extra = []
+    for k in range(6):
+        t = k * 8 * MS + 6 * MS
+        extra += [
+            iv(
+                CPU,
+                "sync_wait",
+                t,
+                t + MS,
+                "aten::to",
+                cause="blocking_copy",
+                source="train.py:31",
+                id=5000 + 2 * k,
+                step=k,
+            ),
+            iv(
+                COMPUTE,
+                "memcpy_h2d",
+                t,
+                t + MS - 10 * US,
+                "Memcpy HtoD (Pageable -> Device)",
+                bytes=16 << 20,
+                memory_kind="pageable",
+                launch_id=5000 + 2 * k,
+                id=5001 + 2 * k,
+                step=k,
+            ),
+        ]
+    t = loader_bound(extra=extra)
+    probe = {**t.meta.bandwidth_probe, **({} if fault_ns is None else {"shm_fault_ns_per_4kib": fault_ns})}
+    return t.with_meta(bandwidth_probe=probe)
+
+
+def test_a_worker_s_batch_is_uploaded_at_the_cost_of_faulting_in_its_shared_pages() -> None:
+    """With workers, each batch reaches the process in shared memory, and its pageable upload faults each page
+    in: the DataLoader fix's saving is smaller by the upload's pages times what the probe measured a page (the
+    copy holds the host), and the detail says so, probed or assumed; pinning is what takes it off the path."""
+
+    def finding(fault_ns: float | None) -> Any:
+        return {x.rule: x for x in analyze(_with_upload(fault_ns)).findings}["host-bound"]
+
+    free, probed, assumed = finding(0), finding(500), finding(None)
+    assert free.cost_per_step_ns - probed.cost_per_step_ns == pytest.approx(4096 * 500, abs=1 * US)
+    assert free.cost_per_step_ns - assumed.cost_per_step_ns == pytest.approx(4096 * SHM_FAULT_NS_PER_4KIB, abs=1 * US)
+    assert "2.05 ms more per step (0.50 us per 4 KiB, as probed on this host)" in probed.detail
+    assert f"({SHM_FAULT_NS_PER_4KIB / 1e3:.2f} us per 4 KiB, as measured on another host)" in assumed.detail
+    assert "pin_memory=True moves that read to the DataLoader's pinning thread" in probed.detail
+    assert "shared memory" not in {x.rule: x for x in analyze(loader_bound()).findings}["host-bound"].detail
+
+
+def test_a_copy_already_replayed_pinned_pays_no_page_faults() -> None:
+    """The what-if replays the pinning fix before the DataLoader's: an upload it already made a pinned copy is
+    not lengthened by the faults (the DataLoader's pinning thread reads the pages)."""
+    from webapp.analysis.causal import causal_model, fixes
+    from webapp.analysis.context import prepare
+    from webapp.analysis.rules.host_bound import _from_workers
+
+    g = causal_model(prepare(_with_upload(500))).graph
+    ups = np.flatnonzero(g.g_bytes > 0)
+    change = _from_workers(np.zeros(g.n_host, dtype=np.int64), ups, g.g_dur[ups], np.full(len(ups), 2 * MS))
+    assert (change(g).g_dur[ups] == g.g_dur[ups] + 2 * MS).all()
+    pinned = fixes.pin_copies(g, ups, 53.7)
+    assert (change(pinned).g_dur[ups] == pinned.g_dur[ups]).all() and (pinned.g_dur[ups] < g.g_dur[ups]).all()
 
 
 @pytest.mark.parametrize(

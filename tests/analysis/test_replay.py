@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from analysis_traces import COMPUTE, CPU, MS, US, iv, steps, trace
+from analysis_traces import COMPUTE, CPU, MS, US, iv, pageable_run, steps, trace
 
 from collector.load import load_trace
 from collector.model import IntervalKind, Trace
@@ -246,6 +246,17 @@ def test_prefetch_on_a_side_stream_hides_the_copy() -> None:
     after = _steps_after(rd, cm, lambda graph: fixes.prefetch(graph, copies, np.zeros(len(copies), dtype=np.int64)))
     # each step's kernel follows the previous one (1 us bubble); its copy ran a step earlier on its own stream
     assert after[3] == 8 * MS + 1 * US
+
+
+def test_a_longer_blocking_copy_holds_the_host_as_long() -> None:
+    """A blocking 12 ms pageable copy, then a 16 ms kernel: the copy 2 ms longer (its source pages faulted in)
+    holds the host 2 ms longer, and the step with it; the copy of a step that is not lengthened keeps its time."""
+    rd, cm = _model(pageable_run(4))
+    ups = np.flatnonzero(cm.graph.g_bytes > 0)
+    after = _steps_after(rd, cm, lambda g: fixes.lengthen(g, ups[:2], np.full(2, 2 * MS)))
+    assert after[0] - cm.base_steps[0] == 2 * MS and after[1] - cm.base_steps[1] == 2 * MS
+    assert after[3] == cm.base_steps[3]
+    assert (fixes.lengthen(cm.graph, ups, np.full(len(ups), -MS)).g_dur == cm.graph.g_dur).all()  # never shorter
 
 
 def test_captured_launches_cost_one_graph_launch() -> None:

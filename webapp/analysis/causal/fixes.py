@@ -163,6 +163,17 @@ def shorten(g: Graph, ops: np.ndarray, by_ns: np.ndarray) -> Graph:
     return replace(g, g_dur=dur, g_bubble=bubble)
 
 
+def lengthen(g: Graph, ops: np.ndarray, by_ns: np.ndarray) -> Graph:
+    """The selected GPU ops run ``by_ns`` (ns, per op) longer: a pageable copy from memory this process has not
+    touched yet (a DataLoader worker's batch in shared memory), whose staging faults each page in."""
+    ops = np.asarray(ops)
+    if not len(ops):
+        return g
+    dur = g.g_dur.copy()
+    dur[ops] += np.maximum(np.asarray(by_ns, dtype=np.int64), 0)
+    return replace(g, g_dur=dur)
+
+
 def cut_host(g: Graph, cut_ns: np.ndarray) -> Graph:
     """Host time before each node (its ``h_delta``) shortened by ``cut_ns`` (ns, per host node), never below
     zero."""

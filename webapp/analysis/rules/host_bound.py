@@ -18,6 +18,7 @@ from webapp.analysis.causal import fixes
 from webapp.analysis.causal.graph import Graph
 from webapp.analysis.context import RunData
 from webapp.analysis.rules.base import LIST_FRAC, Change, Detection, RuleContext, ms
+from webapp.analysis.rules.copyfacts import copies
 
 LOADER_SLOWDOWN = 1.75
 """How many times longer a DataLoader worker takes to load a batch than the recorded process did: a worker runs
@@ -34,6 +35,12 @@ the fix would save at this pace too."""
 LOADER_HEADROOM = 2.0
 """The DataLoader fix advises enough workers to keep up with the rest of the step even if each loads a batch
 this many times slower than this process did: a margin over :data:`LOADER_SLOWDOWN`."""
+SHM_FAULT_NS_PER_4KIB = 340
+"""Extra time a pageable upload takes per 4 KiB of a batch that a DataLoader worker handed over in shared
+memory, where the recording's probe did not measure it (``bandwidth_probe["shm_fault_ns_per_4kib"]``): the
+process's first read of each page faults it in while the driver stages the copy. Measured on ResNet-18 batches
+of 36.8 MiB on an H100 host: 6.9-7.3 ms per copy of a worker's batch against 3.9-4.0 ms of one the process
+built itself, 0.34 us per page."""
 MIN_LOADER_WORKERS = 2
 LOADER_WORKERS_UNKNOWN_CPUS = 8
 """The most workers advised when the trace does not say how many CPUs the host has."""
@@ -90,9 +97,11 @@ class HostBound:
             savings.append(("CUDA graphs / torch.compile(mode='reduce-overhead')", ctx.saving(change), change, None))
         loading = hoststacks.loading_cut(rd, g, nodes)
         loader = None
-        slow_ns = 0.0
+        slow_ns = faults_ns = 0.0
         if loading is not None and loading.sum() > 0:
-            loader, slow_ns = _loader_fix(ctx, loading, np.bincount(win[nodes], weights=loading[nodes], minlength=n))
+            loader, slow_ns, faults_ns = _loader_fix(
+                ctx, loading, np.bincount(win[nodes], weights=loading[nodes], minlength=n)
+            )
             savings.append(loader)
         each = top_host / max(per_step, 1) / 1e3
         calls_said = f"{per_step:.0f} {what} per step, {each:.1f} us of host time per {each_is}"
@@ -105,7 +114,9 @@ class HostBound:
             f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(device)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
-            detail += " " + _loader_words(loader[0], rd, slow_ns)  # what the figure assumes, where worth reading
+            detail += " " + _loader_words(
+                loader[0], rd, slow_ns, faults_ns
+            )  # what the figure assumes, where worth reading
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(bound_ns)),
@@ -135,14 +146,17 @@ def _fix(general: str, label: str, best_ns: float, bound_ns: float) -> str:
 
 def _loader_fix(
     ctx: RuleContext, loading_cut: np.ndarray, loading_ns: np.ndarray
-) -> tuple[tuple[str, np.ndarray, Change, np.ndarray], float]:
+) -> tuple[tuple[str, np.ndarray, Change, np.ndarray], float, float]:
     """The DataLoader fix: ((label, saving per window, change, floor per window), saving per step at
-    :data:`LOADER_SLOWDOWN_MOST`, ns). The workers take the loading (``loading_cut`` per host node;
-    ``loading_ns`` per window) off the step path; enough of them are advised to keep up at
-    :data:`LOADER_HEADROOM` times this process's loading time (a power of two, within the host's CPUs less one
-    for this process), and the steps are replayed at the pace that many workers deliver batches when each loads
+    :data:`LOADER_SLOWDOWN_MOST`, the time per step its batches' pageable uploads spend faulting in shared
+    memory, ns). The workers take the loading (``loading_cut`` per host node; ``loading_ns`` per window) off the
+    step path, and their batches' pageable uploads fault in pages of shared memory (:func:`shm_fault_ns`);
+    enough of them are advised to keep up at :data:`LOADER_HEADROOM` times this process's loading time (a power
+    of two, within the host's CPUs less one for this process), and the steps are replayed at the pace that many workers deliver batches when each loads
     :data:`LOADER_SLOWDOWN` times slower than this process did (``floor``)."""
-    change = _cut(loading_cut)
+    uploads = copies(ctx, IntervalKind.MEMCPY_H2D, memory="pageable", big=False)
+    faults = _first_reads_ns(ctx, uploads)
+    change = _from_workers(loading_cut, uploads, ctx.graph.g_dur[uploads], faults)
     unpaced = ctx.saving(change)
     rest = np.maximum(ctx.base_steps - unpaced, 1)
     covered = ctx.covered
@@ -155,7 +169,7 @@ def _loader_fix(
 
     saved, floor = paced(LOADER_SLOWDOWN)
     slow = float(paced(LOADER_SLOWDOWN_MOST)[0].sum()) / ctx.n_win
-    return (f"DataLoader(num_workers={workers})", saved, change, floor), slow
+    return (f"DataLoader(num_workers={workers})", saved, change, floor), slow, float(faults.sum()) / ctx.n_win
 
 
 def _workers(need: float, cpus: int | None) -> int:
@@ -172,9 +186,10 @@ def _host_cpus(rd: RunData) -> int | None:
     return int(cpus) if cpus else None
 
 
-def _loader_words(label: str, rd: RunData, slow_ns: float) -> str:
+def _loader_words(label: str, rd: RunData, slow_ns: float, faults_ns: float) -> str:
     """What the DataLoader figure assumes, for the detail (``slow_ns``: its saving per step at
-    :data:`LOADER_SLOWDOWN_MOST`)."""
+    :data:`LOADER_SLOWDOWN_MOST`; ``faults_ns``: the time per step its batches' pageable uploads spend faulting
+    in shared memory)."""
     cpus = _host_cpus(rd)
     on = f"the host's {cpus} CPUs" if cpus else "the host's CPUs, how many the trace does not say"
     threads = int(rd.positive_note("torch_threads") or 1)
@@ -192,7 +207,16 @@ def _loader_words(label: str, rd: RunData, slow_ns: float) -> str:
             f", as do workers whose loading gained more from this process's {threads} threads, which the trace "
             "cannot tell: the saving is an estimate"
         )
-    return words + "."
+    words += "."
+    if faults_ns > 0:
+        per_page, probed = shm_fault_ns(rd)
+        how = "as probed on this host" if probed else "as measured on another host"
+        words += (
+            f" The workers hand their batches over in shared memory, whose pages the pageable uploads fault in as "
+            f"they read them: {ms(faults_ns)} more per step ({per_page / 1e3:.2f} us per 4 KiB, {how}), counted in "
+            "the saving; pin_memory=True moves that read to the DataLoader's pinning thread, off the step path."
+        )
+    return words
 
 
 def _facts(ranks: list[tuple[int, float, float]], but: str, calls: str) -> str:
@@ -245,8 +269,30 @@ def _graphs(calls: np.ndarray, step: np.ndarray, bubble_ns: int) -> Change:
     return change
 
 
-def _cut(cut_ns: np.ndarray) -> Change:
+def shm_fault_ns(rd: RunData) -> tuple[float, bool]:
+    """(ns per 4 KiB that a pageable upload of a worker's batch takes longer, whether the recording's probe
+    measured it on this host); :data:`SHM_FAULT_NS_PER_4KIB` where it did not."""
+    probed = (rd.trace.meta.bandwidth_probe or {}).get("shm_fault_ns_per_4kib")
+    if isinstance(probed, (int, float)) and probed >= 0:
+        return float(probed), True
+    return float(SHM_FAULT_NS_PER_4KIB), False
+
+
+def _first_reads_ns(ctx: RuleContext, uploads: np.ndarray) -> np.ndarray:
+    """Per upload (graph ops): the time its staging spends faulting in the pages of a batch from shared
+    memory, ns."""
+    pages = np.ceil(ctx.graph.g_bytes[uploads] / 4096)
+    return (pages * shm_fault_ns(ctx.rd)[0]).astype(np.int64)
+
+
+def _from_workers(cut_ns: np.ndarray, uploads: np.ndarray, pageable_ns: np.ndarray, slower_ns: np.ndarray) -> Change:
+    """Loading moved to DataLoader workers: its host time (``cut_ns`` per host node) is gone, and the pageable
+    ``uploads`` of the batches they hand over in shared memory take ``slower_ns`` longer each, those still at
+    their pageable time (``pageable_ns``): a copy another fix replayed from pinned memory does not (with
+    ``pin_memory=True`` the DataLoader's pinning thread reads the pages, off the step path)."""
+
     def change(graph: Graph) -> Graph:
-        return fixes.cut_host(graph, cut_ns)
+        still = graph.g_dur[uploads] >= pageable_ns
+        return fixes.lengthen(fixes.cut_host(graph, cut_ns), uploads[still], slower_ns[still])
 
     return change
