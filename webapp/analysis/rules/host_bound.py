@@ -152,8 +152,9 @@ def _loader_fix(
     memory, ns). The workers take the loading (``loading_cut`` per host node; ``loading_ns`` per window) off the
     step path, and their batches' pageable uploads fault in pages of shared memory (:func:`shm_fault_ns`);
     enough of them are advised to keep up at :data:`LOADER_HEADROOM` times this process's loading time (a power
-    of two, within the host's CPUs less one for this process), and the steps are replayed at the pace that many workers deliver batches when each loads
-    :data:`LOADER_SLOWDOWN` times slower than this process did (``floor``)."""
+    of two, within the host's CPUs less one for this process), and the steps are replayed at the pace that many
+    workers deliver batches when each loads :data:`LOADER_SLOWDOWN` times slower than this process did
+    (``floor``)."""
     uploads = copies(ctx, IntervalKind.MEMCPY_H2D, memory="pageable", big=False)
     faults = _first_reads_ns(ctx, uploads)
     change = _from_workers(loading_cut, uploads, ctx.graph.g_dur[uploads], faults)
