@@ -2,7 +2,8 @@
 
 The fixes that fit are replayed: CUDA graphs (``torch.compile(mode="reduce-overhead")``), which cut the
 host time between launches to one graph launch, and DataLoader workers, which take the data loading the
-host's sampled stacks show off the step path. A faster host bounds every host-side fix. The finding's cost
+host's sampled stacks show off the step path (and hand their batches over in shared memory, whose pages a
+pageable upload then faults in). A faster host bounds every host-side fix. The finding's cost
 is the best replayed fix; the detail lists each one.
 """
 
@@ -114,9 +115,8 @@ class HostBound:
             f"CUDA graphs also pack the kernels closer: {fixes.graph_pace_note(device)})."
         )
         if loader is not None and float(loader[1].sum()) / ctx.n_win >= LIST_FRAC * ctx.step_ref:
-            detail += " " + _loader_words(
-                loader[0], rd, slow_ns, faults_ns
-            )  # what the figure assumes, where worth reading
+            # what the figure assumes, where worth reading
+            detail += " " + _loader_words(loader[0], rd, slow_ns, faults_ns)
         options = (
             *((label, round(float(s.sum()) / ctx.n_win)) for label, s, _, _ in savings),
             ("a host with no time of its own (bound)", round(bound_ns)),
