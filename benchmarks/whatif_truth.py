@@ -57,7 +57,8 @@ def _analyze(rec: Any) -> Any:
 
 
 TRACES: list[Path] = []
-"""Where to write each recorded base run (``--traces``), if anywhere."""
+"""Where to write each recorded run (``--traces``), if anywhere: the base loop's of every round, and one of
+the fixed loop (``<pair>-fixed.json.gz``)."""
 ATTACHED: list[str] = []
 """The pairs a recording of which left CUPTI attached (``notes.cupti_detached`` false: a thread other than
 the loop's made CUDA calls): their later plain timings ran slower per launch than a process that never
@@ -204,6 +205,8 @@ def run_pair(pair: Pair, rounds: int, alternations: int | None = None) -> dict[s
         if measured < 1 + NOISE_FLOOR:  # a fix that saves nothing: the fixed loop keeps the same top finding
             fixed_result = _recorded(pair, fixed, "-fixed")
             out["top_fixed"] = fixed_result.findings[0].rule if fixed_result.findings else "-"
+        elif TRACES:  # the fixed loop's recording beside the base's, to see where a prediction and the fix part
+            _recorded(pair, fixed, "-fixed")
         return out
     finally:
         for loop in (base, fixed):
@@ -324,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         "--alternations", type=int, help="fixed/base timings alternated per round (default: each pair's own)"
     )
     parser.add_argument("--md", type=Path)
-    parser.add_argument("--traces", type=Path, help="a folder to write each recorded run to")
+    parser.add_argument(
+        "--traces", type=Path, help="a folder to write each recorded run to (the base loop's, and one of the fixed)"
+    )
     args = parser.parse_args(argv)
     if args.traces:
         args.traces.mkdir(parents=True, exist_ok=True)

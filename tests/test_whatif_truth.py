@@ -102,3 +102,22 @@ def test_every_timing_and_recording_starts_after_a_full_collection(log: list[str
 def test_the_pairs_own_alternations_give_way_to_the_callers(log: list[str]) -> None:
     assert wt.run_pair(_pair(log, 1.1, 3), rounds=1)["alternations"] == 3
     assert wt.run_pair(_pair(log, 1.1, 3), rounds=1, alternations=1)["alternations"] == 1
+
+
+@pytest.mark.parametrize("traces", [False, True])
+def test_the_fixed_loop_is_recorded_beside_the_base_where_traces_are_kept(
+    log: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, traces: bool
+) -> None:
+    """A fix that pays is recorded only where the recordings are kept (``--traces``), once, after the rounds:
+    its trace beside the base's shows where a prediction and the fix part."""
+    suffixes: list[str] = []
+    stub = wt._recorded
+
+    def recorded(pair: Pair, loop: Any, suffix: str = "") -> Any:
+        suffixes.append(suffix)
+        return stub(pair, loop, suffix)
+
+    monkeypatch.setattr(wt, "_recorded", recorded)
+    monkeypatch.setattr(wt, "TRACES", [tmp_path] if traces else [])
+    wt.run_pair(_pair(log, 1.25), rounds=2)
+    assert suffixes == (["", "-1", "-fixed"] if traces else ["", "-1"])
