@@ -4,6 +4,8 @@
 #   bash scripts/gpu_checks.sh tests      # every @pytest.mark.gpu test (recorder, programs, ranks, labels, replay)
 #   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py, a process per pair: fixes against predictions
 #   bash scripts/gpu_checks.sh overhead   # benchmarks/overhead.py --quick and stack_sampling.py
+#   bash scripts/gpu_checks.sh parts      # benchmarks/overhead_parts.py --pairs: the recorder's cost on the
+#                                         # framework loops, part by part (stacks, collections, hooks)
 #   bash scripts/gpu_checks.sh fidelity   # benchmarks/fidelity.py: our GPU intervals against CUPTI's, every loop
 #   bash scripts/gpu_checks.sh ddp        # record --nproc 2 of the gloo DDP test script (2 ranks, one GPU)
 #   bash scripts/gpu_checks.sh samples    # re-record the sample traces (sample_traces/README.md)
@@ -34,6 +36,10 @@ overhead)
     (cd benchmarks && python3 overhead.py --quick --md "$out/overhead_quick.md") 2>&1 | tee "$out/overhead.log"
     (cd benchmarks && python3 stack_sampling.py --md "$out/stack_sampling.md") 2>&1 | tee -a "$out/overhead.log"
     ;;
+parts)
+    (cd benchmarks && python3 overhead_parts.py --pairs lightning-mlp,hf-trainer-gpt2,tiny-ops-graph \
+        --modes rec,rec-nostacks,rec-nogc,rec-bare,client --rounds 3) 2>&1 | tee "$out/overhead_parts.log"
+    ;;
 fidelity)
     python3 benchmarks/fidelity.py --md "$out/fidelity.md" 2>&1 | tee "$out/fidelity.log"
     ;;
@@ -49,7 +55,7 @@ profiles)
     python3 benchmarks/critical_vs_hta.py --record "$out/profiles" 2>&1 | tee "$out/profiles.log"
     ;;
 *)
-    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|fidelity|ddp|samples|profiles" >&2
+    echo "usage: bash scripts/gpu_checks.sh tests|truth|overhead|parts|fidelity|ddp|samples|profiles" >&2
     exit 2
     ;;
 esac
