@@ -119,9 +119,9 @@ def test_the_loader_figure_says_it_is_an_estimate_where_this_process_ran_torch_o
         assert "slower workers save less (" in one and "at 2.85x, the slowest pace seen on another host)." in one
 
 
-def _with_upload(fault_ns: float | None) -> Trace:
-    """:func:`loader_bound` whose forward starts with a blocking 1 ms pageable upload of 16 MiB (4,096 pages);
-    ``fault_ns``: what the probe measured per page of shared memory (None: no such probe)."""
+def _with_upload(fault_ns: float | None, loading: str = LOADING) -> Trace:
+    """:func:`loader_bound` (with ``loading``) whose forward starts with a blocking 1 ms pageable upload of 16 MiB
+    (4,096 pages); ``fault_ns``: what the probe measured per page of shared memory (None: no such probe)."""
     extra = []
     for k in range(6):
         t = k * 8 * MS + 6 * MS
@@ -150,7 +150,7 @@ def _with_upload(fault_ns: float | None) -> Trace:
                 step=k,
             ),
         ]
-    t = loader_bound(extra=extra)
+    t = loader_bound(loading=loading, extra=extra)
     probe = {**t.meta.bandwidth_probe, **({} if fault_ns is None else {"shm_fault_ns_per_4kib": fault_ns})}
     return t.with_meta(bandwidth_probe=probe)
 
@@ -170,6 +170,21 @@ def test_a_worker_s_batch_is_uploaded_at_the_cost_of_faulting_in_its_shared_page
     assert f"({SHM_FAULT_NS_PER_4KIB / 1e3:.2f} us per 4 KiB, as measured on another host)" in assumed.detail
     assert "pin_memory=True moves that read to the DataLoader's pinning thread" in probed.detail
     assert "shared memory" not in {x.rule: x for x in analyze(loader_bound()).findings}["host-bound"].detail
+
+
+def test_batches_that_already_came_from_workers_pay_their_page_faults_once() -> None:
+    """A loop that already has workers (its loading stacks wait in the DataLoader's ``_get_data``): its
+    uploads already read shared pages in the recording, and more workers add no faults on top."""
+    waiting = f"{LOADING};_get_data (torch/utils/data/dataloader.py:1295)"
+
+    def finding(fault_ns: float) -> Any:
+        return {x.rule: x for x in analyze(_with_upload(fault_ns, waiting)).findings}["host-bound"]
+
+    free, probed = finding(0), finding(500)
+    assert free.cost_per_step_ns == probed.cost_per_step_ns and "shared memory" not in probed.detail
+    assert {x.rule: x for x in analyze(_with_upload(500)).findings}[
+        "host-bound"
+    ].cost_per_step_ns < free.cost_per_step_ns
 
 
 def test_a_copy_already_replayed_pinned_pays_no_page_faults() -> None:

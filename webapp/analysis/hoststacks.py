@@ -23,6 +23,8 @@ from webapp.analysis.context import RunData, kind_mask
 SEP = ";"
 LOADING = re.compile(r"^(__next__|_next_data) \(.*torch/utils/data/dataloader\.py:\d+\)$")
 """Frames of a DataLoader's ``__next__``: the step waiting for its batch to be loaded in this process."""
+FROM_WORKERS = re.compile(r"(^|;)(_try_get_data|_get_data) \(.*torch/utils/data/dataloader\.py:\d+\)(;|$)")
+"""Frames of a DataLoader whose batches come from worker processes (``num_workers`` above 0), waiting for one."""
 OUTER_SHARE = 0.9
 """Frames holding more than this share of the host's time are the loop around everything (``main``,
 ``train``), not an answer to where the time went."""
@@ -375,6 +377,13 @@ def _frame_file(frame: str) -> str:
     """``"func (path/file.py:12)"`` -> ``"path/file.py"`` ('' for a frame without a file)."""
     m = FRAME_FILE.search(frame)
     return m.group(1) if m else ""
+
+
+def loads_in_workers(rd: RunData) -> bool:
+    """Whether a sampled stack shows the DataLoader waiting for a worker's batch: its batches already reach the
+    process in shared memory."""
+    rows = sample_rows(rd)
+    return bool(len(rows)) and any(FROM_WORKERS.search(str(u)) for u in pd.unique(rd.strings("name", rows)))
 
 
 def loading_cut(rd: RunData, g: Graph, nodes: np.ndarray) -> np.ndarray | None:

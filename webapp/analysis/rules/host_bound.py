@@ -281,7 +281,9 @@ def shm_fault_ns(rd: RunData) -> tuple[float, bool]:
 
 def _first_reads_ns(ctx: RuleContext, uploads: np.ndarray) -> np.ndarray:
     """Per upload (graph ops): the time its staging spends faulting in the pages of a batch from shared
-    memory, ns."""
+    memory, ns; none where the batches already came from workers (the recorded uploads hold those faults)."""
+    if hoststacks.loads_in_workers(ctx.rd):
+        return np.zeros(len(uploads), dtype=np.int64)
     pages = np.ceil(ctx.graph.g_bytes[uploads] / 4096)
     return (pages * shm_fault_ns(ctx.rd)[0]).astype(np.int64)
 
