@@ -23,7 +23,7 @@ from webapp.analysis.context import RunData, kind_mask
 SEP = ";"
 LOADING = re.compile(r"^(__next__|_next_data) \(.*torch/utils/data/dataloader\.py:\d+\)$")
 """Frames of a DataLoader's ``__next__``: the step waiting for its batch to be loaded in this process."""
-FROM_WORKERS = re.compile(r"(^|;)(_try_get_data|_get_data) \(.*torch/utils/data/dataloader\.py:\d+\)(;|$)")
+FROM_WORKERS = re.compile(r"(^|;)(_try_get_data|_get_data) \([^;]*torch/utils/data/dataloader\.py:\d+\)(;|$)")
 """Frames of a DataLoader whose batches come from worker processes (``num_workers`` above 0), waiting for one."""
 OUTER_SHARE = 0.9
 """Frames holding more than this share of the host's time are the loop around everything (``main``,
