@@ -21,7 +21,6 @@ for the recorder as whatif_truth marks them. Needs a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -78,9 +77,11 @@ def _switches(mode: str) -> dict[str, bool]:
     }
 
 
-def pair_segment(loop: Any, steps: int, mode: str) -> float:
-    """One ``loop.run(steps)`` of a whatif_loops base loop under ``mode``: seconds per step as the loop times
-    itself (a framework's median step, a plain loop's mean after its warm-up)."""
+def pair_segment(loop: Any, steps: int, mode: str, auto_steps: bool = True) -> float:
+    """One ``loop.run(steps)`` under ``mode`` (a whatif_loops base loop, or a step function as :class:`Steps`),
+    the recorder's steps marked by the loop's ``on_step`` (and, with ``auto_steps``, after each optimizer step,
+    as whatif_truth records): what the loop's ``run`` returns (a framework's median step, a plain loop's mean
+    after its warm-up)."""
     import torch
 
     from collector.recording.api import record
@@ -97,7 +98,7 @@ def pair_segment(loop: Any, steps: int, mode: str) -> float:
                 finally:
                     client.stop()
             if mode.startswith("rec"):
-                rec = record("parts", None, probe=False, auto_steps=True, stacks=mode != "rec-nostacks")
+                rec = record("parts", None, probe=False, auto_steps=auto_steps, stacks=mode != "rec-nostacks")
                 rec.start()
                 try:
                     return float(loop.run(steps, on_step=rec.step))
@@ -111,43 +112,30 @@ def pair_segment(loop: Any, steps: int, mode: str) -> float:
         cupti_client.KINDS = kinds
 
 
-def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, float]:
-    """(seconds for ``steps`` steps, seconds for the first) under ``mode``."""
-    import torch
+class Steps:
+    """A step function run as a loop: ``run(n, on_step)`` is the seconds of ``n`` steps (the GPU synchronized on
+    both sides), ``on_step`` called after each; the first step's seconds are kept in ``first``."""
 
-    from collector.recording.api import record
+    def __init__(self, step: Callable[[], None]) -> None:
+        self.step, self.first = step, 0.0
 
-    stop: Callable[[], Any] = lambda: None  # noqa: E731
-    kinds = cupti_client.KINDS
-    rec: Any = None
-    with recorder_without(**_switches(mode)):
-        if mode.startswith("client"):
-            cupti_client.KINDS = KIND_SETS[mode.split(":")[1]] if ":" in mode else kinds
-            client = cupti_client.CuptiClient()
-            client.start()
-            stop = client.stop
-        elif mode.startswith("rec"):
-            rec = record("parts", None, probe=False, stacks=mode != "rec-nostacks")
-            rec.start()
-            stop = rec.stop
-        elif mode == "prof-cuda":
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
-            prof.start()
-            stop = prof.stop
+    def run(self, n: int, on_step: Callable[[], None] | None = None) -> float:
         sync()
         t0 = time.perf_counter()
-        first = 0.0
-        for i in range(steps):
-            step()
-            if rec is not None:
-                rec.step()
+        for i in range(n):
+            self.step()
+            if on_step is not None:
+                on_step()
             if i == 0:
-                first = time.perf_counter() - t0
+                self.first = time.perf_counter() - t0
         sync()
-        loop = time.perf_counter() - t0
-        stop()
-    cupti_client.KINDS = kinds
-    return loop, first
+        return time.perf_counter() - t0
+
+
+def segment(step: Callable[[], None], steps: int, mode: str) -> tuple[float, float]:
+    """(seconds for ``steps`` steps, seconds for the first) under ``mode``."""
+    loop = Steps(step)
+    return pair_segment(loop, steps, mode, auto_steps=False), loop.first
 
 
 def run_pairs(names: list[str], modes: list[str], rounds: int) -> None:
@@ -169,7 +157,7 @@ def run_pairs(names: list[str], modes: list[str], rounds: int) -> None:
                     per[mode].append(pair_segment(loop, pair.steps, mode))
         finally:
             loop.close()
-        base = statistics.median(per["plain"]) if per.get("plain") else math.nan
+        base = statistics.median(per["plain"])
         print(f"{name}: plain {base * 1e3:.3f} ms/step ({pair.steps} steps a segment)")
         for mode in modes:
             each = ", ".join(f"{t * 1e3:.2f}" for t in per[mode])

@@ -80,3 +80,23 @@ def test_an_unknown_mode_is_refused(capsys: pytest.CaptureFixture[str], monkeypa
     with pytest.raises(SystemExit) as stop:
         op.main()
     assert stop.value.code == 2 and "unknown modes: rec-fast" in capsys.readouterr().err
+
+
+def test_a_demo_loop_s_segment_marks_each_step_without_auto_steps(
+    recorders: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regime loop's step function runs as a loop of its own: the recorder marks a step after each, as it
+    did before it shared the pairs' segment, and no step after an optimizer step on top."""
+    monkeypatch.setattr(op, "sync", lambda: None)
+    ran: list[int] = []
+    total, first = op.segment(lambda: ran.append(1), 3, "rec-nostacks")
+    assert ran == [1, 1, 1] and total >= first >= 0
+    assert recorders == [{"probe": False, "auto_steps": False, "stacks": False}]
+
+
+def test_a_step_function_as_a_loop_calls_on_step_after_each_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(op, "sync", lambda: None)
+    order: list[str] = []
+    loop = op.Steps(lambda: order.append("step"))
+    loop.run(2, on_step=lambda: order.append("mark"))
+    assert order == ["step", "mark", "step", "mark"] and loop.first > 0
