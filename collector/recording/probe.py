@@ -31,7 +31,8 @@ def device_info(device: int) -> dict[str, Any]:
 
 
 SHM_PROBE_BYTES = 4 * 1024**2
-"""Bytes of shared memory :func:`probe_shared_pages` reads fresh: 1,024 pages, about 2 ms."""
+"""Bytes of shared memory :func:`probe_shared_pages` reads fresh: 1,024 pages; the probe (two reads of them) takes a
+few ms."""
 
 
 def probe_shared_pages(nbytes: int = SHM_PROBE_BYTES, reps: int = 2) -> dict[str, float]:
