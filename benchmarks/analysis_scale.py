@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results_file import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "analysis_scale"
 DEFAULT_KINETO = ROOT / "bench-data" / "kineto-100mb.json"
 DEFAULT_HTA_PYTHON = "/tmp/hta-venv/bin/python"
@@ -197,19 +198,6 @@ def what_if_lines(samples: Path) -> list[str]:
     return lines
 
 
-def write_section(lines: list[str], section: str = SECTION) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    head = f"## {section}"
-    body = "\n".join([head, *lines]) + "\n"
-    if head in text:
-        start = text.index(head)
-        nxt = text.find("\n## ", start + len(head))
-        text = text[:start] + body + ("" if nxt < 0 else "\n" + text[nxt + 1 :])
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    RESULTS.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--intervals", type=int, default=10_000_000)
@@ -225,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     wi = what_if_lines(args.samples)
     if wi and not args.no_results:
-        write_section(wi + WHAT_IF_NOTES, "what_if")
+        write_section("what_if", "\n".join(wi + WHAT_IF_NOTES))
     if args.what_if_only:
         return 0
     p1 = part1(args.intervals, args.ranks, args.repeats)
@@ -267,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in lines:
         print(line)
     if not args.no_results:
-        write_section(lines)
+        write_section(SECTION, "\n".join(lines))
     return 0
 
 

@@ -50,8 +50,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from results_file import write_section
+
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "critical_vs_hta"
 DEFAULT_HTA_PYTHON = "/tmp/hta-venv/bin/python"
 DEFAULT_TRACES = (
@@ -218,15 +219,6 @@ def record(folder: Path, names: list[str], steps: int) -> None:
         print(f"{pair.name}: {out}")
 
 
-def write_section(lines: list[str]) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    header = f"## {SECTION}"
-    body = "\n".join([header, *lines]) + "\n"
-    pattern = re.compile(rf"^{re.escape(header)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = pattern.sub(lambda _: body + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + body
-    RESULTS.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="*", type=Path, help="torch.profiler traces (default: those in the repository)")
@@ -256,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip()
         how = "\n\n".join(__doc__.split("\n\n")[1:4])
         command = f"`python3 benchmarks/critical_vs_hta.py{files}`"
-        write_section([f"{stamp}, HTA {version} ({command}).", "", how, "", *lines])
+        write_section(SECTION, "\n".join([f"{stamp}, HTA {version} ({command}).", "", how, "", *lines]))
     return 0
 
 

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from analysis_scale import write_section  # noqa: E402
+from results_file import write_section  # noqa: E402
 
 SECTION = "explore_scale"
 BUDGET_MS = 150.0
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\n".join(lines))
     if not args.no_results:
-        write_section(lines, SECTION)
+        write_section(SECTION, "\n".join(lines))
     over = [r for r in rows if r[0] != "range" and r[2] > BUDGET_MS]
     return 1 if over else 0
 

@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from results_file import write_section
+
 from collector.synthetic.kineto_json import generate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,18 +96,6 @@ def _how() -> str:
     except ImportError:
         return "read_events"
     return "load_trace"
-
-
-def write_section(lines: list[str]) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    body = f"## {SECTION}\n\n" + "\n".join(lines).rstrip() + "\n"
-    start = text.find(f"## {SECTION}\n")
-    if start < 0:
-        text = text.rstrip() + "\n\n" + body
-    else:
-        nxt = text.find("\n## ", start + 1)
-        text = text[:start] + body + ("" if nxt < 0 else "\n" + text[nxt + 1 :])
-    RESULTS.write_text(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {path.name} | {r['rows']:,} | {size / 1e6:,.0f} MB | {write_s:.1f} | {r['secs']:.1f} | "
                     f"{r['peak'] / 1e6:,.0f} MB | {r['peak'] / plain:.2f}x |"
                 )
-        write_section(lines)
+        write_section(SECTION, "\n" + "\n".join(lines))
         print(f"wrote the ## {SECTION} section of {RESULTS.relative_to(ROOT)}")
     return 0
 

@@ -33,6 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from results_file import write_section
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -194,17 +196,6 @@ def report(args: argparse.Namespace, pr: dict[str, Any], mr: dict[str, Any], vie
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    path = REPO / "benchmarks" / "RESULTS.md"
-    old = path.read_text()
-    start = old.find("## ranks_scale")
-    if start < 0:
-        path.write_text(old.rstrip("\n") + "\n\n" + text)
-        return
-    nxt = old.find("\n## ", start + 1)
-    path.write_text(old[:start] + text + (old[nxt + 1 :] if nxt >= 0 else ""))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=64)
@@ -235,7 +226,7 @@ def main() -> int:
     text = report(args, pr, mr, views, peaks)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section("ranks_scale", text.split("\n", 1)[1])
     return 0
 
 

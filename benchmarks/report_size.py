@@ -22,12 +22,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from results_file import write_section
+
 from collector.synthetic import synthetic_trace  # noqa: E402
 from webapp.report import prepare_run, run_report  # noqa: E402
 from webapp.report.build import FILE_BOUND_BYTES, run_context  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "report_size"
 MIB = 2**20
 
@@ -84,19 +85,6 @@ def _depths(ctx: dict) -> list[int]:
     return [max((v["level"] for v in views if v["focus"] == i), default=-1) for i in range(len(ctx["focus"]))]
 
 
-def write_section(lines: list[str]) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    head = f"## {SECTION}"
-    body = "\n".join([head, *lines]) + "\n"
-    if head in text:
-        start = text.index(head)
-        nxt = text.find("\n## ", start + len(head))
-        text = text[:start] + body + ("" if nxt < 0 else "\n" + text[nxt + 1 :])
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    RESULTS.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--intervals", type=int, nargs="+", default=[1_000_000, 5_000_000])
@@ -119,19 +107,22 @@ def main(argv: list[str] | None = None) -> int:
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         cmd = "python3 benchmarks/report_size.py " + " ".join(argv if argv is not None else sys.argv[1:])
         write_section(
-            [
-                "",
-                f"Measured {now} on {platform.machine()}, {os.cpu_count()} CPU cores, Python "
-                f"{platform.python_version()} (`{cmd.strip()}`). One self-contained HTML file per run: Plotly "
-                "(1.87 MiB, gzip + base64), the page script and tables, and the timeline views embedded within "
-                "the data budget (default 2.5 MiB, less what the file would pass its 5 MiB bound by). "
-                '"To level L": the step can be zoomed to 1/2^L of its width with views drawn at 2,000 px; '
-                "finer zoom shows the deepest view's "
-                "merged boxes (what the report lists as left out). The first paint is the file opened from disk "
-                "with the network off, Plotly unpacked included.",
-                "",
-                *lines,
-            ]
+            SECTION,
+            "\n".join(
+                [
+                    "",
+                    f"Measured {now} on {platform.machine()}, {os.cpu_count()} CPU cores, Python "
+                    f"{platform.python_version()} (`{cmd.strip()}`). One self-contained HTML file per run: Plotly "
+                    "(1.87 MiB, gzip + base64), the page script and tables, and the timeline views embedded within "
+                    "the data budget (default 2.5 MiB, less what the file would pass its 5 MiB bound by). "
+                    '"To level L": the step can be zoomed to 1/2^L of its width with views drawn at 2,000 px; '
+                    "finer zoom shows the deepest view's "
+                    "merged boxes (what the report lists as left out). The first paint is the file opened from disk "
+                    "with the network off, Plotly unpacked included.",
+                    "",
+                    *lines,
+                ]
+            ),
         )
     return 0
 

@@ -39,6 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from results_file import write_section
+
 if TYPE_CHECKING:
     from collector.model import Trace
 
@@ -303,15 +305,6 @@ def browser_figures(base: str, ids: dict[str, str]) -> dict[str, object]:
     return out
 
 
-def write_results(text: str) -> None:
-    path = REPO / "benchmarks" / "RESULTS.md"
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    section = f"## web_scale\n\n{text.strip()}\n"
-    pattern = re.compile(r"^## web_scale\n.*?(?=^## |\Z)", re.S | re.M)
-    new = pattern.sub(section + "\n", old) if pattern.search(old) else old.rstrip() + "\n\n" + section
-    path.write_text(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--intervals", type=int, default=10_000_000)
@@ -411,7 +404,7 @@ def main() -> int:
     ]
     text = "\n".join(lines)
     print(text)
-    write_results(text)
+    write_section("web_scale", "\n" + text.strip())
     if not args.keep:
         import shutil
 
