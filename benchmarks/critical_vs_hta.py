@@ -26,7 +26,8 @@ HTA runs in the python of a separate virtual environment (never the system pytho
 
 HTA's own test traces (``tests/data`` of github.com/facebookresearch/HolisticTraceAnalysis: real training and
 inference jobs, NCCL, CUDA graphs, ROCm) make a wider check; copied into ``bench-data/hta/`` (one file per
-folder, named after it) they run as ``python3 benchmarks/critical_vs_hta.py bench-data/hta/*.json.gz``.
+folder, named after it; for ``critical_path``, ``cuda_event_sync/event_sync_trace.json.gz``) they run as
+``python3 benchmarks/critical_vs_hta.py bench-data/hta/*.json.gz``.
 HTA fails on the last step of each trace (its own error, listed as such).
 
 The traces of the what-if loops (Hugging Face Trainer, Lightning, a torchvision loop, ...) are recorded on
