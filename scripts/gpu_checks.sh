@@ -5,7 +5,8 @@
 #   bash scripts/gpu_checks.sh truth      # benchmarks/whatif_truth.py, a process per pair: fixes against predictions
 #   bash scripts/gpu_checks.sh overhead   # benchmarks/overhead.py --quick and stack_sampling.py
 #   bash scripts/gpu_checks.sh parts      # benchmarks/overhead_parts.py --pairs: the recorder's cost on the
-#                                         # framework loops, part by part (stacks, collections, hooks)
+#                                         # framework loops, part by part (stacks, collections, hooks), and
+#                                         # benchmarks/call_cost.py: its cost per op against its calibration
 #   bash scripts/gpu_checks.sh fidelity   # benchmarks/fidelity.py: our GPU intervals against CUPTI's, every loop
 #   bash scripts/gpu_checks.sh ddp        # record --nproc 2 of the gloo DDP test script (2 ranks, one GPU)
 #   bash scripts/gpu_checks.sh samples    # re-record the sample traces (sample_traces/README.md)
@@ -39,6 +40,7 @@ overhead)
 parts)
     (cd benchmarks && python3 overhead_parts.py --pairs lightning-mlp,hf-trainer-gpt2,tiny-ops-graph \
         --modes rec,rec-nostacks,rec-nogc,rec-bare,client --rounds 3) 2>&1 | tee "$out/overhead_parts.log"
+    (cd benchmarks && python3 call_cost.py --rounds 3) 2>&1 | tee "$out/call_cost.log"
     ;;
 fidelity)
     python3 benchmarks/fidelity.py --md "$out/fidelity.md" 2>&1 | tee "$out/fidelity.log"
