@@ -373,12 +373,13 @@ def test_a_collective_the_backend_starts_just_after_its_enqueue_holds_the_host()
 
 @pytest.mark.parametrize("call_ns", [None, 0, 2000])
 def test_the_recorder_s_cost_is_said_taken_out_or_unmeasured(call_ns: int | None) -> None:
-    """A recording that timed its own cost says it took it out; one whose timing read none says its times
-    include it; a trace without the note (an import) says neither."""
+    """A recording that timed its own cost says it took it out, and what it leaves in; one whose timing read
+    none says its times include it; a trace without the note (an import) says neither."""
     t = host_bound()
     notes = {} if call_ns is None else {"recorder_call_ns": call_ns}
     _, cm = _model(replace(t, meta=replace(t.meta, notes={**t.meta.notes, **notes})))
     said = " ".join(cm.notes)
-    assert ("is taken out" in said) == (call_ns == 2000)
+    assert ("is taken out of every call" in said) == (call_ns == 2000)
+    assert ("stays in" in said and "read high" in said) == (call_ns == 2000)  # what the timing leaves in
     assert ("could not be measured" in said) == (call_ns == 0)
     assert cm.recorder_call_ns == (call_ns or 0)
