@@ -14,6 +14,10 @@ taken as the sampler takes it (code and instruction offset per frame) and readin
 as it did before (``f_lineno`` scans the code's line table from its start):
 
     python3 benchmarks/stack_sampling.py --sample-cost
+
+``--loops host-cpu`` needs no GPU either: a host-bound step of tiny torch CPU ops and Python calls at the
+bottom of a deep stack of long functions (a framework's host work, as a sample sees it), the loop where
+sampling costs most; run alone (``--loops host-cpu``) it weighs both samplers on any machine.
 """
 
 from __future__ import annotations
@@ -38,14 +42,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 RATE_HZ = 200
 
 
-def _segment(step, steps: int) -> float:  # type: ignore[no-untyped-def]
+def _segment(step, steps: int, wait: Callable[[], None] = sync) -> float:  # type: ignore[no-untyped-def]
     step()
-    sync()
+    wait()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
-    sync()
+    wait()
     return (time.perf_counter() - t0) / steps * 1e3
+
+
+HOST_DEPTH, HOST_LINES, HOST_OPS = 30, 300, 200
+CPU_LOOPS = ("host-cpu",)
+"""Loops that need no GPU (their steps wait for nothing)."""
+
+
+def host_cpu_step() -> Callable[[], None]:
+    """A host-bound step without a GPU: HOST_OPS tiny torch CPU ops, each after a Python call, at the bottom of a
+    stack of HOST_DEPTH frames of HOST_LINES-line functions."""
+    import torch
+
+    body = "\n".join(f"    v{i} = {i} + 1" for i in range(HOST_LINES))
+    source = f"def layer(n, work):\n{body}\n    if n == 0:\n        return work()\n    return layer(n - 1, work)\n"
+    names: dict[str, object] = {}
+    exec(compile(source, "host_cpu.py", "exec"), names)  # noqa: S102 - a generated function of known text
+    layer = names["layer"]
+    a, b = torch.ones(16), torch.ones(16)
+
+    def work() -> None:
+        for i in range(HOST_OPS):
+            torch.add(a, b, alpha=float(i % 3))
+
+    return lambda: layer(HOST_DEPTH, work)  # type: ignore[operator]
 
 
 def _with_sampler(run: Callable[[], float]) -> float:
@@ -59,7 +87,7 @@ def _with_sampler(run: Callable[[], float]) -> float:
         sampler.stop()
 
 
-def _with_pyspy(step, steps: int, out: str) -> float | str:  # type: ignore[no-untyped-def]
+def _with_pyspy(step, steps: int, out: str, wait: Callable[[], None] = sync) -> float | str:  # type: ignore[no-untyped-def]
     exe = shutil.which("py-spy")
     if exe is None:
         return "py-spy not installed"
@@ -85,7 +113,7 @@ def _with_pyspy(step, steps: int, out: str) -> float | str:  # type: ignore[no-u
     if proc.poll() is not None:
         return "py-spy could not attach: " + (proc.stderr.read() if proc.stderr else "").strip().splitlines()[-1:][0]
     try:
-        return _segment(step, steps)
+        return _segment(step, steps, wait)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -172,14 +200,16 @@ def main() -> None:
         rows.append(f"| {name} | {statistics.median(plain):.3f} | {_ratio(own, plain, '')} | not run |")
         print(rows[-1], flush=True)
     for name in filter(None, args.loops.split(",")):
-        step = step_fn(loop_steps(name))
+        on_cpu = name in CPU_LOOPS
+        step = host_cpu_step() if on_cpu else step_fn(loop_steps(name))
+        wait = (lambda: None) if on_cpu else sync
         for _ in range(3):
-            _segment(step, 20)
+            _segment(step, 20, wait)
         plain, own, spy, why = [], [], [], ""
         for _ in range(args.rounds):
-            plain.append(_segment(step, args.steps))
-            own.append(_with_sampler(lambda step=step: _segment(step, args.steps)))
-            got = _with_pyspy(step, args.steps, out)
+            plain.append(_segment(step, args.steps, wait))
+            own.append(_with_sampler(lambda step=step, wait=wait: _segment(step, args.steps, wait)))
+            got = _with_pyspy(step, args.steps, out, wait)
             if isinstance(got, str):
                 why = got
             else:
@@ -190,11 +220,12 @@ def main() -> None:
         )
         print(rows[-1], flush=True)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    machine = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"{os.cpu_count()} CPUs, no GPU"
     text = "\n".join(
         [
             "## stack_sampling",
             "",
-            f"Measured {when} on {torch.cuda.get_device_name(0)} (`PYTHONPATH=. python3 benchmarks/stack_sampling.py`, "
+            f"Measured {when} on {machine} (`PYTHONPATH=. python3 benchmarks/stack_sampling.py`, "
             f"{args.rounds} alternating rounds of {args.steps} steps, {RATE_HZ} Hz). Ratio = ms per step sampled over "
             "the same round's unsampled segment.",
             "",
