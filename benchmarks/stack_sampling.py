@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -76,15 +77,30 @@ def host_cpu_step() -> Callable[[], None]:
     return lambda: layer(HOST_DEPTH, work)  # type: ignore[operator]
 
 
+RATES: dict[str, list[float]] = {"own": [], "py-spy": []}
+"""Samples per second each sampler took in each segment (asked: RATE_HZ)."""
+
+
 def _with_sampler(run: Callable[[], float]) -> float:
     """``run()`` (a timed segment) with the in-process sampler sampling."""
     from collector.recording.stacks import StackSampler
 
     sampler = StackSampler(interval_s=1 / RATE_HZ).start()
+    t0 = time.perf_counter()
     try:
         return run()
     finally:
+        RATES["own"].append(sampler.samples / (time.perf_counter() - t0))
         sampler.stop()
+
+
+def raw_samples(path: str) -> int:
+    """Samples in a py-spy ``--format raw`` file (folded stacks, each line ending in its count); 0 if none."""
+    try:
+        with open(path) as f:
+            return sum(int(line.rsplit(" ", 1)[1]) for line in f if line.strip())
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _with_pyspy(step, steps: int, out: str, wait: Callable[[], None] = sync) -> float | str:  # type: ignore[no-untyped-def]
@@ -112,11 +128,14 @@ def _with_pyspy(step, steps: int, out: str, wait: Callable[[], None] = sync) -> 
     time.sleep(0.5)  # attached
     if proc.poll() is not None:
         return "py-spy could not attach: " + (proc.stderr.read() if proc.stderr else "").strip().splitlines()[-1:][0]
+    t0 = time.perf_counter()
     try:
         return _segment(step, steps, wait)
     finally:
-        proc.terminate()
+        took = time.perf_counter() - t0
+        proc.send_signal(signal.SIGINT)  # py-spy writes what it sampled on an interrupt (not on SIGTERM)
         proc.wait(timeout=10)
+        RATES["py-spy"].append(raw_samples(out) / took)  # an idle wait of the attach is not sampled
 
 
 def _pair_loop(name: str):  # type: ignore[no-untyped-def]
@@ -164,11 +183,12 @@ def sample_cost() -> str:
     )
 
 
-def _ratio(xs: list[float], plain: list[float], why: str) -> str:
+def _ratio(xs: list[float], plain: list[float], why: str, rates: list[float] | None = None) -> str:
     if not xs:
         return why or "-"
     r = [x / p for x, p in zip(xs, plain, strict=False)]
-    return f"{statistics.median(r):.3f}x ({min(r):.2f}-{max(r):.2f})"
+    taken = f", {statistics.median(rates):.0f} samples/s" if rates else ""
+    return f"{statistics.median(r):.3f}x ({min(r):.2f}-{max(r):.2f}){taken}"
 
 
 def main() -> None:
@@ -206,6 +226,8 @@ def main() -> None:
         for _ in range(3):
             _segment(step, 20, wait)
         plain, own, spy, why = [], [], [], ""
+        RATES["own"].clear()
+        RATES["py-spy"].clear()
         for _ in range(args.rounds):
             plain.append(_segment(step, args.steps, wait))
             own.append(_with_sampler(lambda step=step, wait=wait: _segment(step, args.steps, wait)))
@@ -216,7 +238,8 @@ def main() -> None:
                 spy.append(got)
 
         rows.append(
-            f"| {name} | {statistics.median(plain):.3f} | {_ratio(own, plain, why)} | {_ratio(spy, plain, why)} |"
+            f"| {name} | {statistics.median(plain):.3f} | {_ratio(own, plain, why, RATES['own'])} | "
+            f"{_ratio(spy, plain, why, RATES['py-spy'])} |"
         )
         print(rows[-1], flush=True)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

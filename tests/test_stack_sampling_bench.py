@@ -40,3 +40,10 @@ def test_the_host_cpu_step_is_sampled_under_every_one_of_its_frames() -> None:
     deepest = max(text.count("layer (host_cpu.py:") for text in stacks)
     assert deepest == ss.HOST_DEPTH + 1  # layer(HOST_DEPTH) down to layer(0), which calls the work
     assert any("work (" in text for text in stacks)
+
+
+def test_py_spy_s_raw_output_is_counted_by_its_lines_counts(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.txt"
+    raw.write_text("main (a.py:3);f (a.py:9) 40\nmain (a.py:3) 2\n\n")
+    assert ss.raw_samples(str(raw)) == 42
+    assert ss.raw_samples(str(tmp_path / "none.txt")) == 0
