@@ -129,18 +129,38 @@ def _with_work(steps: pd.DataFrame, rank: np.ndarray, start: np.ndarray) -> pd.D
     as it stopped), where their rank has other windows."""
     held = np.zeros(len(steps), dtype=bool)
     if len(start):
-        # every rank's starts on one axis, ranks apart (as RunData places them): one sort for all ranks
+        # every rank's starts on one axis, ranks apart (as RunData places them)
         lo, hi = int(start.min()), int(start.max())
         step_rank = steps["rank"].to_numpy(np.int64)
         tb = iv.Timebase.fit(lo, hi, int(max(rank.max(), step_rank.max(initial=0))))
+        a = tb.to_axis(step_rank, np.clip(steps["start_ns"].to_numpy(np.int64), lo, hi + 1))
+        b = tb.to_axis(step_rank, np.clip(steps["end_ns"].to_numpy(np.int64), lo, hi + 1))
+        held = _holding(tb, rank, start, a, b)
+    alone = steps.groupby("rank")["step"].transform("size").to_numpy() == 1
+    return steps[held | alone]
+
+
+def _holding(tb: iv.Timebase, rank: np.ndarray, start: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether each window ``[a, b)`` on ``tb``'s axis holds the start of an interval (``rank``, ``start``).
+    Windows apart from one another (as step windows tile a rank's time) take each start to the one window it
+    can fall in, CHUNK_ROWS rows at a time, without sorting the run; others sort the starts."""
+    order = np.argsort(a, kind="stable")
+    a_s, b_s = a[order], b[order]
+    if not (a_s[1:] >= b_s[:-1]).all():
         key = tb.to_axis(rank, start)
         if not (key[1:] >= key[:-1]).all():
             key.sort()
-        a = tb.to_axis(step_rank, np.clip(steps["start_ns"].to_numpy(np.int64), lo, hi + 1))
-        b = tb.to_axis(step_rank, np.clip(steps["end_ns"].to_numpy(np.int64), lo, hi + 1))
-        held = np.searchsorted(key, b, side="left") > np.searchsorted(key, a, side="left")
-    alone = steps.groupby("rank")["step"].transform("size").to_numpy() == 1
-    return steps[held | alone]
+        return np.searchsorted(key, b, side="left") > np.searchsorted(key, a, side="left")
+    hit = np.zeros(len(a), dtype=bool)
+    for c in range(0, len(start), iv.CHUNK_ROWS):
+        key = tb.to_axis(rank[c : c + iv.CHUNK_ROWS], start[c : c + iv.CHUNK_ROWS])
+        at = np.searchsorted(a_s, key, side="right") - 1  # the last window opening at or before the start
+        inside = at >= 0
+        inside[inside] = key[inside] < b_s[at[inside]]
+        hit[at[inside]] = True
+    held = np.empty(len(a), dtype=bool)
+    held[order] = hit
+    return held
 
 
 def step_windows(
