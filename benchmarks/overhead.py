@@ -278,10 +278,19 @@ def _ratio_table(
     return lines
 
 
+def compiled_first() -> None:
+    """The recorder's modules compiled to bytecode before any timed process, as an installed package has them
+    (pip compiles a wheel's modules; a checkout gets them at its first import, unless PYTHONDONTWRITEBYTECODE
+    is set): otherwise whichever process imports a module first, or every one where bytecode is not written,
+    times Python compiling our sources (about 10 ms of a stop's imports alone)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(BENCH_DIR.parent / "collector")], check=True)
+
+
 def whole_processes(names: list[str], rounds: int, device: str = "cuda") -> dict[str, dict[str, list[dict]]]:
     """Each short script in each of WHOLE_MODES, a fresh process each, rounds alternating: per script and
     mode, each round's JSON line (benchmarks/programs.py ``script_source``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH_DIR.parent), str(BENCH_DIR)])}
+    compiled_first()
     out: dict[str, dict[str, list[dict]]] = {n: {m: [] for m in WHOLE_MODES} for n in names}
     for i in range(rounds):
         for name in names:
@@ -309,7 +318,8 @@ def whole_markdown(whole: dict[str, dict[str, list[dict]]]) -> str:
     recorder's import, start and stop against the bound of 0.1 s plus 1 s per million intervals."""
     lines = [
         "",
-        "Short scripts as whole processes (a fresh process per mode and round, the device initialised first): "
+        "Short scripts as whole processes (a fresh process per mode and round, the device initialised first, "
+        "the recorder's modules compiled to bytecode beforehand, as installed): "
         "the script's time after `import torch` (the recorder's import, start and stop included), median over "
         "rounds, and each mode's ratio to plain in the same round; the recorder's start plus stop against "
         "the bound 0.1 s + 1 s per million intervals:",
