@@ -227,6 +227,10 @@ def main() -> None:
     unknown = [n for n in names if n not in OPS]
     if unknown:
         parser.error(f"unknown ops: {', '.join(unknown)}")
+    import torch
+
+    if not torch.cuda.is_available():
+        parser.exit(2, "call_cost.py: needs a CUDA GPU (it times ops on it, recorded and not)\n")
     print("\n".join(table(measure(names, args.rounds, args.calls, args.reps))))
 
 
