@@ -6,10 +6,11 @@ without_recorder). Framework loops read slower unrecorded-estimated than they ru
 other ops cost the recorder more per call than the fill does (cuBLAS, autograd, optimizers, copies).
 
 For each op, in ``--rounds`` alternating rounds: its host time per call unrecorded, then inside a recording
-(after the first step, so op naming is over), the quickest of a few short timed runs each (as the calibration
-times). The recording's trace gives the CUDA calls each op makes that the recorder keeps (launch rows) and the
-GPU ops they start. Printed per op: plain and recorded us per call, the cost added, the cost the calibration
-would take out (calls x ``recorder_call_ns``), and their ratio (above 1: the replay leaves recorder cost in).
+(after the first step, so op naming is over), each the quickest of a few short timed runs, as the calibration
+times its op (collector.recording.probe.op_ns). The recording's trace gives the CUDA calls each op makes that
+the recorder keeps (launch rows) and the GPU ops they start. Printed per op: plain and recorded us per call,
+the cost added, the cost the calibration would take out (calls x ``recorder_call_ns``), and their ratio (above
+1: the replay leaves recorder cost in).
 
     cd benchmarks && python3 call_cost.py                      # every op, 3 rounds
     cd benchmarks && python3 call_cost.py --ops fill,mm,adamw  # some
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from collector.model import GPU_KINDS, IntervalKind, Trace
+from collector.recording.probe import op_ns
 
 OpMaker = Callable[[Any], Callable[[], Any]]
 
@@ -116,22 +117,6 @@ OPS: dict[str, OpMaker] = {
 """Ops on small CUDA tensors (launch-bound), named; ``fill`` is the calibration's own op."""
 
 
-def op_ns(torch: Any, op: Callable[[], Any], calls: int = 64, reps: int = 5, warm: int = 20) -> float:
-    """Host ns per call of ``op``: the quickest of ``reps`` timed runs of ``calls`` calls after ``warm`` calls,
-    the GPU synchronized between runs (collector.recording.probe.tiny_op_ns, for any op)."""
-    for _ in range(warm):
-        op()
-    torch.cuda.synchronize()
-    runs = []
-    for _ in range(reps):
-        t0 = time.perf_counter_ns()
-        for _ in range(calls):
-            op()
-        runs.append((time.perf_counter_ns() - t0) / calls)
-        torch.cuda.synchronize()
-    return float(min(runs))
-
-
 def per_call(trace: Trace, calls: int) -> tuple[float, float]:
     """(CUDA calls the recorder kept, GPU ops they started) per call of the op, from a recording of ``calls``
     calls (its start-up calibration's rows are already dropped)."""
@@ -186,11 +171,11 @@ def measure(names: list[str], rounds: int, calls: int, reps: int) -> list[OpCost
         op = OPS[name](torch)
         per_round = []
         for _ in range(rounds):
-            plain = op_ns(torch, op, calls, reps)
+            plain = op_ns(op, calls, reps)
             rec = record("call-cost", None, probe=False, auto_steps=False)
             rec.start()
             rec.step()  # the first step ends op naming; the timed calls are the second step's
-            recorded = op_ns(torch, op, calls, reps)
+            recorded = op_ns(op, calls, reps)
             trace = rec.stop()
             made = 20 + calls * reps
             cuda_calls, gpu_ops = per_call(trace, made)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 PROBE_BYTES = 32 * 1024**2
@@ -139,23 +141,31 @@ def event_overhead_ms(reps: int = 20) -> float:
 
 
 def tiny_op_ns(ops: int = 64, reps: int = 5, warm: int = 20) -> float:
-    """Host time of one tiny CUDA op (``x.fill_(1.0)``, one kernel launch) in ns: the quickest of ``reps`` timed
-    runs of ``ops`` ops, after ``warm`` ops (the quickest is the op's own cost; slower runs were interrupted).
-    Measured before and while recording, the difference is the recorder's own host cost per launch. Short runs,
-    as many as an interruption is unlikely to reach them all: the whole takes about 340 launches. The fill
-    kernel is the one ``torch.zeros`` and ``torch.ones`` launch, so a program that made a tensor with them has
-    loaded it (another kernel's first launch loads its module: 11 ms of the recording's start on an H100)."""
+    """Host time of one tiny CUDA op (``x.fill_(1.0)``, one kernel launch) in ns, by :func:`op_ns`. Measured
+    before and while recording, the difference is the recorder's own host cost per launch. The whole takes
+    about 340 launches. The fill kernel is the one ``torch.zeros`` and ``torch.ones`` launch, so a program that
+    made a tensor with them has loaded it (another kernel's first launch loads its module: 11 ms of the
+    recording's start on an H100)."""
     import torch
 
     x = torch.zeros(1, device="cuda")
+    return op_ns(functools.partial(x.fill_, 1.0), ops, reps, warm)
+
+
+def op_ns(op: Callable[[], Any], ops: int = 64, reps: int = 5, warm: int = 20) -> float:
+    """Host time of one call of ``op`` (CUDA work) in ns: the quickest of ``reps`` timed runs of ``ops`` calls,
+    after ``warm`` calls, the GPU synchronized after each run (the quickest is the op's own cost; slower runs
+    were interrupted). Short runs, as many as an interruption is unlikely to reach them all."""
+    import torch
+
     for _ in range(warm):
-        x.fill_(1.0)
+        op()
     torch.cuda.synchronize()
     runs = []
     for _ in range(reps):
         t0 = time.perf_counter_ns()
         for _ in range(ops):
-            x.fill_(1.0)
+            op()
         runs.append((time.perf_counter_ns() - t0) / ops)
         torch.cuda.synchronize()
     return float(min(runs))
