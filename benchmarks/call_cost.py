@@ -14,6 +14,7 @@ the cost added, the cost the calibration would take out (calls x ``recorder_call
 
     cd benchmarks && python3 call_cost.py                      # every op, 3 rounds
     cd benchmarks && python3 call_cost.py --ops fill,mm,adamw  # some
+    cd benchmarks && python3 call_cost.py --ops fill,mul-add --after-graph  # in a process holding a graph
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def _fill(torch: Any) -> Callable[[], Any]:
 def _add(torch: Any) -> Callable[[], Any]:
     a, b = torch.ones(256, device="cuda"), torch.ones(256, device="cuda")
     return lambda: torch.add(a, b)
+
+
+def _mul_add(torch: Any) -> Callable[[], Any]:
+    t = torch.zeros(64, device="cuda")
+    return lambda: t.mul_(0.999).add_(0.001)  # whatif_loops' tiny-ops-graph step, one of its 200 tensors
 
 
 def _sum(torch: Any) -> Callable[[], Any]:
@@ -104,6 +110,7 @@ def _adamw(torch: Any) -> Callable[[], Any]:
 OPS: dict[str, OpMaker] = {
     "fill": _fill,
     "add": _add,
+    "mul-add": _mul_add,
     "sum": _sum,
     "mm": _mm,
     "mm-bf16": _mm_bf16,
@@ -207,6 +214,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=64, help="calls per timed run")
     parser.add_argument("--reps", type=int, default=5, help="timed runs per timing (the quickest is kept)")
+    parser.add_argument(
+        "--after-graph",
+        action="store_true",
+        help="capture whatif_loops' tiny-ops-graph step as a CUDA graph first (the process then holds a graph, "
+        "as that pair's process does when it records its base loop)",
+    )
     args = parser.parse_args()
     names = [n for n in args.ops.split(",") if n]
     unknown = [n for n in names if n not in OPS]
@@ -216,6 +229,12 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         parser.exit(2, "call_cost.py: needs a CUDA GPU (it times ops on it, recorded and not)\n")
+    if args.after_graph:
+        from whatif_loops import tiny_ops_graph
+
+        graphed = tiny_ops_graph(True)  # kept alive: its graph stays captured while the ops are timed
+        graphed.run(3)
+        print("after a CUDA graph was captured in this process (whatif_loops' tiny-ops-graph, fixed)")
     print("\n".join(table(measure(names, args.rounds, args.calls, args.reps))))
 
 

@@ -41,6 +41,7 @@ parts)
     (cd benchmarks && python3 overhead_parts.py --pairs lightning-mlp,hf-trainer-gpt2,tiny-ops-graph \
         --modes rec,rec-nostacks,rec-nogc,rec-bare,client --rounds 3) 2>&1 | tee "$out/overhead_parts.log"
     (cd benchmarks && python3 call_cost.py --rounds 3) 2>&1 | tee "$out/call_cost.log"
+    (cd benchmarks && python3 call_cost.py --ops fill,mul-add --after-graph --rounds 3) 2>&1 | tee -a "$out/call_cost.log"
     ;;
 fidelity)
     python3 benchmarks/fidelity.py --md "$out/fidelity.md" 2>&1 | tee "$out/fidelity.log"
