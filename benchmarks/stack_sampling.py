@@ -35,6 +35,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from regimes import loop_steps, step_fn, sync
 
@@ -63,18 +64,25 @@ def host_cpu_step() -> Callable[[], None]:
     stack of HOST_DEPTH frames of HOST_LINES-line functions."""
     import torch
 
-    body = "\n".join(f"    v{i} = {i} + 1" for i in range(HOST_LINES))
-    source = f"def layer(n, work):\n{body}\n    if n == 0:\n        return work()\n    return layer(n - 1, work)\n"
-    names: dict[str, object] = {}
-    exec(compile(source, "host_cpu.py", "exec"), names)  # noqa: S102 - a generated function of known text
-    layer = names["layer"]
+    layer = deep_function("layer", HOST_LINES, "host_cpu.py")
     a, b = torch.ones(16), torch.ones(16)
 
     def work() -> None:
         for i in range(HOST_OPS):
             torch.add(a, b, alpha=float(i % 3))
 
-    return lambda: layer(HOST_DEPTH, work)  # type: ignore[operator]
+    return lambda: layer(HOST_DEPTH, work)
+
+
+def deep_function(name: str, lines: int, filename: str) -> Callable[[int, Callable[[], None]], None]:
+    """A generated function ``name(n, call)`` of ``lines`` lines of arithmetic that calls itself ``n`` times
+    more and then ``call()``: a stack of n + 1 frames of long functions (a framework's, as a sample sees it),
+    its code from ``filename``."""
+    body = "\n".join(f"    v{i} = {i} + 1" for i in range(lines))
+    source = f"def {name}(n, call):\n{body}\n    if n == 0:\n        return call()\n    return {name}(n - 1, call)\n"
+    names: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), names)  # noqa: S102 - a generated function of known text
+    return names[name]  # type: ignore[no-any-return]
 
 
 RATES: dict[str, list[float]] = {"own": [], "py-spy": []}
@@ -154,10 +162,7 @@ def sample_cost() -> str:
     sampler walks it, and reading each frame's line number on the way (the walk before)."""
     from collector.recording.stacks import MAX_DEPTH, stack_key
 
-    body = "\n".join(f"    v{i} = {i} + 1" for i in range(BODY_LINES))
-    source = f"def deep(n, probe):\n{body}\n    if n == 0:\n        return probe()\n    return deep(n - 1, probe)\n"
-    names: dict[str, object] = {}
-    exec(compile(source, "deep.py", "exec"), names)  # noqa: S102 - a generated function of known text
+    deep = deep_function("deep", BODY_LINES, "deep.py")
     took: dict[str, float] = {}
 
     def probe() -> None:
@@ -175,7 +180,7 @@ def sample_cost() -> str:
         t2 = time.perf_counter_ns()
         took.update(offsets=(t1 - t0) / REPEATS / 1e3, lines=(t2 - t1) / REPEATS / 1e3)
 
-    names["deep"](FRAMES, probe)  # type: ignore[operator]
+    deep(FRAMES, probe)
     return (
         f"one sample of {FRAMES} frames of {BODY_LINES}-line functions (Python {sys.version.split()[0]}): "
         f"{took['offsets']:.1f} us as the sampler takes it, {took['lines']:.1f} us reading line numbers "
