@@ -151,13 +151,11 @@ def _holding(tb: iv.Timebase, rank: np.ndarray, start: np.ndarray, a: np.ndarray
         if not (key[1:] >= key[:-1]).all():
             key.sort()
         return np.searchsorted(key, b, side="left") > np.searchsorted(key, a, side="left")
+    windows = iv.Segments.from_sorted(a_s, b_s)
     hit = np.zeros(len(a), dtype=bool)
     for c in range(0, len(start), iv.CHUNK_ROWS):
-        key = tb.to_axis(rank[c : c + iv.CHUNK_ROWS], start[c : c + iv.CHUNK_ROWS])
-        at = np.searchsorted(a_s, key, side="right") - 1  # the last window opening at or before the start
-        inside = at >= 0
-        inside[inside] = key[inside] < b_s[at[inside]]
-        hit[at[inside]] = True
+        at = iv.window_index(windows, tb.to_axis(rank[c : c + iv.CHUNK_ROWS], start[c : c + iv.CHUNK_ROWS]))
+        hit[at[at >= 0]] = True
     held = np.empty(len(a), dtype=bool)
     held[order] = hit
     return held
